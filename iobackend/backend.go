@@ -1,0 +1,102 @@
+package iobackend
+
+import (
+	"time"
+)
+
+// Kind names a backend implementation.
+type Kind string
+
+const (
+	// KindUring is one io_uring per shard.
+	KindUring Kind = "uring"
+	// KindEpoll is epoll readiness, eventfd wake-ups and blocking fdatasync.
+	KindEpoll Kind = "epoll"
+)
+
+// ReservedTokenBit marks tokens the backend uses for its own operations (the wake
+// eventfd, the wait timeout, cancellations). Callers use tokens below it; a
+// Completion with this bit set is never returned by Wait.
+const ReservedTokenBit uint64 = 1 << 63
+
+// Completion reports that an operation finished.
+type Completion struct {
+	// Token is the value the caller passed when it started the operation.
+	Token uint64
+	// Res is the operation's result: a byte count, an accepted fd, poll revents,
+	// or, when negative, -errno.
+	Res int32
+	// Flags carries backend-specific completion flags (io_uring CQE flags).
+	Flags uint32
+}
+
+// Backend is one shard's event loop: readiness, timeouts, cross-thread wake-ups,
+// socket operations in completion form and durable file writes. A Backend is owned
+// by one shard thread; only Wake may be called from other goroutines.
+//
+// Operations that take a buffer keep a reference to it (and pin it) until their
+// completion has been returned by Wait, so the caller must not reuse the buffer
+// before then.
+//
+// The socket and file operations return (res, true) when they completed at once
+// (the epoll backend does this whenever the fd is ready); otherwise they return
+// (0, false) and the result arrives later from Wait with the same token.
+type Backend interface {
+	// Kind says which implementation this is.
+	Kind() Kind
+
+	// PollAdd arms one-shot readiness interest (unix.POLLIN, unix.POLLOUT, ...) on fd.
+	// Wait later returns a Completion with token and Res set to the ready events
+	// (or -errno).
+	PollAdd(fd int, events uint32, token uint64) error
+
+	// Recv starts a read from a socket (or any stream fd) into buf.
+	Recv(fd int, buf []byte, token uint64) (res int32, done bool)
+	// Send starts a write of buf to a socket (or any stream fd). It may complete
+	// short; the caller loops.
+	Send(fd int, buf []byte, token uint64) (res int32, done bool)
+	// Accept starts accepting a connection on a listening socket; the result is
+	// the new fd, non-blocking and close-on-exec.
+	Accept(fd int, token uint64) (res int32, done bool)
+
+	// Write starts a write of buf to a file at offset off (off < 0: the current
+	// file position). Every write is reported with its own result; a short write
+	// is the caller's to retry.
+	Write(fd int, buf []byte, off int64, token uint64) (res int32, done bool)
+	// Fsync starts fdatasync(fd), ordered after every Write on fd started before
+	// it and not yet completed (IOSQE_IO_LINK on io_uring; a write that fails or
+	// is short breaks the chain and the fsync completes with -ECANCELED).
+	Fsync(fd int, token uint64) (res int32, done bool)
+
+	// Cancel asks the backend to stop the operation started with token. The
+	// operation still completes (often with -ECANCELED) and its buffer stays
+	// referenced until then.
+	Cancel(token uint64) error
+
+	// Wait submits everything started since the last call and then waits until
+	// at least one completion is available, timeout passes, or Wake is called.
+	// timeout == 0 means do not block; timeout < 0 means no deadline. It fills out
+	// with completions and returns how many it wrote; more may remain for the
+	// next call.
+	Wait(timeout time.Duration, out []Completion) (int, error)
+
+	// Wake makes a Wait in progress (or the next one) return. It may be called
+	// from any goroutine.
+	Wake() error
+
+	// Stats returns counters since the backend was created.
+	Stats() Stats
+
+	// Close releases the backend. Operations still in flight are abandoned.
+	Close() error
+}
+
+// Stats counts what a backend did, for benchmarks and the ops endpoint.
+type Stats struct {
+	Syscalls   uint64 // every syscall the backend made (enter, epoll_wait, read, write, ...)
+	Enters     uint64 // io_uring_enter or epoll_wait calls
+	Submitted  uint64 // operations started
+	Completed  uint64 // completions returned by Wait
+	WakeWrites uint64 // eventfd writes by Wake
+	WakeDrains uint64 // eventfd reads by the owner
+}
