@@ -41,6 +41,14 @@ type Completion struct {
 // The socket and file operations return (res, true) when they completed at once
 // (the epoll backend does this whenever the fd is ready); otherwise they return
 // (0, false) and the result arrives later from Wait with the same token.
+// Errors that belong to the operation (a bad fd, a reset peer) are results
+// (-errno), never hangs. A token must be below ReservedTokenBit (else the
+// result is -EINVAL at once) and not in flight (else -EEXIST at once); a
+// closed backend answers -EBADFD.
+//
+// The caller must Cancel an fd's parked operations (and reap their
+// completions) before closing the fd: an io_uring request holds its own
+// reference to the file, so closing the descriptor does not finish it.
 type Backend interface {
 	// Kind says which implementation this is.
 	Kind() Kind
@@ -50,27 +58,35 @@ type Backend interface {
 	// (or -errno).
 	PollAdd(fd int, events uint32, token uint64) error
 
-	// Recv starts a read from a socket (or any stream fd) into buf.
+	// Recv starts a recv(2) from a non-blocking socket into buf (0 is EOF).
+	// It is a socket operation on both backends: another fd gets -ENOTSOCK.
 	Recv(fd int, buf []byte, token uint64) (res int32, done bool)
-	// Send starts a write of buf to a socket (or any stream fd). It may complete
-	// short; the caller loops.
+	// Send starts a send(2) of buf with MSG_NOSIGNAL (a closed peer is
+	// -EPIPE, never SIGPIPE) on a non-blocking socket. It may complete short;
+	// the caller loops.
 	Send(fd int, buf []byte, token uint64) (res int32, done bool)
 	// Accept starts accepting a connection on a listening socket; the result is
 	// the new fd, non-blocking and close-on-exec.
 	Accept(fd int, token uint64) (res int32, done bool)
 
 	// Write starts a write of buf to a file at offset off (off < 0: the current
-	// file position). Every write is reported with its own result; a short write
-	// is the caller's to retry.
+	// file position; unlinked writes may run concurrently on io_uring, so give
+	// explicit offsets when order matters). Every write is reported with its own
+	// result; a short write is the caller's to retry. The epoll backend performs
+	// it synchronously (pwrite(2)), blocking the shard.
 	Write(fd int, buf []byte, off int64, token uint64) (res int32, done bool)
 	// Fsync starts fdatasync(fd), ordered after every Write on fd started before
-	// it and not yet completed (IOSQE_IO_LINK on io_uring; a write that fails or
-	// is short breaks the chain and the fsync completes with -ECANCELED).
+	// it and not yet completed (IOSQE_IO_LINK on io_uring when they are in the
+	// same batch, otherwise held in user space until they complete). If any
+	// Write on fd since the previous Fsync failed or was short, the fsync
+	// completes with -ECANCELED: the data is not durable and is never reported
+	// so. On epoll it is a blocking fdatasync(2).
 	Fsync(fd int, token uint64) (res int32, done bool)
 
 	// Cancel asks the backend to stop the operation started with token. The
-	// operation still completes (often with -ECANCELED) and its buffer stays
-	// referenced until then.
+	// operation still completes (often with -ECANCELED; it may also have
+	// finished normally first) and its buffer stays referenced until then. A
+	// token not in flight is an error wrapping unix.ENOENT.
 	Cancel(token uint64) error
 
 	// Wait submits everything started since the last call and then waits until
@@ -87,7 +103,10 @@ type Backend interface {
 	// Stats returns counters since the backend was created.
 	Stats() Stats
 
-	// Close releases the backend. Operations still in flight are abandoned.
+	// Close releases the backend. Operations still in flight are abandoned
+	// (their completions are never returned). The io_uring backend cancels them
+	// and waits for the kernel to give their buffers back first. Every method
+	// of a closed backend fails with an error wrapping ErrClosed.
 	Close() error
 }
 

@@ -1,0 +1,254 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Pinning says whether a worker pod gets CPUs of its own.
+//
+// +kubebuilder:validation:Enum=none;exclusive
+type Pinning string
+
+const (
+	// PinningNone shares the node's CPUs: the pod is Burstable or Guaranteed
+	// as its resources say, the worker runs with WO_PIN=off, and the kernel
+	// schedules its shard threads wherever it likes.
+	PinningNone Pinning = "none"
+	// PinningExclusive makes the pod Guaranteed with whole CPUs, so the
+	// kubelet's static CPU manager policy gives it exclusive cores, and sets
+	// WO_PIN=on so the worker pins shard i to the i-th CPU of its affinity set.
+	PinningExclusive Pinning = "exclusive"
+)
+
+// IO selects the worker's event-loop backend (WO_IO).
+//
+// +kubebuilder:validation:Enum=auto;uring;epoll
+type IO string
+
+const (
+	// IOAuto probes io_uring at start and falls back to epoll when the kernel
+	// or the seccomp profile refuses it (RuntimeDefault on containerd 2.0+
+	// and Docker 25+ does).
+	IOAuto IO = "auto"
+	// IOUring requires io_uring; the worker exits if it is unavailable.
+	IOUring IO = "uring"
+	// IOEpoll never tries io_uring.
+	IOEpoll IO = "epoll"
+)
+
+// SeccompType is the kind of seccomp profile the worker pods run under.
+//
+// +kubebuilder:validation:Enum=RuntimeDefault;Localhost
+type SeccompType string
+
+const (
+	// SeccompRuntimeDefault is the container runtime's default profile.
+	SeccompRuntimeDefault SeccompType = "RuntimeDefault"
+	// SeccompLocalhost is a profile file on the node, under the kubelet's
+	// seccomp directory.
+	SeccompLocalhost SeccompType = "Localhost"
+)
+
+// Condition types reported in WorkerStatus.Conditions.
+const (
+	// ConditionReady is True when every desired pod runs the current pod
+	// template and is ready.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while the StatefulSet is rolling pods or
+	// scaling towards spec.replicas.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the operator could not bring the
+	// objects it owns to the state the spec asks for.
+	ConditionDegraded = "Degraded"
+)
+
+// WorkerSpec is the desired state of a fleet of worker pods.
+//
+// The rules below are checked by the API server (CEL), so each message is
+// what `kubectl apply` prints; they say what to change and why.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.resources.limits) && 'cpu' in self.resources.limits",message="resources.limits.cpu is required: the operator sizes WO_SHARDS (one shard per whole CPU) from the CPU limit",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources.limits) || !('cpu' in self.resources.limits) || quantity(string(self.resources.limits.cpu)).isGreaterThan(quantity('0'))",message="resources.limits.cpu must be greater than zero",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.limits) || !('cpu' in self.resources.limits) || quantity(string(self.resources.limits.cpu)).isInteger()",message="pinning: exclusive needs a whole number of CPUs in resources.limits.cpu (for example 2, not 1500m): the kubelet's static CPU manager gives exclusive cores only to whole CPUs",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || (has(self.resources.limits) && 'memory' in self.resources.limits)",message="pinning: exclusive needs resources.limits.memory as well: a pod is Guaranteed, and gets exclusive cores, only when it has both CPU and memory limits",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.requests) || ((!('cpu' in self.resources.requests) || (has(self.resources.limits) && 'cpu' in self.resources.limits && quantity(string(self.resources.requests.cpu)).compareTo(quantity(string(self.resources.limits.cpu))) == 0)) && (!('memory' in self.resources.requests) || (has(self.resources.limits) && 'memory' in self.resources.limits && quantity(string(self.resources.requests.memory)).compareTo(quantity(string(self.resources.limits.memory))) == 0)))",message="pinning: exclusive needs resources.requests equal to resources.limits for cpu and memory (or requests left out, which makes them equal): only a Guaranteed pod gets exclusive cores",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !(e.name in ['WO_SHARDS', 'WO_PIN', 'WO_IO', 'WO_REDUCTIONS', 'WO_DATA_DIR']))",message="env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS or WO_DATA_DIR: the operator derives them from resources, pinning, io, reductions and storage",fieldPath=".env"
+type WorkerSpec struct {
+	// Replicas is the number of worker pods. It is the /scale subresource's
+	// spec path, so `kubectl scale` and a HorizontalPodAutoscaler set it.
+	//
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="replicas must be 0 or more"
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Image is the worker's container image. Empty means the operator's
+	// --worker-image default.
+	//
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Resources of the worker container. limits.cpu is required: WO_SHARDS
+	// is max(1, floor(limits.cpu)). With exclusive pinning, cpu must be a
+	// whole number, memory must have a limit, and requests (if given) must
+	// equal limits.
+	Resources corev1.ResourceRequirements `json:"resources"`
+
+	// Pinning is none (share CPUs, WO_PIN=off) or exclusive (Guaranteed pod
+	// with whole CPUs, WO_PIN=on).
+	//
+	// +kubebuilder:default=none
+	// +optional
+	Pinning Pinning `json:"pinning,omitempty"`
+
+	// IO selects the event-loop backend: auto probes io_uring and falls back
+	// to epoll, uring requires io_uring, epoll never tries it.
+	//
+	// +kubebuilder:default=auto
+	// +optional
+	IO IO `json:"io,omitempty"`
+
+	// Reductions is the fiber budget between forced yields (WO_REDUCTIONS).
+	// Unset means the worker's default (4000).
+	//
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Reductions *int32 `json:"reductions,omitempty"`
+
+	// Storage is each pod's data volume (the WAL and snapshots), mounted at
+	// /var/lib/wo. A StatefulSet cannot change its volume claim templates,
+	// so changing this after creation has no effect on existing pods.
+	//
+	// +kubebuilder:default={size: "1Gi"}
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// Telemetry configures OpenTelemetry export. Unset means tracing off.
+	//
+	// +optional
+	Telemetry *TelemetrySpec `json:"telemetry,omitempty"`
+
+	// Seccomp is the pods' seccomp profile; unset means RuntimeDefault. A
+	// Localhost profile lets io_uring through where RuntimeDefault denies it.
+	//
+	// +optional
+	Seccomp *SeccompSpec `json:"seccomp,omitempty"`
+
+	// Env is extra environment for the worker container, appended after the
+	// variables the operator sets.
+	//
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+}
+
+// StorageSpec sizes the per-pod persistent volume.
+//
+// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).isGreaterThan(quantity('0'))",message="storage.size must be greater than zero (for example 1Gi): it is the size of each pod's data volume",fieldPath=".size"
+type StorageSpec struct {
+	// Size of each pod's volume claim.
+	Size resource.Quantity `json:"size"`
+
+	// StorageClassName of the claims; unset means the cluster's default class.
+	//
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// TelemetrySpec points the worker at an OTLP collector.
+type TelemetrySpec struct {
+	// OTLPEndpoint becomes OTEL_EXPORTER_OTLP_ENDPOINT, for example
+	// http://otel-collector.observability:4317.
+	//
+	// +kubebuilder:validation:MinLength=1
+	OTLPEndpoint string `json:"otlpEndpoint"`
+}
+
+// SeccompSpec chooses the pods' seccomp profile.
+//
+// +kubebuilder:validation:XValidation:rule="self.type == 'Localhost' ? (has(self.localhostProfile) && size(self.localhostProfile) > 0) : !has(self.localhostProfile)",message="seccomp.localhostProfile is required when seccomp.type is Localhost, and allowed only then"
+type SeccompSpec struct {
+	// Type is RuntimeDefault or Localhost.
+	//
+	// +kubebuilder:default=RuntimeDefault
+	Type SeccompType `json:"type"`
+
+	// LocalhostProfile is the profile's path relative to the kubelet's
+	// seccomp directory, for example profiles/wo.json.
+	//
+	// +optional
+	LocalhostProfile *string `json:"localhostProfile,omitempty"`
+}
+
+// WorkerStatus is what the operator observed.
+type WorkerStatus struct {
+	// ObservedGeneration is the metadata.generation the status describes.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the StatefulSet's current pod count (the /scale status
+	// path).
+	//
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// ReadyReplicas is the number of pods passing /readyz.
+	//
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// Selector is the pods' label selector in string form (the /scale
+	// selector path, which an HPA uses to find the pods).
+	//
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// Shards is WO_SHARDS of the current pod template: shards per pod.
+	//
+	// +optional
+	Shards int32 `json:"shards,omitempty"`
+
+	// Conditions are Ready, Progressing and Degraded.
+	//
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Worker is a fleet of wo worker pods: a StatefulSet with a volume per pod,
+// a headless and a client Service, and the worker's TOML config.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:categories=wo
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,description="Desired pods"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Pods passing /readyz"
+// +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.status.shards`,description="Shards per pod (WO_SHARDS)"
+// +kubebuilder:printcolumn:name="Pinning",type=string,JSONPath=`.spec.pinning`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Worker struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WorkerSpec   `json:"spec"`
+	Status WorkerStatus `json:"status,omitempty"`
+}
+
+// WorkerList is a list of Workers.
+//
+// +kubebuilder:object:root=true
+type WorkerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Worker `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Worker{}, &WorkerList{})
+}

@@ -1,0 +1,442 @@
+package engine
+
+import (
+	"slices"
+	"strconv"
+)
+
+// OpKind says what an Op does. The values are not part of any encoding (the
+// WAL logs resolved effects, not Ops), but keep them stable anyway.
+type OpKind uint8
+
+const (
+	OpInsert      OpKind = 1 // add a record; the key must not exist
+	OpUpdate      OpKind = 2 // set some fields of an existing record
+	OpDelete      OpKind = 3 // remove an existing record
+	OpCheck       OpKind = 4 // only evaluate the precondition; writes nothing
+	OpCreateTable OpKind = 5
+	OpCreateIndex OpKind = 6
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpInsert:
+		return "insert"
+	case OpUpdate:
+		return "update"
+	case OpDelete:
+		return "delete"
+	case OpCheck:
+		return "check"
+	case OpCreateTable:
+		return "create table"
+	case OpCreateIndex:
+		return "create index"
+	}
+	return "op(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Existence is the existence part of a Precondition.
+type Existence uint8
+
+const (
+	Anything     Existence = 0
+	MustExist    Existence = 1
+	MustNotExist Existence = 2
+)
+
+// Precondition is evaluated against the state an operation sees: the applied
+// state, then every pending mutation, then the earlier operations of the same
+// batch. A failed precondition fails the whole batch with ErrPrecondition.
+type Precondition struct {
+	Exists Existence
+	// Version, when non-zero, requires the record to exist with exactly this
+	// Version.
+	Version uint64
+}
+
+// Op is one operation of a batch. Build it with Insert, Update, Delete,
+// Check, CreateTable or CreateIndex.
+type Op struct {
+	Kind   OpKind
+	Table  string
+	Key    Value            // Update, Delete, Check
+	Fields map[string]Value // Insert: the record, key included; Update: the fields to set
+	Expect Precondition
+	Schema Schema // CreateTable
+	Field  string // CreateIndex
+}
+
+// Insert adds a record. Fields that are not given take their kind's zero
+// value ("", 0, 0.0, false, empty bytes, the Unix epoch).
+func Insert(table string, fields map[string]Value) Op {
+	return Op{Kind: OpInsert, Table: table, Fields: fields}
+}
+
+// Update sets some fields of the record with the given key.
+func Update(table string, key Value, set map[string]Value) Op {
+	return Op{Kind: OpUpdate, Table: table, Key: key, Fields: set}
+}
+
+// Delete removes the record with the given key.
+func Delete(table string, key Value) Op { return Op{Kind: OpDelete, Table: table, Key: key} }
+
+// Check writes nothing: it only evaluates p for the record with the given key
+// (a read made part of the transaction's validation).
+func Check(table string, key Value, p Precondition) Op {
+	return Op{Kind: OpCheck, Table: table, Key: key, Expect: p}
+}
+
+// CreateTable creates a table. It is a logged operation like any other.
+func CreateTable(s Schema) Op { return Op{Kind: OpCreateTable, Table: s.Name, Schema: s} }
+
+// CreateIndex adds a secondary index on a field of a table.
+func CreateIndex(table, field string) Op { return Op{Kind: OpCreateIndex, Table: table, Field: field} }
+
+// IfVersion returns o requiring the record to be at exactly version v.
+func (o Op) IfVersion(v uint64) Op { o.Expect.Version = v; return o }
+
+// IfExists returns o requiring the record to exist.
+func (o Op) IfExists() Op { o.Expect.Exists = MustExist; return o }
+
+// IfNotExists returns o requiring the record not to exist.
+func (o Op) IfNotExists() Op { o.Expect.Exists = MustNotExist; return o }
+
+// Batch is a transaction: operations validated together and applied
+// atomically, all or nothing.
+type Batch []Op
+
+type effectKind uint8
+
+// Effect kinds are encoded in WAL payloads: never renumber.
+const (
+	effPut         effectKind = 1
+	effDelete      effectKind = 2
+	effCreateTable effectKind = 3
+	effCreateIndex effectKind = 4
+)
+
+// effect is a resolved, unconditional change: what Apply and WAL replay
+// execute without further validation. Updates are resolved to full row
+// images so that replay never re-derives anything from older state.
+type effect struct {
+	kind  effectKind
+	table string
+	key   Value     // effPut, effDelete
+	row   *row      // effPut
+	def   *tableDef // effCreateTable, effCreateIndex: the resulting definition
+	field int       // effCreateIndex: field position
+}
+
+type tableKey struct {
+	table string
+	key   Value
+}
+
+// Mutation is a validated batch: its resolved effects and the sequence
+// number it will give the state. It is produced by Prepare (or decoded from
+// a WAL payload by DecodeMutation) and consumed by Apply or Redo.
+type Mutation struct {
+	seq     uint64
+	effects []effect
+	// The overlay used to validate later batches against this one before it
+	// is applied: the final image of every key it touched (nil = deleted) and
+	// the final definition of every table it created or changed.
+	rows map[tableKey]*row
+	defs map[string]*tableDef
+	db   *DB // set while pending
+}
+
+// Seq is the sequence number the engine will have once m is applied. Every
+// record m writes gets it as its Version. An empty mutation has the Seq of
+// the state it was prepared on and consumes none.
+func (m *Mutation) Seq() uint64 { return m.seq }
+
+// Empty reports whether m writes nothing (a batch of Checks only). The owner
+// need not log an empty mutation, but it must still not answer its caller
+// before every mutation prepared before it is durable, because the checks
+// were evaluated against those.
+func (m *Mutation) Empty() bool { return len(m.effects) == 0 }
+
+// Prepare validates a batch against the applied state plus every pending
+// mutation, in Prepare order, and returns the resolved Mutation, which joins
+// the tail of the pending queue. Nothing is applied: reads do not see it.
+//
+// The contract, for a caller that logs mutations before applying them:
+//
+//	m, err := db.Prepare(batch) // err: the batch is invalid; nothing changed
+//	payload := m.Encode(nil)    // log it; make it durable
+//	db.Apply(m)                 // once durable, in Prepare order
+//	db.Discard(m)               // or, if logging failed: drops m and every
+//	                            // mutation prepared after it (they were
+//	                            // validated assuming m would happen)
+//
+// A failed Prepare leaves the engine exactly as it was.
+func (db *DB) Prepare(b Batch) (*Mutation, error) {
+	base := db.seq
+	if n := len(db.pending); n > 0 {
+		base = db.pending[n-1].seq
+	}
+	m := &Mutation{
+		seq:  base + 1,
+		rows: make(map[tableKey]*row),
+		defs: make(map[string]*tableDef),
+	}
+	for i, op := range b {
+		if err := db.stage(m, op); err != nil {
+			if e, ok := err.(*Error); ok {
+				e.at(i)
+			}
+			return nil, err
+		}
+	}
+	if len(m.effects) == 0 {
+		m.seq = base
+	}
+	m.db = db
+	db.pending = append(db.pending, m)
+	return m, nil
+}
+
+// lookupDef finds a table definition as the batch under construction sees it.
+func (db *DB) lookupDef(m *Mutation, name string) *tableDef {
+	if d, ok := m.defs[name]; ok {
+		return d
+	}
+	for i := len(db.pending) - 1; i >= 0; i-- {
+		if d, ok := db.pending[i].defs[name]; ok {
+			return d
+		}
+	}
+	if t, ok := db.tables[name]; ok {
+		return t.def
+	}
+	return nil
+}
+
+// lookupRow finds a row as the batch under construction sees it.
+func (db *DB) lookupRow(m *Mutation, name string, key Value) *row {
+	tk := tableKey{name, key}
+	if r, ok := m.rows[tk]; ok {
+		return r
+	}
+	for i := len(db.pending) - 1; i >= 0; i-- {
+		if r, ok := db.pending[i].rows[tk]; ok {
+			return r
+		}
+	}
+	if t, ok := db.tables[name]; ok {
+		if r, ok := t.get(key); ok {
+			return r
+		}
+	}
+	return nil
+}
+
+func (db *DB) stage(m *Mutation, op Op) error {
+	opName := op.Kind.String()
+	switch op.Kind {
+	case OpCreateTable:
+		if db.lookupDef(m, op.Schema.Name) != nil {
+			return newErr(ErrTableExists, opName, op.Schema.Name)
+		}
+		def, err := newTableDef(op.Schema)
+		if err != nil {
+			return err
+		}
+		m.defs[def.schema.Name] = def
+		m.effects = append(m.effects, effect{kind: effCreateTable, table: def.schema.Name, def: def})
+		return nil
+	case OpCreateIndex:
+		def := db.lookupDef(m, op.Table)
+		if def == nil {
+			return newErr(ErrNoTable, opName, op.Table)
+		}
+		nd, err := def.withIndex(op.Field)
+		if err != nil {
+			return err
+		}
+		m.defs[op.Table] = nd
+		m.effects = append(m.effects, effect{kind: effCreateIndex, table: op.Table, def: nd, field: nd.fields[op.Field]})
+		return nil
+	case OpInsert, OpUpdate, OpDelete, OpCheck:
+	default:
+		return newErr(ErrBadBatch, opName, op.Table).detail("unknown operation")
+	}
+
+	def := db.lookupDef(m, op.Table)
+	if def == nil {
+		return newErr(ErrNoTable, opName, op.Table)
+	}
+	key := op.Key
+	if op.Kind == OpInsert {
+		kv, ok := op.Fields[def.schema.Key]
+		if !ok {
+			return newErr(ErrMissingKey, opName, op.Table).field(def.schema.Key)
+		}
+		key = kv
+	}
+	if err := checkKey(def, key, opName); err != nil {
+		return err
+	}
+	cur := db.lookupRow(m, op.Table, key)
+	if err := checkPrecondition(def, op, key, cur); err != nil {
+		return err
+	}
+
+	tk := tableKey{op.Table, key}
+	switch op.Kind {
+	case OpCheck:
+		return nil
+	case OpInsert:
+		if cur != nil {
+			return newErr(ErrDuplicateKey, opName, op.Table).field(def.schema.Key).value(key)
+		}
+		vals := make([]Value, len(def.schema.Fields))
+		for i, f := range def.schema.Fields {
+			vals[i] = zeroOf(f.Kind)
+		}
+		if err := setFields(def, vals, op.Fields, opName); err != nil {
+			return err
+		}
+		r := &row{vals: vals, version: m.seq}
+		m.rows[tk] = r
+		m.effects = append(m.effects, effect{kind: effPut, table: op.Table, key: key, row: r})
+	case OpUpdate:
+		if cur == nil {
+			return newErr(ErrNotFound, opName, op.Table).field(def.schema.Key).value(key)
+		}
+		vals := slices.Clone(cur.vals)
+		if err := setFields(def, vals, op.Fields, opName); err != nil {
+			return err
+		}
+		if vals[def.key] != key {
+			return newErr(ErrBadBatch, opName, op.Table).field(def.schema.Key).value(vals[def.key]).
+				detail("the primary key cannot be updated")
+		}
+		r := &row{vals: vals, version: m.seq}
+		m.rows[tk] = r
+		m.effects = append(m.effects, effect{kind: effPut, table: op.Table, key: key, row: r})
+	case OpDelete:
+		if cur == nil {
+			return newErr(ErrNotFound, opName, op.Table).field(def.schema.Key).value(key)
+		}
+		m.rows[tk] = nil
+		m.effects = append(m.effects, effect{kind: effDelete, table: op.Table, key: key})
+	}
+	return nil
+}
+
+func checkPrecondition(def *tableDef, op Op, key Value, cur *row) error {
+	p := op.Expect
+	fail := func(detail string) error {
+		return newErr(ErrPrecondition, op.Kind.String(), def.schema.Name).field(def.schema.Key).value(key).detail(detail)
+	}
+	switch p.Exists {
+	case Anything:
+	case MustExist:
+		if cur == nil {
+			return fail("record must exist")
+		}
+	case MustNotExist:
+		if cur != nil {
+			return fail("record must not exist")
+		}
+	default:
+		return newErr(ErrBadBatch, op.Kind.String(), def.schema.Name).detail("unknown existence precondition " + strconv.Itoa(int(p.Exists)))
+	}
+	if p.Version != 0 {
+		if cur == nil {
+			return fail("expected version " + strconv.FormatUint(p.Version, 10) + ", record does not exist")
+		}
+		if cur.version != p.Version {
+			return fail("expected version " + strconv.FormatUint(p.Version, 10) + ", have " + strconv.FormatUint(cur.version, 10))
+		}
+	}
+	return nil
+}
+
+func setFields(def *tableDef, vals []Value, set map[string]Value, op string) error {
+	for name, v := range set {
+		i, ok := def.fields[name]
+		if !ok {
+			return newErr(ErrNoField, op, def.schema.Name).field(name)
+		}
+		if want := def.kind(i); v.kind != want {
+			return newErr(ErrType, op, def.schema.Name).field(name).value(v).
+				detail("field is " + want.String() + ", got " + v.kind.String())
+		}
+		vals[i] = v
+	}
+	return nil
+}
+
+func zeroOf(k Kind) Value {
+	switch k {
+	case KindString:
+		return String("")
+	case KindInt:
+		return Int(0)
+	case KindFloat:
+		return Float(0)
+	case KindBool:
+		return Bool(false)
+	case KindBytes:
+		return Value{kind: KindBytes}
+	case KindTime:
+		return Value{kind: KindTime}
+	}
+	return Value{}
+}
+
+// Apply applies the oldest pending mutation. Call it only once the mutation
+// is durable. It fails with ErrNotPending (and changes nothing) if m is not
+// the head of the pending queue.
+func (db *DB) Apply(m *Mutation) error {
+	if len(db.pending) == 0 || db.pending[0] != m {
+		return newErr(ErrNotPending, "apply", "").detail("seq " + strconv.FormatUint(m.seq, 10) + " is not the oldest pending mutation")
+	}
+	for _, e := range m.effects {
+		db.applyEffect(e)
+	}
+	db.seq = m.seq
+	db.pending[0] = nil
+	db.pending = db.pending[1:]
+	if len(db.pending) == 0 {
+		db.pending = nil // let the backing array go
+	}
+	m.db = nil
+	m.rows, m.defs = nil, nil // the overlay is no longer needed
+	return nil
+}
+
+// Discard drops m and every mutation prepared after it (they were validated
+// assuming m would be applied), and returns how many were dropped. Use it
+// when logging m failed (for example ENOSPC): the callers of all dropped
+// mutations must be told their transactions failed.
+func (db *DB) Discard(m *Mutation) (int, error) {
+	i := slices.Index(db.pending, m)
+	if i < 0 {
+		return 0, newErr(ErrNotPending, "discard", "").detail("seq " + strconv.FormatUint(m.seq, 10) + " is not pending")
+	}
+	n := len(db.pending) - i
+	for _, d := range db.pending[i:] {
+		d.db = nil
+	}
+	clear(db.pending[i:])
+	db.pending = db.pending[:i]
+	return n, nil
+}
+
+func (db *DB) applyEffect(e effect) {
+	switch e.kind {
+	case effCreateTable:
+		db.tables[e.table] = newTable(e.def)
+	case effCreateIndex:
+		db.tables[e.table].addIndex(e.def, e.field)
+	case effPut:
+		db.tables[e.table].put(e.key, e.row)
+	case effDelete:
+		db.tables[e.table].del(e.key)
+	}
+}

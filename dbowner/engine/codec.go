@@ -1,0 +1,529 @@
+package engine
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/google/btree"
+)
+
+// The binary encodings of mutations (WAL payloads) and of the full state
+// (snapshot bodies). Both are specified in docs/wal.md ("Payload encoding");
+// change them only by bumping the version byte and keeping a decoder for
+// the old version.
+const (
+	mutationVersion = 1
+	snapshotVersion = 1
+)
+
+// Decoding limits: a corrupt count must fail fast instead of allocating.
+const (
+	maxFields = 1 << 12
+	maxString = 1 << 30
+)
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendValue(b []byte, v Value) []byte {
+	b = append(b, byte(v.kind))
+	switch v.kind {
+	case KindString, KindBytes:
+		b = appendString(b, v.str)
+	case KindInt, KindTime:
+		b = binary.AppendVarint(b, int64(v.num))
+	case KindFloat:
+		b = binary.LittleEndian.AppendUint64(b, v.num)
+	case KindBool:
+		b = append(b, byte(v.num))
+	}
+	return b
+}
+
+func appendSchema(b []byte, d *tableDef) []byte {
+	s := &d.schema
+	b = appendString(b, s.Name)
+	b = binary.AppendUvarint(b, uint64(len(s.Fields)))
+	for _, f := range s.Fields {
+		b = appendString(b, f.Name)
+		b = append(b, byte(f.Kind))
+	}
+	b = binary.AppendUvarint(b, uint64(d.key))
+	b = binary.AppendUvarint(b, uint64(len(s.Indexes)))
+	for _, ix := range s.Indexes {
+		b = binary.AppendUvarint(b, uint64(d.fields[ix]))
+	}
+	return b
+}
+
+type decodeError struct{ msg string }
+
+func (e *decodeError) Error() string { return e.msg }
+
+func errorf(format string, args ...any) error {
+	return &decodeError{fmt.Sprintf(format, args...)}
+}
+
+// decoder reads the encodings with a sticky error: after the first failure
+// every read returns a zero value, so callers check d.err once per unit.
+type decoder struct {
+	b   []byte
+	off int // consumed bytes, for error messages
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = errorf("%s at byte %d", what, d.off)
+	}
+}
+
+func (d *decoder) advance(n int) {
+	d.b = d.b[n:]
+	d.off += n
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.fail("unexpected end")
+		return 0
+	}
+	c := d.b[0]
+	d.advance(1)
+	return c
+}
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail("unexpected end")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.advance(8)
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.advance(n)
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.advance(n)
+	return v
+}
+
+// count reads a length that must fit both limit and the remaining input
+// (each counted item takes at least minSize bytes).
+func (d *decoder) count(limit, minSize int) int {
+	n := d.uvarint()
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(limit) || n*uint64(minSize) > uint64(len(d.b)) {
+		d.fail("count " + strconv.FormatUint(n, 10) + " out of range")
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) string() string {
+	n := d.count(maxString, 1)
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.advance(n)
+	return s
+}
+
+func (d *decoder) value() Value {
+	k := Kind(d.byte())
+	if d.err != nil {
+		return Value{}
+	}
+	switch k {
+	case KindString:
+		return String(d.string())
+	case KindBytes:
+		return Value{kind: KindBytes, str: d.string()}
+	case KindInt:
+		return Int(d.varint())
+	case KindTime:
+		return Value{kind: KindTime, num: uint64(d.varint())}
+	case KindFloat:
+		bits := d.u64()
+		f := Float(math.Float64frombits(bits))
+		if f.num != bits && d.err == nil {
+			d.fail("non-canonical float")
+		}
+		return f
+	case KindBool:
+		c := d.byte()
+		if c > 1 {
+			d.fail("bad bool")
+		}
+		return Bool(c == 1)
+	}
+	d.fail("bad value kind " + strconv.Itoa(int(k)))
+	return Value{}
+}
+
+func (d *decoder) schema() *tableDef {
+	var s Schema
+	s.Name = d.string()
+	n := d.count(maxFields, 2)
+	for range n {
+		name := d.string()
+		k := Kind(d.byte())
+		s.Fields = append(s.Fields, Field{Name: name, Kind: k})
+	}
+	key := d.uvarint()
+	ni := d.count(maxFields, 1)
+	for range ni {
+		p := d.uvarint()
+		if p >= uint64(len(s.Fields)) {
+			d.fail("index field out of range")
+			break
+		}
+		s.Indexes = append(s.Indexes, s.Fields[p].Name)
+	}
+	if d.err != nil {
+		return nil
+	}
+	if key >= uint64(len(s.Fields)) {
+		d.fail("key field out of range")
+		return nil
+	}
+	s.Key = s.Fields[key].Name
+	def, err := newTableDef(s)
+	if err != nil {
+		d.err = errorf("schema: %v", err)
+		return nil
+	}
+	return def
+}
+
+// Encode appends m's WAL payload to dst.
+func (m *Mutation) Encode(dst []byte) []byte {
+	b := append(dst, mutationVersion)
+	b = binary.AppendUvarint(b, m.seq)
+	b = binary.AppendUvarint(b, uint64(len(m.effects)))
+	for _, e := range m.effects {
+		b = append(b, byte(e.kind))
+		switch e.kind {
+		case effCreateTable:
+			b = appendSchema(b, e.def)
+		case effCreateIndex:
+			b = appendString(b, e.table)
+			b = binary.AppendUvarint(b, uint64(e.field))
+		case effPut:
+			b = appendString(b, e.table)
+			b = binary.AppendUvarint(b, uint64(len(e.row.vals)))
+			for _, v := range e.row.vals {
+				b = appendValue(b, v)
+			}
+		case effDelete:
+			b = appendString(b, e.table)
+			b = appendValue(b, e.key)
+		}
+	}
+	return b
+}
+
+// DecodeMutation decodes a WAL payload written by Mutation.Encode. The result
+// is only checked for well-formedness; Redo checks it against the state.
+// Errors wrap ErrCorrupt.
+func DecodeMutation(p []byte) (*Mutation, error) {
+	d := decoder{b: p}
+	if v := d.byte(); d.err == nil && v != mutationVersion {
+		return nil, corrupt("mutation", errorf("unknown version %d", v))
+	}
+	m := &Mutation{seq: d.uvarint()}
+	n := d.count(math.MaxInt32, 2)
+	for range n {
+		if d.err != nil {
+			break
+		}
+		e := effect{kind: effectKind(d.byte())}
+		switch e.kind {
+		case effCreateTable:
+			e.def = d.schema()
+			if e.def != nil {
+				e.table = e.def.schema.Name
+			}
+		case effCreateIndex:
+			e.table = d.string()
+			f := d.uvarint()
+			if f > maxFields {
+				d.fail("index field out of range")
+			}
+			e.field = int(f)
+		case effPut:
+			e.table = d.string()
+			nv := d.count(maxFields, 2)
+			vals := make([]Value, nv)
+			for i := range vals {
+				vals[i] = d.value()
+			}
+			e.row = &row{vals: vals, version: m.seq}
+		case effDelete:
+			e.table = d.string()
+			e.key = d.value()
+		default:
+			d.fail("bad effect kind " + strconv.Itoa(int(e.kind)))
+		}
+		m.effects = append(m.effects, e)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, corrupt("mutation", d.err)
+	}
+	return m, nil
+}
+
+func corrupt(what string, err error) error {
+	return newErr(ErrCorrupt, "decode", "").detail(what).cause(err)
+}
+
+// Redo applies a decoded mutation during recovery, checking first that it
+// fits the current state (tables exist, rows match their schema, sequence
+// numbers follow on), so that a record that passed the WAL's CRC but is
+// wrong for this state is refused as ErrCorrupt with nothing applied.
+func (db *DB) Redo(m *Mutation) error {
+	if len(db.pending) > 0 {
+		return newErr(ErrNotPending, "redo", "").detail("mutations are pending")
+	}
+	if len(m.effects) == 0 {
+		return nil
+	}
+	if m.seq != db.seq+1 {
+		return newErr(ErrCorrupt, "redo", "").detail(fmt.Sprintf("mutation seq %d does not follow state seq %d", m.seq, db.seq))
+	}
+	defs := make(map[string]*tableDef)
+	lookup := func(name string) *tableDef {
+		if d, ok := defs[name]; ok {
+			return d
+		}
+		if t, ok := db.tables[name]; ok {
+			return t.def
+		}
+		return nil
+	}
+	bad := func(i int, table, detail string) error {
+		return newErr(ErrCorrupt, "redo", table).at(i).detail(detail)
+	}
+	resolved := make([]effect, len(m.effects))
+	for i, e := range m.effects {
+		switch e.kind {
+		case effCreateTable:
+			if lookup(e.table) != nil {
+				return bad(i, e.table, "table already exists")
+			}
+			defs[e.table] = e.def
+		case effCreateIndex:
+			d := lookup(e.table)
+			if d == nil {
+				return bad(i, e.table, "no such table")
+			}
+			if e.field >= len(d.schema.Fields) {
+				return bad(i, e.table, "index field out of range")
+			}
+			nd, err := d.withIndex(d.schema.Fields[e.field].Name)
+			if err != nil {
+				return bad(i, e.table, err.Error())
+			}
+			defs[e.table] = nd
+			e.def = nd
+		case effPut:
+			d := lookup(e.table)
+			if d == nil {
+				return bad(i, e.table, "no such table")
+			}
+			if len(e.row.vals) != len(d.schema.Fields) {
+				return bad(i, e.table, "row has "+strconv.Itoa(len(e.row.vals))+" values for "+strconv.Itoa(len(d.schema.Fields))+" fields")
+			}
+			for j, v := range e.row.vals {
+				if v.kind != d.kind(j) {
+					return bad(i, e.table, "field "+strconv.Quote(d.schema.Fields[j].Name)+" has kind "+v.kind.String())
+				}
+			}
+			e.key = e.row.vals[d.key]
+			e.row = &row{vals: e.row.vals, version: m.seq}
+		case effDelete:
+			d := lookup(e.table)
+			if d == nil {
+				return bad(i, e.table, "no such table")
+			}
+			if e.key.kind != d.kind(d.key) {
+				return bad(i, e.table, "key has kind "+e.key.kind.String())
+			}
+		}
+		resolved[i] = e
+	}
+	for _, e := range resolved {
+		db.applyEffect(e)
+	}
+	db.seq = m.seq
+	return nil
+}
+
+// Frozen is a point-in-time copy of the applied state, made in O(tables) by
+// copy-on-write B-tree clones. The owner freezes on its own thread and may
+// then serialize the Frozen on another goroutine while it keeps writing.
+type Frozen struct {
+	seq    uint64
+	tables []frozenTable
+}
+
+type frozenTable struct {
+	def  *tableDef
+	rows *btree.BTreeG[rowItem]
+}
+
+// Freeze returns a point-in-time copy of the applied state (pending
+// mutations are not part of it). Freeze itself must run on the goroutine
+// that owns db; the result may be used anywhere.
+func (db *DB) Freeze() *Frozen {
+	f := &Frozen{seq: db.seq}
+	for _, name := range db.Tables() {
+		t := db.tables[name]
+		f.tables = append(f.tables, frozenTable{def: t.def, rows: t.rows.Clone()})
+	}
+	return f
+}
+
+// Seq is the sequence number of the last mutation the frozen state contains.
+func (f *Frozen) Seq() uint64 { return f.seq }
+
+// WriteTo writes the snapshot body encoding of the frozen state.
+func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
+	cw := &countWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 64<<10)
+	var b []byte
+	b = append(b, snapshotVersion)
+	b = binary.AppendUvarint(b, f.seq)
+	b = binary.AppendUvarint(b, uint64(len(f.tables)))
+	for _, t := range f.tables {
+		b = appendSchema(b, t.def)
+		b = binary.AppendUvarint(b, uint64(t.rows.Len()))
+		var werr error
+		t.rows.Ascend(func(it rowItem) bool {
+			b = binary.AppendUvarint(b, it.r.version)
+			for _, v := range it.r.vals {
+				b = appendValue(b, v)
+			}
+			if len(b) >= 32<<10 {
+				_, werr = bw.Write(b)
+				b = b[:0]
+			}
+			return werr == nil
+		})
+		if werr != nil {
+			return cw.n, fmt.Errorf("engine: write snapshot: %w", werr)
+		}
+	}
+	if _, err := bw.Write(b); err != nil {
+		return cw.n, fmt.Errorf("engine: write snapshot: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return cw.n, fmt.Errorf("engine: write snapshot: %w", err)
+	}
+	return cw.n, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Load rebuilds an engine from a snapshot body written by Frozen.WriteTo.
+// Secondary indexes are rebuilt, not stored. Errors wrap ErrCorrupt.
+func Load(body []byte) (*DB, error) {
+	d := decoder{b: body}
+	if v := d.byte(); d.err == nil && v != snapshotVersion {
+		return nil, corrupt("snapshot", errorf("unknown version %d", v))
+	}
+	db := New()
+	db.seq = d.uvarint()
+	nt := d.count(math.MaxInt32, 4)
+	for range nt {
+		def := d.schema()
+		if d.err != nil {
+			break
+		}
+		if _, dup := db.tables[def.schema.Name]; dup {
+			d.fail("table " + strconv.Quote(def.schema.Name) + " twice")
+			break
+		}
+		t := newTable(def)
+		nr := d.count(math.MaxInt, 1+len(def.schema.Fields))
+		for range nr {
+			version := d.uvarint()
+			vals := make([]Value, len(def.schema.Fields))
+			for j := range vals {
+				vals[j] = d.value()
+				if d.err == nil && vals[j].kind != def.kind(j) {
+					d.fail("value of field " + strconv.Quote(def.schema.Fields[j].Name) + " has kind " + vals[j].kind.String())
+				}
+			}
+			if d.err != nil {
+				break
+			}
+			if version == 0 || version > db.seq {
+				d.fail("row version " + strconv.FormatUint(version, 10) + " out of range")
+				break
+			}
+			key := vals[def.key]
+			if _, dup := t.get(key); dup {
+				d.fail("duplicate key " + key.String())
+				break
+			}
+			t.put(key, &row{vals: vals, version: version})
+		}
+		db.tables[def.schema.Name] = t
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, corrupt("snapshot", d.err)
+	}
+	return db, nil
+}

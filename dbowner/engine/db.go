@@ -1,0 +1,205 @@
+package engine
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/google/btree"
+)
+
+// btreeDegree trades node size against depth; 32 keeps a node's keys within
+// a few cache lines of Values and the tree shallow (4 levels ~ 10^6 rows).
+const btreeDegree = 32
+
+// Record is a copy of one stored row.
+type Record struct {
+	// Version is the sequence number of the mutation that last wrote the
+	// record (see Mutation.Seq). It grows on every write and is never reused,
+	// even when a key is deleted and inserted again, so an expected-version
+	// precondition cannot be fooled by an ABA sequence.
+	Version uint64
+	// Fields holds every declared field. The map is the caller's.
+	Fields map[string]Value
+}
+
+// Get returns the value of a field (the zero Value if there is none).
+func (r Record) Get(field string) Value { return r.Fields[field] }
+
+// row is a stored row. Rows are immutable once built: an update stores a new
+// row, so a pending Mutation, the applied state and a snapshot can share them.
+type row struct {
+	vals    []Value // by field position
+	version uint64
+}
+
+type rowItem struct {
+	key Value
+	r   *row
+}
+
+func lessRow(a, b rowItem) bool { return Compare(a.key, b.key) < 0 }
+
+// idxItem is a secondary index entry; entries with equal values are ordered
+// by primary key, which makes (value, key) unique and gives index scans a
+// stable order for cursors.
+type idxItem struct {
+	v   Value
+	key Value
+	r   *row
+}
+
+func lessIdx(a, b idxItem) bool {
+	if c := Compare(a.v, b.v); c != 0 {
+		return c < 0
+	}
+	return Compare(a.key, b.key) < 0
+}
+
+type table struct {
+	def  *tableDef
+	rows *btree.BTreeG[rowItem]
+	idx  map[int]*btree.BTreeG[idxItem] // by field position
+}
+
+func newTable(def *tableDef) *table {
+	t := &table{
+		def:  def,
+		rows: btree.NewG(btreeDegree, lessRow),
+		idx:  make(map[int]*btree.BTreeG[idxItem]),
+	}
+	for i, on := range def.indexed {
+		if on {
+			t.idx[i] = btree.NewG(btreeDegree, lessIdx)
+		}
+	}
+	return t
+}
+
+func (t *table) get(key Value) (*row, bool) {
+	it, ok := t.rows.Get(rowItem{key: key})
+	return it.r, ok
+}
+
+func (t *table) put(key Value, r *row) {
+	old, had := t.rows.ReplaceOrInsert(rowItem{key: key, r: r})
+	for i, ix := range t.idx {
+		if had {
+			ix.Delete(idxItem{v: old.r.vals[i], key: key})
+		}
+		ix.ReplaceOrInsert(idxItem{v: r.vals[i], key: key, r: r})
+	}
+}
+
+func (t *table) del(key Value) {
+	old, had := t.rows.Delete(rowItem{key: key})
+	if !had {
+		return
+	}
+	for i, ix := range t.idx {
+		ix.Delete(idxItem{v: old.r.vals[i], key: key})
+	}
+}
+
+func (t *table) addIndex(def *tableDef, field int) {
+	t.def = def
+	ix := btree.NewG(btreeDegree, lessIdx)
+	t.rows.Ascend(func(it rowItem) bool {
+		ix.ReplaceOrInsert(idxItem{v: it.r.vals[field], key: it.key, r: it.r})
+		return true
+	})
+	t.idx[field] = ix
+}
+
+func (t *table) record(r *row) Record {
+	f := make(map[string]Value, len(r.vals))
+	for i, fd := range t.def.schema.Fields {
+		f[fd.Name] = r.vals[i]
+	}
+	return Record{Version: r.version, Fields: f}
+}
+
+// DB is the engine: the applied state plus the queue of pending mutations.
+//
+// A DB is not safe for concurrent use. It is meant to be owned by one
+// goroutine (the owner shard's fiber); the race detector is the check.
+type DB struct {
+	tables  map[string]*table
+	seq     uint64      // Seq of the last applied mutation
+	pending []*Mutation // prepared, not yet applied, in Prepare order
+}
+
+// New returns an empty engine.
+func New() *DB { return &DB{tables: make(map[string]*table)} }
+
+// Seq returns the sequence number of the last applied mutation (0 for an
+// empty engine).
+func (db *DB) Seq() uint64 { return db.seq }
+
+// Pending returns how many prepared mutations wait to be applied or discarded.
+func (db *DB) Pending() int { return len(db.pending) }
+
+// Tables returns the names of the applied tables, sorted.
+func (db *DB) Tables() []string { return slices.Sorted(maps.Keys(db.tables)) }
+
+// Schema returns a copy of an applied table's schema.
+func (db *DB) Schema(name string) (Schema, error) {
+	t, ok := db.tables[name]
+	if !ok {
+		return Schema{}, newErr(ErrNoTable, "schema", name)
+	}
+	return t.def.copySchema(), nil
+}
+
+// Len returns the number of rows of an applied table.
+func (db *DB) Len(name string) (int, error) {
+	t, ok := db.tables[name]
+	if !ok {
+		return 0, newErr(ErrNoTable, "len", name)
+	}
+	return t.rows.Len(), nil
+}
+
+// Get returns a copy of the applied record with the given primary key.
+// Pending mutations are invisible to reads: a reader never sees a write that
+// is not yet durable.
+func (db *DB) Get(tableName string, key Value) (Record, error) {
+	t, ok := db.tables[tableName]
+	if !ok {
+		return Record{}, newErr(ErrNoTable, "get", tableName)
+	}
+	if err := checkKey(t.def, key, "get"); err != nil {
+		return Record{}, err
+	}
+	r, ok := t.get(key)
+	if !ok {
+		return Record{}, newErr(ErrNotFound, "get", tableName).field(t.def.schema.Key).value(key)
+	}
+	return t.record(r), nil
+}
+
+func checkKey(def *tableDef, key Value, op string) error {
+	k := def.kind(def.key)
+	if key.kind != k {
+		return newErr(ErrType, op, def.schema.Name).field(def.schema.Key).value(key).
+			detail("key is " + k.String() + ", got " + key.kind.String())
+	}
+	return nil
+}
+
+// Exec prepares and at once applies a batch: the engine used without a WAL
+// (tests, tools, caches). It returns the batch's sequence number. It fails
+// with ErrNotPending while other mutations are pending, because applying out
+// of order would break the Prepare/Apply contract.
+func (db *DB) Exec(ops ...Op) (uint64, error) {
+	if len(db.pending) > 0 {
+		return 0, newErr(ErrNotPending, "exec", "").detail("other mutations are pending")
+	}
+	m, err := db.Prepare(ops)
+	if err != nil {
+		return 0, err
+	}
+	if err := db.Apply(m); err != nil {
+		return 0, err
+	}
+	return m.seq, nil
+}

@@ -1,0 +1,82 @@
+package engine_test
+
+import (
+	"fmt"
+
+	"github.com/writeonce/wo/dbowner/engine"
+)
+
+func Example() {
+	db := engine.New()
+	_, err := db.Exec(engine.CreateTable(engine.Schema{
+		Name:    "employees",
+		Fields:  []engine.Field{{Name: "id", Kind: engine.KindInt}, {Name: "name", Kind: engine.KindString}, {Name: "dept", Kind: engine.KindString}},
+		Key:     "id",
+		Indexes: []string{"dept"},
+	}))
+	if err != nil {
+		panic(err)
+	}
+	for i, n := range []string{"ada", "bob", "cy"} {
+		if _, err := db.Exec(engine.Insert("employees", map[string]engine.Value{
+			"id": engine.Int(int64(i + 1)), "name": engine.String(n), "dept": engine.String("eng"),
+		})); err != nil {
+			panic(err)
+		}
+	}
+
+	// A transaction with an optimistic precondition.
+	r, _ := db.Get("employees", engine.Int(2))
+	_, err = db.Exec(
+		engine.Update("employees", engine.Int(2), map[string]engine.Value{"dept": engine.String("ops")}).IfVersion(r.Version),
+		engine.Insert("employees", map[string]engine.Value{"id": engine.Int(1)}), // duplicate: the batch fails
+	)
+	fmt.Println(err)
+
+	// Pages of one record, resumed by cursor.
+	q := engine.Query{Table: "employees", Where: []engine.Filter{engine.Eq("dept", engine.String("eng"))}, Desc: true, Limit: 2}
+	for {
+		res, err := db.Query(q)
+		if err != nil {
+			panic(err)
+		}
+		for _, r := range res.Records {
+			fmt.Println(r.Get("id").Int(), r.Get("name").Str())
+		}
+		if res.Next == nil {
+			break
+		}
+		q.After = res.Next
+	}
+	// Output:
+	// op 1: insert table "employees": duplicate key: field "id" value 1
+	// 3 cy
+	// 2 bob
+	// 1 ada
+}
+
+// The owner's protocol: validate now, log, apply once durable.
+func ExampleDB_Prepare() {
+	db := engine.New()
+	if _, err := db.Exec(engine.CreateTable(engine.Schema{Name: "kv", Fields: []engine.Field{{Name: "k", Kind: engine.KindString}, {Name: "v", Kind: engine.KindInt}}, Key: "k"})); err != nil {
+		panic(err)
+	}
+	m1, _ := db.Prepare(engine.Batch{engine.Insert("kv", map[string]engine.Value{"k": engine.String("x"), "v": engine.Int(1)})})
+	// A second batch is validated against the first, still in flight.
+	_, err := db.Prepare(engine.Batch{engine.Insert("kv", map[string]engine.Value{"k": engine.String("x")})})
+	fmt.Println(err)
+	_, err = db.Get("kv", engine.String("x"))
+	fmt.Println(err) // not durable yet, so not visible
+
+	payload := m1.Encode(nil) // ... the WAL makes payload durable ...
+	_ = payload
+	if err := db.Apply(m1); err != nil {
+		panic(err)
+	}
+	r, _ := db.Get("kv", engine.String("x"))
+	fmt.Println(r.Get("v").Int(), r.Version)
+	// Output:
+	// op 0: insert table "kv": duplicate key: field "k" value "x"
+	// get table "kv": not found: field "k" value "x"
+	// 1 2
+}

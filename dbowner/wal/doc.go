@@ -1,0 +1,22 @@
+// Package wal is the database's write-ahead log: framed, CRC32C-checked
+// records in size-rotated segment files, group commit (one write and one
+// fdatasync for a whole batch of commits), snapshots that bound the log, and
+// recovery that truncates a torn tail but refuses a corrupt middle. The
+// format is normative in docs/wal.md.
+//
+// All file access goes through the FS and File interfaces so that the owner
+// can put them on its shard's io_uring (a WRITE at an offset linked to an
+// FSYNC(DATASYNC), parking the fiber), tests can use OS, and fault tests can
+// use faultfs. The log deals in opaque payloads; engine.Mutation.Encode
+// produces the ones the database logs.
+//
+// Failure contract:
+//   - an fdatasync or directory fsync error is fatal (FatalError, ErrFatal,
+//     ErrFsyncFailed): the log refuses every later append and the owner must
+//     stop acknowledging and exit non-zero, never retry and call it durable;
+//   - ENOSPC (ErrNoSpace) is not: the partial write is truncated away, the
+//     log is exactly as before the call, reads work, and appends work again
+//     once space is freed.
+//
+// A Log is owned by one goroutine, like the engine.
+package wal

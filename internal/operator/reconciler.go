@@ -1,0 +1,360 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	wov1 "github.com/writeonce/wo/api/v1alpha1"
+)
+
+// The operator's permissions, generated into config/rbac by hack/gen.sh.
+// workers/finalizers is needed to set blockOwnerDeletion on owned objects
+// where the OwnerReferencesPermissionEnforcement admission plugin runs.
+//
+// +kubebuilder:rbac:groups=wo.writeonce.dev,resources=workers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=wo.writeonce.dev,resources=workers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=wo.writeonce.dev,resources=workers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Reconciler turns Workers into their StatefulSet, Services and ConfigMap.
+type Reconciler struct {
+	Client   client.Client
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+	Options  Options
+
+	// reconciles counts finished Reconcile calls; tests wait on it to know
+	// a restarted operator has looked at a Worker.
+	reconciles atomic.Int64
+}
+
+// Reconciles returns how many Reconcile calls have finished.
+func (r *Reconciler) Reconciles() int64 { return r.reconciles.Load() }
+
+// SetupWithManager registers the controller: it watches Workers and the
+// objects they own, so a deleted or hand-edited child is put back.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := ctrl.NewControllerManagedBy(mgr).
+		For(&wov1.Worker{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Named("worker").
+		Complete(r); err != nil {
+		return fmt.Errorf("set up worker controller: %w", err)
+	}
+	return nil
+}
+
+// CacheOptions restricts the manager's cache of owned kinds to objects the
+// operator labelled, so it does not hold every ConfigMap and Service of the
+// cluster in memory. A same-named object that someone else made is then not
+// in the cache; creating ours fails with AlreadyExists and is reported as a
+// conflict.
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&appsv1.StatefulSet{}: {Label: managed},
+		&corev1.Service{}:     {Label: managed},
+		&corev1.ConfigMap{}:   {Label: managed},
+	}}
+}
+
+// Reconcile brings one Worker's objects to what its spec renders to and
+// reports what it saw in the Worker's status. It writes only what differs:
+// a reconcile of an unchanged Worker makes no API writes and no events.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.reconciles.Add(1)
+	logger := log.FromContext(ctx)
+
+	var w wov1.Worker
+	if err := r.Client.Get(ctx, req.NamespacedName, &w); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted: its objects go with it through their owner
+			// references.
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get worker %s: %w", req.NamespacedName, err)
+	}
+	if !w.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	sts, shards, syncErr := r.syncObjects(ctx, &w)
+	if syncErr != nil {
+		logger.Error(syncErr, "reconcile failed")
+	}
+	if err := r.updateStatus(ctx, &w, sts, shards, syncErr); err != nil {
+		return ctrl.Result{}, errors.Join(syncErr, err)
+	}
+	return ctrl.Result{}, syncErr
+}
+
+func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.StatefulSet, int, error) {
+	objs, err := Render(w, r.Options)
+	if err != nil {
+		r.event(w, nil, corev1.EventTypeWarning, "InvalidSpec", "Render", err.Error())
+		return nil, 0, fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err)
+	}
+	// The ConfigMap first: the pods mount it.
+	if _, _, err := r.sync(ctx, w, objs.ConfigMap, &corev1.ConfigMap{}); err != nil {
+		return nil, objs.Shards, err
+	}
+	if _, _, err := r.sync(ctx, w, objs.Headless, &corev1.Service{}); err != nil {
+		return nil, objs.Shards, err
+	}
+	if _, _, err := r.sync(ctx, w, objs.Client, &corev1.Service{}); err != nil {
+		return nil, objs.Shards, err
+	}
+	current, before, err := r.sync(ctx, w, objs.StatefulSet, &appsv1.StatefulSet{})
+	if err != nil {
+		return nil, objs.Shards, err
+	}
+	sts := current.(*appsv1.StatefulSet)
+	r.explainStatefulSet(w, objs, sts, before, before == nil && current == client.Object(objs.StatefulSet))
+	return sts, objs.Shards, nil
+}
+
+// conflictError is an object of a Worker's name that the Worker does not
+// control. The operator never adopts or overwrites it.
+type conflictError struct {
+	kind, name string
+}
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("%s %s exists and is not controlled by this Worker; delete or rename it", e.kind, e.name)
+}
+
+// sync creates desired or updates the existing object to it. It returns the
+// object as it now is and, after an update, a copy of it from before.
+func (r *Reconciler) sync(ctx context.Context, w *wov1.Worker, desired, existing client.Object) (client.Object, client.Object, error) {
+	kind := desired.GetObjectKind().GroupVersionKind().Kind
+	key := client.ObjectKeyFromObject(desired)
+	err := r.Client.Get(ctx, key, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, desired); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				err = &conflictError{kind, key.Name}
+				r.event(w, nil, corev1.EventTypeWarning, "Conflict", "Create", err.Error())
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf("create %s %s: %w", kind, key, err)
+		}
+		r.event(w, desired, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created %s %s", kind, key.Name))
+		return desired, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("get %s %s: %w", kind, key, err)
+	}
+	if !metav1.IsControlledBy(existing, w) {
+		err := &conflictError{kind, key.Name}
+		r.event(w, nil, corev1.EventTypeWarning, "Conflict", "Update", err.Error())
+		return nil, nil, err
+	}
+	if UpToDate(existing, desired) {
+		return existing, nil, nil
+	}
+	before := existing.DeepCopyObject().(client.Object)
+	MergeInto(existing, desired)
+	if err := r.Client.Update(ctx, existing); err != nil {
+		return nil, nil, fmt.Errorf("update %s %s: %w", kind, key, err)
+	}
+	if kind != "StatefulSet" { // explainStatefulSet tells why
+		r.event(w, existing, corev1.EventTypeNormal, "Updated", "Update", fmt.Sprintf("updated %s %s to the Worker's spec", kind, key.Name))
+	}
+	return existing, before, nil
+}
+
+// explainStatefulSet records an event for each decision a StatefulSet write
+// carried: the shard count and pinning on creation; a shard change (which
+// rolls the pods: pinned pods cannot resize in place, and the worker reads
+// WO_SHARDS only at start), a scale, a storage change that cannot apply.
+func (r *Reconciler) explainStatefulSet(w *wov1.Worker, objs *Objects, sts *appsv1.StatefulSet, before client.Object, created bool) {
+	cpu := w.Spec.Resources.Limits.Cpu()
+	if created {
+		note := fmt.Sprintf("limits.cpu %s gives WO_SHARDS=%d (one shard per whole CPU, rounded down); pinning %s, WO_PIN=%s",
+			cpu, objs.Shards, pinningName(w.Spec.Pinning), pinEnv(w.Spec.Pinning))
+		if w.Spec.Pinning == wov1.PinningExclusive {
+			note += "; requests = limits so the pod is Guaranteed and the static CPU manager gives it whole cores"
+		}
+		r.event(w, sts, corev1.EventTypeNormal, "Sized", "Create", note)
+		return
+	}
+	if before == nil {
+		return // unchanged
+	}
+	old := before.(*appsv1.StatefulSet)
+	said := false
+	if oldShards := envValue(old, "WO_SHARDS"); oldShards != "" && oldShards != fmt.Sprint(objs.Shards) {
+		r.event(w, sts, corev1.EventTypeNormal, "ShardsChanged", "Update",
+			fmt.Sprintf("limits.cpu is now %s: WO_SHARDS %s -> %d; rolling the pods to the new template (pinned pods cannot resize in place)",
+				cpu, oldShards, objs.Shards))
+		said = true
+	}
+	if o, n := derefReplicas(old.Spec.Replicas), derefReplicas(sts.Spec.Replicas); o != n {
+		r.event(w, sts, corev1.EventTypeNormal, "Scaled", "Update", fmt.Sprintf("replicas %d -> %d", o, n))
+		said = true
+	}
+	if len(old.Spec.VolumeClaimTemplates) > 0 && len(objs.StatefulSet.Spec.VolumeClaimTemplates) > 0 {
+		o := old.Spec.VolumeClaimTemplates[0].Spec
+		d := objs.StatefulSet.Spec.VolumeClaimTemplates[0].Spec
+		if !equality.Semantic.DeepEqual(o.Resources.Requests.Storage(), d.Resources.Requests.Storage()) ||
+			!equality.Semantic.DeepEqual(o.StorageClassName, d.StorageClassName) {
+			r.event(w, sts, corev1.EventTypeWarning, "StorageUnchanged", "Update",
+				"spec.storage changed, but a StatefulSet's volume claim templates are immutable: existing and new pods keep the original size and class; resize the PersistentVolumeClaims or recreate the Worker")
+			said = true
+		}
+	}
+	if !said {
+		r.event(w, sts, corev1.EventTypeNormal, "Updated", "Update", "updated StatefulSet "+sts.Name+" to the Worker's spec")
+	}
+}
+
+func pinningName(p wov1.Pinning) string {
+	if p == "" {
+		return string(wov1.PinningNone)
+	}
+	return string(p)
+}
+
+func derefReplicas(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+func envValue(sts *appsv1.StatefulSet, name string) string {
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		if c.Name != ContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == name {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
+
+func (r *Reconciler) event(w *wov1.Worker, related runtime.Object, typ, reason, action, note string) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(w, related, typ, reason, action, "%s", note)
+}
+
+// updateStatus writes the Worker's status if it differs from what is stored.
+func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, sts *appsv1.StatefulSet, shards int, syncErr error) error {
+	next := ComputeStatus(w, sts, shards, syncErr)
+	if equality.Semantic.DeepEqual(w.Status, next) {
+		return nil
+	}
+	w.Status = next
+	if err := r.Client.Status().Update(ctx, w); err != nil {
+		return fmt.Errorf("update status of worker %s/%s: %w", w.Namespace, w.Name, err)
+	}
+	return nil
+}
+
+// ComputeStatus derives a Worker's status from its StatefulSet (nil when it
+// could not be synced) and the error of this reconcile. Conditions keep their
+// lastTransitionTime unless their status flips, so an unchanged world gives
+// an unchanged status.
+func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, syncErr error) wov1.WorkerStatus {
+	st := *w.Status.DeepCopy()
+	st.ObservedGeneration = w.Generation
+	st.Selector = Selector(w)
+	if shards > 0 {
+		st.Shards = int32(shards)
+	}
+	desired := derefReplicas(w.Spec.Replicas)
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		setCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: w.Generation,
+		})
+	}
+
+	if sts != nil {
+		st.Replicas = sts.Status.Replicas
+		st.ReadyReplicas = sts.Status.ReadyReplicas
+	}
+
+	if syncErr != nil {
+		set(wov1.ConditionDegraded, metav1.ConditionTrue, "ReconcileError", syncErr.Error())
+	} else {
+		set(wov1.ConditionDegraded, metav1.ConditionFalse, "AsExpected", "the operator's objects match the spec")
+	}
+
+	if sts == nil {
+		set(wov1.ConditionReady, metav1.ConditionFalse, "NoStatefulSet", "the StatefulSet could not be synced")
+		set(wov1.ConditionProgressing, metav1.ConditionFalse, "Blocked", "waiting for the spec or the cluster to allow progress")
+		return st
+	}
+
+	s := sts.Status
+	observed := s.ObservedGeneration >= sts.Generation
+	rolled := s.UpdatedReplicas == desired && (s.UpdateRevision == "" || s.CurrentRevision == s.UpdateRevision)
+	if desired == 0 {
+		rolled = true
+	}
+	ready := observed && rolled && s.Replicas == desired && s.ReadyReplicas == desired
+
+	switch {
+	case ready && desired == 0:
+		set(wov1.ConditionReady, metav1.ConditionTrue, "ScaledToZero", "replicas is 0")
+	case ready:
+		set(wov1.ConditionReady, metav1.ConditionTrue, "AllReplicasReady", fmt.Sprintf("%d of %d pods ready", s.ReadyReplicas, desired))
+	default:
+		set(wov1.ConditionReady, metav1.ConditionFalse, "ReplicasNotReady", fmt.Sprintf("%d of %d pods ready", s.ReadyReplicas, desired))
+	}
+	switch {
+	case ready:
+		set(wov1.ConditionProgressing, metav1.ConditionFalse, "Stable", "every pod runs the current template")
+	case !observed || !rolled:
+		set(wov1.ConditionProgressing, metav1.ConditionTrue, "RollingUpdate",
+			fmt.Sprintf("%d of %d pods on the current template", s.UpdatedReplicas, desired))
+	default:
+		set(wov1.ConditionProgressing, metav1.ConditionTrue, "Scaling",
+			fmt.Sprintf("%d pods, %d desired", s.Replicas, desired))
+	}
+	return st
+}
+
+// setCondition is meta.SetStatusCondition without its clock: a condition
+// whose status is unchanged keeps its lastTransitionTime, and one that flips
+// gets the current time.
+func setCondition(conds *[]metav1.Condition, c metav1.Condition) {
+	for i := range *conds {
+		old := &(*conds)[i]
+		if old.Type != c.Type {
+			continue
+		}
+		if old.Status != c.Status {
+			old.LastTransitionTime = metav1.Now()
+		}
+		old.Status, old.Reason, old.Message, old.ObservedGeneration = c.Status, c.Reason, c.Message, c.ObservedGeneration
+		return
+	}
+	c.LastTransitionTime = metav1.Now()
+	*conds = append(*conds, c)
+}

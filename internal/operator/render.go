@@ -1,0 +1,501 @@
+package operator
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/sizing"
+)
+
+// The worker's contract (DESIGN.md, "The worker's contract"): the paths, ports
+// and variables below are what the worker image reads. They are constants
+// here so the rendering and its tests say the same thing.
+const (
+	// ContainerName is the worker container's name in the pod.
+	ContainerName = "worker"
+
+	// DataDir is WO_DATA_DIR in the image, the mount point of the pod's
+	// volume claim.
+	DataDir = "/var/lib/wo"
+	// ConfigDir holds worker.toml from the ConfigMap.
+	ConfigDir = "/etc/wo"
+	// ConfigFile is the worker's --config default in the image.
+	ConfigFile = "worker.toml"
+
+	// PortHTTP serves the records API, the chat WebSocket and the web page.
+	PortHTTP = 8080
+	// PortChat is chat over TCP.
+	PortChat = 7070
+	// PortOps serves /healthz, /readyz, /metrics and /debug.
+	PortOps = 9090
+
+	// NonRootUID is the uid and gid the pods run as: the "nonroot" user of
+	// distroless images. It is numeric so runAsNonRoot can be verified by
+	// the kubelet whatever the image's USER says.
+	NonRootUID = 65532
+
+	// DataVolume is the name of the volume claim template and its mount.
+	DataVolume = "data"
+)
+
+// Labels and annotations the operator puts on what it renders.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "app.kubernetes.io/component"
+
+	// ManagedBy is the value of LabelManagedBy; the operator's cache only
+	// sees objects carrying it.
+	ManagedBy = "wo-operator"
+
+	// AnnotationDesiredHash records the hash of what the operator last
+	// rendered for an object. Comparing it first makes a reconcile with
+	// nothing changed cheap and write-free, and catches removals that a
+	// "desired is a subset of existing" comparison cannot see.
+	AnnotationDesiredHash = "wo.writeonce.dev/desired-hash"
+	// AnnotationConfigHash on the pod template rolls the pods when the
+	// worker's TOML changes.
+	AnnotationConfigHash = "wo.writeonce.dev/config-hash"
+	// AnnotationShards on the pod template is the shard count, for people
+	// reading `kubectl describe pod`.
+	AnnotationShards = "wo.writeonce.dev/shards"
+)
+
+// Options are the operator-wide settings rendering depends on.
+type Options struct {
+	// DefaultImage is used when a Worker's spec.image is empty.
+	DefaultImage string
+}
+
+// Objects is everything one Worker renders to.
+type Objects struct {
+	// Shards is WO_SHARDS of the pods.
+	Shards      int
+	ConfigMap   *corev1.ConfigMap
+	Headless    *corev1.Service
+	Client      *corev1.Service
+	StatefulSet *appsv1.StatefulSet
+}
+
+// ErrNoImage is returned when neither spec.image nor the operator's default
+// image is set.
+var ErrNoImage = errors.New("no worker image: set spec.image or run the operator with --worker-image")
+
+// Shards returns WO_SHARDS for a Worker: max(1, floor(limits.cpu)), by the
+// same function the worker uses for its own default, so the two never
+// disagree. The downward API (resourceFieldRef limits.cpu) rounds up, which
+// would give a pod limited to 1.5 CPUs two shards competing for 1.5 CPUs of
+// quota; that is why the operator computes the number itself.
+func Shards(w *wov1.Worker) int {
+	return sizing.ShardsForMilliCPU(w.Spec.Resources.Limits.Cpu().MilliValue())
+}
+
+// Names of the objects a Worker owns.
+func statefulSetName(w *wov1.Worker) string { return w.Name }
+func headlessName(w *wov1.Worker) string    { return w.Name + "-headless" }
+func clientName(w *wov1.Worker) string      { return w.Name }
+func configMapName(w *wov1.Worker) string   { return w.Name + "-config" }
+
+// SelectorLabels select a Worker's pods. They never change for a Worker,
+// because a StatefulSet's selector is immutable.
+func SelectorLabels(w *wov1.Worker) map[string]string {
+	return map[string]string{
+		LabelName:     "wo-worker",
+		LabelInstance: w.Name,
+	}
+}
+
+// Selector is SelectorLabels in the string form of status.selector, which
+// the /scale subresource hands to an HPA.
+func Selector(w *wov1.Worker) string {
+	return labels.SelectorFromSet(SelectorLabels(w)).String()
+}
+
+func objectLabels(w *wov1.Worker) map[string]string {
+	l := SelectorLabels(w)
+	l[LabelManagedBy] = ManagedBy
+	l[LabelComponent] = "worker"
+	return l
+}
+
+func objectMeta(w *wov1.Worker, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:      name,
+		Namespace: w.Namespace,
+		Labels:    objectLabels(w),
+		// Controller and BlockOwnerDeletion are both true: deleting the
+		// Worker garbage-collects its objects, and foreground deletion
+		// waits for them.
+		OwnerReferences: []metav1.OwnerReference{
+			*metav1.NewControllerRef(w, wov1.GroupVersion.WithKind("Worker")),
+		},
+	}
+}
+
+// pinEnv is WO_PIN for a pinning mode. Shared CPUs are never pinned: pinning
+// a shard thread to one CPU of a cpuset that other pods also run on would
+// only take away the kernel's freedom to move it off a busy core.
+func pinEnv(p wov1.Pinning) string {
+	if p == wov1.PinningExclusive {
+		return "on"
+	}
+	return "off"
+}
+
+func ioEnv(io wov1.IO) string {
+	if io == "" {
+		return string(wov1.IOAuto)
+	}
+	return string(io)
+}
+
+// Render computes every object of a Worker from its spec alone. It is pure:
+// the reconciler compares its result with what exists, so the same spec must
+// always render the same bytes.
+func Render(w *wov1.Worker, opts Options) (*Objects, error) {
+	image := w.Spec.Image
+	if image == "" {
+		image = opts.DefaultImage
+	}
+	if image == "" {
+		return nil, ErrNoImage
+	}
+	if w.Spec.Resources.Limits.Cpu().IsZero() {
+		// The CRD's CEL rules refuse this; a Worker stored before the rule
+		// existed still must not become a pod without a CPU limit.
+		return nil, errors.New("resources.limits.cpu is required")
+	}
+	shards := Shards(w)
+	cm := RenderConfigMap(w, shards)
+	sts := RenderStatefulSet(w, image, shards, configHash(cm))
+	objs := &Objects{
+		Shards:      shards,
+		ConfigMap:   cm,
+		Headless:    RenderHeadlessService(w),
+		Client:      RenderClientService(w),
+		StatefulSet: sts,
+	}
+	for _, o := range []metav1.Object{objs.ConfigMap, objs.Headless, objs.Client, objs.StatefulSet} {
+		h, err := desiredHash(o)
+		if err != nil {
+			return nil, err
+		}
+		o.SetAnnotations(map[string]string{AnnotationDesiredHash: h})
+	}
+	return objs, nil
+}
+
+// WorkerTOML is the worker's config file. Every value is also passed as a
+// WO_* variable (which wins over the file); the file is there so that
+// `cat /etc/wo/worker.toml` in a pod tells the whole configuration.
+func WorkerTOML(w *wov1.Worker, shards int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Rendered by the wo operator for Worker %s/%s.\n", w.Namespace, w.Name)
+	b.WriteString("# Edit the Worker, not this ConfigMap: the operator overwrites it.\n\n")
+	b.WriteString("[runtime]\n")
+	fmt.Fprintf(&b, "shards = %d\n", shards)
+	fmt.Fprintf(&b, "pin = %s\n", strconv.Quote(pinEnv(w.Spec.Pinning)))
+	fmt.Fprintf(&b, "io = %s\n", strconv.Quote(ioEnv(w.Spec.IO)))
+	if w.Spec.Reductions != nil {
+		fmt.Fprintf(&b, "reductions = %d\n", *w.Spec.Reductions)
+	}
+	return b.String()
+}
+
+// RenderConfigMap renders the ConfigMap holding worker.toml.
+func RenderConfigMap(w *wov1.Worker, shards int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: objectMeta(w, configMapName(w)),
+		Data:       map[string]string{ConfigFile: WorkerTOML(w, shards)},
+	}
+}
+
+func servicePorts(ops bool) []corev1.ServicePort {
+	ps := []corev1.ServicePort{
+		{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+		{Name: "chat", Port: PortChat, TargetPort: intstr.FromString("chat"), Protocol: corev1.ProtocolTCP},
+	}
+	if ops {
+		ps = append(ps, corev1.ServicePort{Name: "ops", Port: PortOps, TargetPort: intstr.FromString("ops"), Protocol: corev1.ProtocolTCP})
+	}
+	return ps
+}
+
+// RenderHeadlessService renders the StatefulSet's governing Service: stable
+// per-pod DNS names (NAME-0.NAME-headless), published before the pods are
+// ready so peers and scrapers can find a pod that is still recovering.
+func RenderHeadlessService(w *wov1.Worker) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(w, headlessName(w)),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 SelectorLabels(w),
+			Ports:                    servicePorts(true),
+			PublishNotReadyAddresses: true,
+		},
+	}
+}
+
+// RenderClientService renders the load-balanced Service clients use: the
+// data plane only (the ops port is for probes and scrapers, per pod).
+func RenderClientService(w *wov1.Worker) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(w, clientName(w)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: SelectorLabels(w),
+			Ports:    servicePorts(false),
+		},
+	}
+}
+
+// RenderResources returns the container's resources. With exclusive pinning
+// cpu and memory requests are set equal to the limits, which with whole CPUs
+// makes the pod Guaranteed: the only QoS class the static CPU manager gives
+// exclusive cores to. The CRD's rules already refuse requests that differ,
+// so this only fills requests left out.
+func RenderResources(w *wov1.Worker) corev1.ResourceRequirements {
+	r := *w.Spec.Resources.DeepCopy()
+	if w.Spec.Pinning != wov1.PinningExclusive {
+		return r
+	}
+	if r.Requests == nil {
+		r.Requests = corev1.ResourceList{}
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := r.Limits[name]; ok {
+			r.Requests[name] = q.DeepCopy()
+		}
+	}
+	return r
+}
+
+// RenderEnv returns the worker container's environment: the contract's
+// variables first, then spec.env.
+func RenderEnv(w *wov1.Worker, shards int) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		{Name: "WO_SHARDS", Value: strconv.Itoa(shards)},
+		{Name: "WO_PIN", Value: pinEnv(w.Spec.Pinning)},
+		{Name: "WO_IO", Value: ioEnv(w.Spec.IO)},
+	}
+	if w.Spec.Reductions != nil {
+		env = append(env, corev1.EnvVar{Name: "WO_REDUCTIONS", Value: strconv.Itoa(int(*w.Spec.Reductions))})
+	}
+	env = append(env, corev1.EnvVar{Name: "WO_DATA_DIR", Value: DataDir})
+	if t := w.Spec.Telemetry; t != nil && t.OTLPEndpoint != "" {
+		env = append(env,
+			corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: t.OTLPEndpoint},
+			corev1.EnvVar{Name: "OTEL_SERVICE_NAME", Value: "wo-worker"},
+			corev1.EnvVar{Name: "OTEL_RESOURCE_ATTRIBUTES", Value: "k8s.namespace.name=" + w.Namespace + ",wo.worker=" + w.Name},
+		)
+	}
+	for _, e := range w.Spec.Env {
+		env = append(env, *e.DeepCopy())
+	}
+	return env
+}
+
+// RenderSeccomp returns the pod's seccomp profile: RuntimeDefault unless the
+// Worker names a Localhost profile. Under RuntimeDefault, containerd 2.0+ and
+// Docker 25+ deny io_uring_setup with EPERM, and the worker (WO_IO=auto)
+// selects epoll at start.
+func RenderSeccomp(w *wov1.Worker) *corev1.SeccompProfile {
+	if s := w.Spec.Seccomp; s != nil && s.Type == wov1.SeccompLocalhost && s.LocalhostProfile != nil {
+		return &corev1.SeccompProfile{
+			Type:             corev1.SeccompProfileTypeLocalhost,
+			LocalhostProfile: ptr.To(*s.LocalhostProfile),
+		}
+	}
+	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+}
+
+func httpProbe(path string, period, failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path:   path,
+			Port:   intstr.FromString("ops"),
+			Scheme: corev1.URISchemeHTTP,
+		}},
+		PeriodSeconds:    period,
+		TimeoutSeconds:   2,
+		SuccessThreshold: 1,
+		FailureThreshold: failures,
+	}
+}
+
+// RenderStatefulSet renders the worker pods. configHash is the hash of the
+// worker.toml the pods mount; it goes into the pod template so a changed file
+// rolls the pods (a mounted ConfigMap changes under a running process, which
+// reads its config only at start).
+func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash string) *appsv1.StatefulSet {
+	replicas := int32(1)
+	if w.Spec.Replicas != nil {
+		replicas = *w.Spec.Replicas
+	}
+	storage := w.Spec.Storage.Size.DeepCopy()
+	if storage.IsZero() {
+		storage = resource.MustParse("1Gi")
+	}
+	var storageClass *string
+	if w.Spec.Storage.StorageClassName != nil {
+		storageClass = ptr.To(*w.Spec.Storage.StorageClassName)
+	}
+
+	container := corev1.Container{
+		Name:  ContainerName,
+		Image: image,
+		Args:  []string{"--config=" + ConfigDir + "/" + ConfigFile},
+		Ports: []corev1.ContainerPort{
+			{Name: "http", ContainerPort: PortHTTP, Protocol: corev1.ProtocolTCP},
+			{Name: "chat", ContainerPort: PortChat, Protocol: corev1.ProtocolTCP},
+			{Name: "ops", ContainerPort: PortOps, Protocol: corev1.ProtocolTCP},
+		},
+		Env:       RenderEnv(w, shards),
+		Resources: RenderResources(w),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: DataVolume, MountPath: DataDir},
+			{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+			// The root filesystem is read-only; the Go runtime and
+			// os.TempDir still want a writable /tmp.
+			{Name: "tmp", MountPath: "/tmp"},
+		},
+		// /healthz answers as soon as the process is up, also during WAL
+		// recovery; the startup probe gives recovery up to five minutes
+		// before liveness may kill the pod.
+		StartupProbe:   httpProbe("/healthz", 2, 150),
+		LivenessProbe:  httpProbe("/healthz", 10, 3),
+		ReadinessProbe: httpProbe("/readyz", 5, 2),
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			RunAsUser:                ptr.To(int64(NonRootUID)),
+			RunAsGroup:               ptr.To(int64(NonRootUID)),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+
+	sel := SelectorLabels(w)
+	podLabels := objectLabels(w)
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: objectMeta(w, statefulSetName(w)),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To(replicas),
+			Selector:    &metav1.LabelSelector{MatchLabels: sel},
+			ServiceName: headlessName(w),
+			// Pods of a Worker do not depend on each other to start, so
+			// scaling creates or removes them all at once. Rolling
+			// updates are still one pod at a time.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
+				Type: appsv1.RollingUpdateStatefulSetStrategyType,
+			},
+			// A pod's volume is its database: never delete it implicitly.
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels: podLabels,
+					Annotations: map[string]string{
+						AnnotationConfigHash:                     configHash,
+						AnnotationShards:                         strconv.Itoa(shards),
+						"kubectl.kubernetes.io/default-container": ContainerName,
+					},
+				},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{container},
+					Volumes: []corev1.Volume{
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(w)},
+						}}},
+						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+							SizeLimit: ptr.To(resource.MustParse("64Mi")),
+						}}},
+					},
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr.To(true),
+						RunAsUser:    ptr.To(int64(NonRootUID)),
+						RunAsGroup:   ptr.To(int64(NonRootUID)),
+						// The volume is writable by the worker's group.
+						FSGroup:             ptr.To(int64(NonRootUID)),
+						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+						SeccompProfile:      RenderSeccomp(w),
+					},
+					// The worker does not call the API server, and the
+					// Service environment variables of a busy namespace
+					// would only crowd its env.
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+				ObjectMeta: metav1.ObjectMeta{
+					Name:   DataVolume,
+					Labels: sel,
+				},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: storageClass,
+					Resources: corev1.VolumeResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceStorage: storage},
+					},
+				},
+			}},
+		},
+	}
+}
+
+func configHash(cm *corev1.ConfigMap) string {
+	sum := sha256.Sum256([]byte(cm.Data[ConfigFile]))
+	return hex.EncodeToString(sum[:8])
+}
+
+// desiredHash hashes what an object's rendering decides: its labels, owner
+// references and its spec or data. encoding/json sorts map keys, so equal
+// renderings hash equally.
+func desiredHash(o metav1.Object) (string, error) {
+	var body any
+	switch v := o.(type) {
+	case *corev1.ConfigMap:
+		body = v.Data
+	case *corev1.Service:
+		body = v.Spec
+	case *appsv1.StatefulSet:
+		body = v.Spec
+	default:
+		return "", fmt.Errorf("desired hash: unexpected %T", o)
+	}
+	raw, err := json.Marshal(struct {
+		Labels map[string]string       `json:"labels"`
+		Owners []metav1.OwnerReference `json:"owners"`
+		Body   any                     `json:"body"`
+	}{o.GetLabels(), o.GetOwnerReferences(), body})
+	if err != nil {
+		return "", fmt.Errorf("desired hash of %s: %w", o.GetName(), err)
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8]), nil
+}

@@ -1,0 +1,58 @@
+//go:build linux
+
+package iobackend_test
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/writeonce/wo/iobackend"
+	"golang.org/x/sys/unix"
+)
+
+// A shard's start-up and loop in miniature: parse WO_IO, select a backend,
+// open it, park a receive, and wait for its completion.
+func Example() {
+	mode, err := iobackend.ParseMode(os.Getenv("WO_IO"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sel, err := iobackend.Select(mode)
+	if err != nil {
+		fmt.Println(err) // WO_IO=uring where io_uring is refused: exit non-zero
+		return
+	}
+	// sel.Reason goes to the startup log.
+	b, err := iobackend.Open(sel.Kind, iobackend.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Close()
+
+	fds, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+
+	buf := make([]byte, 16) // referenced by the backend until the completion
+	const token = 42
+	res, done := b.Recv(fds[0], buf, token)
+	unix.Write(fds[1], []byte("hello"))
+	for !done {
+		out := make([]iobackend.Completion, 8)
+		n, err := b.Wait(time.Second, out)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, c := range out[:n] {
+			if c.Token == token {
+				res, done = c.Res, true
+			}
+		}
+	}
+	fmt.Printf("%d bytes: %s\n", res, buf[:res])
+	// Output: 5 bytes: hello
+}

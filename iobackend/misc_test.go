@@ -1,0 +1,28 @@
+//go:build linux
+
+package iobackend
+
+import (
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	errEPERM  error = unix.EPERM
+	errENOSYS error = unix.ENOSYS
+	errENOMEM error = unix.ENOMEM
+	errEINVAL error = unix.EINVAL
+)
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openTemp(dir string) (*os.File, error) {
+	return os.OpenFile(dir+"/wal", os.O_RDWR|os.O_CREATE, 0o600)
+}

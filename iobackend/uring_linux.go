@@ -1,0 +1,964 @@
+//go:build linux
+
+package iobackend
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Reserved tokens: ReservedTokenBit | kind<<56 | sequence.
+const (
+	resvWake    = ReservedTokenBit | 1<<56
+	resvTimeout = ReservedTokenBit | 2<<56
+	resvCancel  = ReservedTokenBit | 3<<56
+	resvKind    = ReservedTokenBit | 0x7f<<56
+)
+
+// uringOpState says where an operation is.
+type uringOpState uint8
+
+const (
+	stateHeld      uringOpState = iota // a Write kept back so a later Fsync can link to it
+	stateDeferred                      // an Fsync waiting for already-submitted writes
+	stateSubmitted                     // its SQE is in the ring (published or not)
+)
+
+// uringOp is one live operation: everything the kernel may touch stays
+// reachable from here (and pinned) until its CQE is reaped.
+type uringOp struct {
+	token  uint64
+	opcode uint8
+	fd     int
+	buf    []byte
+	off    uint64
+	pin    runtime.Pinner
+	state  uringOpState
+	// startSeq orders ops by start time (tokens need not increase).
+	startSeq uint64
+
+	// Writes: covered is set once an Fsync accounts for this write's result.
+	covered bool
+	// Deferred fsyncs: the write tokens still to complete, and whether one of
+	// them failed or was short.
+	waitFor map[uint64]struct{}
+	broken  bool
+}
+
+// uringBackend is one io_uring. Everything except Wake runs on the owner
+// thread; mu only orders Wake against Close so that Wake never writes to a
+// closed (and possibly reused) eventfd.
+type uringBackend struct {
+	mu     sync.RWMutex
+	closed bool
+
+	fd       int
+	features uint32
+
+	ringMem    unsafe.Pointer // SQ ring (and CQ ring with IORING_FEAT_SINGLE_MMAP)
+	ringLen    uintptr
+	cqMem      unsafe.Pointer // CQ ring when mapped separately
+	cqLen      uintptr
+	sqesMem    unsafe.Pointer
+	sqesLen    uintptr
+	sqHead     *uint32
+	sqTail     *uint32
+	sqFlags    *uint32
+	sqMask     uint32
+	sqEntries  uint32
+	cqHead     *uint32
+	cqTail     *uint32
+	cqOverflow *uint32
+	cqMask     uint32
+	cqes       unsafe.Pointer
+	localTail  uint32 // next SQE slot; published to *sqTail before each enter
+	overflow0  uint32 // *cqOverflow at setup
+
+	live     map[uint64]*uringOp
+	held     []*uringOp                  // writes not yet placed in the SQ, in start order
+	writes   map[int]map[uint64]*uringOp // outstanding writes per fd (held or submitted)
+	deferred map[int][]*uringOp          // fsyncs waiting for submitted writes, per fd
+	broken   map[int]bool                // fd had an uncovered failed/short write since its last Fsync
+	ready    []Completion                // completions made in user space (cancelled held ops, ...)
+	emit     []*uringOp                  // deferred fsyncs whose writes all succeeded, to be submitted
+
+	// The wake eventfd is read by an IORING_OP_READ into wakeBuf; the CQE of
+	// that read is both the wake-up and the drain, so a wake costs the owner no
+	// extra syscall.
+	wakeFd    int
+	wakeBuf   [8]byte
+	wakeArmed bool
+
+	// ts is the TIMEOUT SQE's timespec. The kernel copies it while preparing
+	// the SQE inside io_uring_enter, so one pinned value is enough.
+	ts         unix.Timespec
+	selfPin    runtime.Pinner
+	curTimeout uint64
+	timedOut   bool
+	seq        uint64 // reserved-token sequence
+	starts     uint64 // ops started, for startSeq
+	// pendingWake records a wake CQE reaped outside Wait (while making room
+	// in a full SQ), so that the next Wait still returns for it.
+	pendingWake bool
+
+	stats counters
+}
+
+// graveyard keeps the operations of a ring that could not be drained at Close
+// reachable forever: the kernel might still write into their buffers, so they
+// must never be freed.
+var graveyard struct {
+	sync.Mutex
+	ops []*uringOp
+}
+
+func openUring(opts Options) (*uringBackend, error) {
+	entries := opts.Entries
+	if entries == 0 {
+		entries = DefaultEntries
+	}
+	b := &uringBackend{
+		fd:       -1,
+		wakeFd:   -1,
+		live:     make(map[uint64]*uringOp),
+		writes:   make(map[int]map[uint64]*uringOp),
+		deferred: make(map[int][]*uringOp),
+		broken:   make(map[int]bool),
+	}
+	var p uringParams
+	p.Flags = uringSetupFlags
+	fd, err := ioUringSetup(entries, &p)
+	b.stats.syscalls.Add(1)
+	if err != nil {
+		return nil, fmt.Errorf("iobackend: io_uring_setup(%d): %w", entries, err)
+	}
+	b.fd = fd
+	b.features = p.Features
+	if err := b.mapRings(&p); err != nil {
+		b.release()
+		return nil, err
+	}
+	// The wake eventfd stays blocking: io_uring completes a READ on an
+	// O_NONBLOCK file with -EAGAIN instead of waiting for it. Wake's write never
+	// blocks (the owner drains the counter long before it could overflow).
+	wfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	b.stats.syscalls.Add(1)
+	if err != nil {
+		b.release()
+		return nil, fmt.Errorf("iobackend: eventfd: %w", err)
+	}
+	b.wakeFd = wfd
+	b.selfPin.Pin(&b.wakeBuf)
+	b.selfPin.Pin(&b.ts)
+	if err := b.armWake(); err != nil {
+		b.release()
+		return nil, err
+	}
+	return b, nil
+}
+
+// mapRings maps the SQ ring, the CQ ring (unless IORING_FEAT_SINGLE_MMAP says
+// it shares the SQ mapping) and the SQE array.
+func (b *uringBackend) mapRings(p *uringParams) error {
+	sqLen := uintptr(p.SQOff.Array) + uintptr(p.SQEntries)*4
+	cqLen := uintptr(p.CQOff.CQEs) + uintptr(p.CQEntries)*uintptr(unsafe.Sizeof(uringCQE{}))
+	single := p.Features&featSingleMmap != 0
+	if single && cqLen > sqLen {
+		sqLen = cqLen
+	}
+	const prot = unix.PROT_READ | unix.PROT_WRITE
+	const flags = unix.MAP_SHARED | unix.MAP_POPULATE
+	mem, err := unix.MmapPtr(b.fd, offSQRing, nil, sqLen, prot, flags)
+	b.stats.syscalls.Add(1)
+	if err != nil {
+		return fmt.Errorf("iobackend: mmap SQ ring (%d bytes): %w", sqLen, err)
+	}
+	b.ringMem, b.ringLen = mem, sqLen
+	cqMem := mem
+	if !single {
+		cqMem, err = unix.MmapPtr(b.fd, offCQRing, nil, cqLen, prot, flags)
+		b.stats.syscalls.Add(1)
+		if err != nil {
+			return fmt.Errorf("iobackend: mmap CQ ring (%d bytes): %w", cqLen, err)
+		}
+		b.cqMem, b.cqLen = cqMem, cqLen
+	}
+	sqesLen := uintptr(p.SQEntries) * uintptr(unsafe.Sizeof(uringSQE{}))
+	b.sqesMem, err = unix.MmapPtr(b.fd, offSQEs, nil, sqesLen, prot, flags)
+	b.stats.syscalls.Add(1)
+	if err != nil {
+		b.sqesMem = nil
+		return fmt.Errorf("iobackend: mmap SQEs (%d bytes): %w", sqesLen, err)
+	}
+	b.sqesLen = sqesLen
+
+	u32 := func(base unsafe.Pointer, off uint32) *uint32 { return (*uint32)(unsafe.Add(base, off)) }
+	b.sqHead = u32(mem, p.SQOff.Head)
+	b.sqTail = u32(mem, p.SQOff.Tail)
+	b.sqFlags = u32(mem, p.SQOff.Flags)
+	b.sqMask = *u32(mem, p.SQOff.RingMask)
+	b.sqEntries = *u32(mem, p.SQOff.RingEntries)
+	b.cqHead = u32(cqMem, p.CQOff.Head)
+	b.cqTail = u32(cqMem, p.CQOff.Tail)
+	b.cqOverflow = u32(cqMem, p.CQOff.Overflow)
+	b.cqMask = *u32(cqMem, p.CQOff.RingMask)
+	b.cqes = unsafe.Add(cqMem, p.CQOff.CQEs)
+	b.overflow0 = atomic.LoadUint32(b.cqOverflow)
+	// Identity-map the SQ index array once: slot i of the SQE array is always
+	// entry i, so submitting is just a tail store.
+	array := unsafe.Add(mem, p.SQOff.Array)
+	for i := uint32(0); i < b.sqEntries; i++ {
+		*(*uint32)(unsafe.Add(array, uintptr(i)*4)) = i
+	}
+	b.localTail = atomic.LoadUint32(b.sqTail)
+	return nil
+}
+
+// release unmaps and closes everything; used by Open's failure paths and Close.
+func (b *uringBackend) release() {
+	if b.sqesMem != nil {
+		_ = unix.MunmapPtr(b.sqesMem, b.sqesLen)
+		b.sqesMem = nil
+	}
+	if b.cqMem != nil {
+		_ = unix.MunmapPtr(b.cqMem, b.cqLen)
+		b.cqMem = nil
+	}
+	if b.ringMem != nil {
+		_ = unix.MunmapPtr(b.ringMem, b.ringLen)
+		b.ringMem = nil
+	}
+	if b.fd >= 0 {
+		_ = unix.Close(b.fd)
+		b.fd = -1
+	}
+	if b.wakeFd >= 0 {
+		_ = unix.Close(b.wakeFd)
+		b.wakeFd = -1
+	}
+}
+
+func (b *uringBackend) Kind() Kind { return KindUring }
+
+func (b *uringBackend) Stats() Stats { return b.stats.snapshot() }
+
+// ---- submission queue ----
+
+// sqSpace is how many SQE slots are free.
+func (b *uringBackend) sqSpace() uint32 {
+	return b.sqEntries - (b.localTail - atomic.LoadUint32(b.sqHead))
+}
+
+// reserve makes room for n contiguous SQEs (n <= sqEntries), submitting what
+// is queued if the ring is full.
+func (b *uringBackend) reserve(n uint32) error {
+	for tries := 0; b.sqSpace() < n; tries++ {
+		// Submit without waiting. EBUSY/EAGAIN mean the kernel wants CQEs
+		// reaped first: move them to b.ready (the owner gets them at the next
+		// Wait) and, if that freed nothing, wait for one completion.
+		err := b.enter(0, tries > 0)
+		switch {
+		case err == nil, errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EAGAIN):
+			b.reapToReady()
+		default:
+			return fmt.Errorf("iobackend: io_uring_enter (SQ full): %w", err)
+		}
+	}
+	return nil
+}
+
+// next returns the next SQE slot, zeroed. The caller must have reserved it.
+func (b *uringBackend) next() *uringSQE {
+	sqe := (*uringSQE)(unsafe.Add(b.sqesMem, uintptr(b.localTail&b.sqMask)*unsafe.Sizeof(uringSQE{})))
+	*sqe = uringSQE{}
+	b.localTail++
+	return sqe
+}
+
+// enter publishes the SQ tail and calls io_uring_enter to submit everything
+// queued; with wait it also waits for minComplete=1 CQE.
+func (b *uringBackend) enter(minComplete uint32, getEvents bool) error {
+	// The store publishes the SQE contents written before it (sync/atomic
+	// stores are sequentially consistent, which includes release).
+	atomic.StoreUint32(b.sqTail, b.localTail)
+	toSubmit := b.localTail - atomic.LoadUint32(b.sqHead)
+	var flags uint32
+	if getEvents || minComplete > 0 {
+		flags |= enterGetEvents
+	}
+	b.stats.syscalls.Add(1)
+	b.stats.enters.Add(1)
+	_, err := ioUringEnter(b.fd, toSubmit, minComplete, flags)
+	return err
+}
+
+func (b *uringBackend) pendingSQEs() uint32 {
+	return b.localTail - atomic.LoadUint32(b.sqHead)
+}
+
+// ---- starting operations ----
+
+// check validates a caller token; errno 0 means fine.
+func (b *uringBackend) check(token uint64) unix.Errno {
+	switch {
+	case b.closed:
+		return unix.EBADFD
+	case token&ReservedTokenBit != 0:
+		return unix.EINVAL
+	case b.live[token] != nil:
+		return unix.EEXIST
+	}
+	return 0
+}
+
+func (b *uringBackend) newOp(token uint64, opcode uint8, fd int, buf []byte) *uringOp {
+	b.starts++
+	op := &uringOp{token: token, opcode: opcode, fd: fd, buf: buf, state: stateSubmitted, startSeq: b.starts}
+	if len(buf) > 0 {
+		op.pin.Pin(&buf[0])
+	}
+	b.live[token] = op
+	b.stats.submitted.Add(1)
+	return op
+}
+
+// fill writes op's SQE.
+func (b *uringBackend) fill(sqe *uringSQE, op *uringOp) {
+	sqe.Opcode = op.opcode
+	sqe.Fd = int32(op.fd)
+	sqe.UserData = op.token
+	if len(op.buf) > 0 {
+		sqe.Addr = uint64(uintptr(unsafe.Pointer(&op.buf[0])))
+		sqe.Len = uint32(len(op.buf))
+	}
+	switch op.opcode {
+	case opSend:
+		sqe.OpFlags = unix.MSG_NOSIGNAL
+	case opAccept:
+		sqe.OpFlags = unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
+	case opWrite:
+		sqe.Off = op.off
+	case opFsync:
+		sqe.OpFlags = fsyncDatasync
+	}
+}
+
+// submitOp queues op's SQE now; an error here means the ring is unusable.
+func (b *uringBackend) submitOp(op *uringOp) error {
+	if err := b.reserve(1); err != nil {
+		return err
+	}
+	b.fill(b.next(), op)
+	op.state = stateSubmitted
+	return nil
+}
+
+// startSimple starts an op that needs nothing but its SQE.
+func (b *uringBackend) startSimple(opcode uint8, fd int, buf []byte, token uint64) (int32, bool) {
+	if e := b.check(token); e != 0 {
+		return -int32(e), true
+	}
+	op := b.newOp(token, opcode, fd, buf)
+	if err := b.submitOp(op); err != nil {
+		b.drop(op)
+		return -int32(errnoOf(err)), true
+	}
+	return 0, false
+}
+
+func (b *uringBackend) PollAdd(fd int, events uint32, token uint64) error {
+	if e := b.check(token); e != 0 {
+		return fmt.Errorf("iobackend: poll_add fd %d token %d: %w", fd, token, e)
+	}
+	op := b.newOp(token, opPollAdd, fd, nil)
+	if err := b.reserve(1); err != nil {
+		b.drop(op)
+		return err
+	}
+	sqe := b.next()
+	b.fill(sqe, op)
+	// poll32_events; on kernels before 5.9 the low half is poll_events, which
+	// is where every POLL* bit we use lives (little-endian).
+	sqe.OpFlags = events
+	return nil
+}
+
+func (b *uringBackend) Recv(fd int, buf []byte, token uint64) (int32, bool) {
+	return b.startSimple(opRecv, fd, buf, token)
+}
+
+func (b *uringBackend) Send(fd int, buf []byte, token uint64) (int32, bool) {
+	return b.startSimple(opSend, fd, buf, token)
+}
+
+func (b *uringBackend) Accept(fd int, token uint64) (int32, bool) {
+	return b.startSimple(opAccept, fd, nil, token)
+}
+
+// Write holds the SQE back until the next Wait or Fsync on fd, so that an Fsync
+// can link itself behind all of fd's writes as one contiguous chain.
+func (b *uringBackend) Write(fd int, buf []byte, off int64, token uint64) (int32, bool) {
+	if e := b.check(token); e != 0 {
+		return -int32(e), true
+	}
+	op := b.newOp(token, opWrite, fd, buf)
+	op.off = uint64(off)
+	if off < 0 {
+		op.off = ^uint64(0) // -1: the file position (IORING_FEAT_RW_CUR_POS)
+	}
+	op.state = stateHeld
+	b.held = append(b.held, op)
+	w := b.writes[fd]
+	if w == nil {
+		w = make(map[uint64]*uringOp)
+		b.writes[fd] = w
+	}
+	w[token] = op
+	return 0, false
+}
+
+func (b *uringBackend) Fsync(fd int, token uint64) (int32, bool) {
+	if e := b.check(token); e != 0 {
+		return -int32(e), true
+	}
+	if b.broken[fd] {
+		// A write this fsync would cover already failed or came up short: the
+		// data is not on disk and must never be reported durable.
+		delete(b.broken, fd)
+		b.coverAll(fd)
+		return -int32(unix.ECANCELED), true
+	}
+	var held, inflight []*uringOp
+	for _, w := range b.writes[fd] {
+		if w.covered {
+			continue
+		}
+		if w.state == stateHeld {
+			held = append(held, w)
+		} else {
+			inflight = append(inflight, w)
+		}
+	}
+	op := b.newOp(token, opFsync, fd, nil)
+	b.coverAll(fd)
+	if len(inflight) == 0 && uint32(len(held))+1 <= b.sqEntries {
+		// The common case (a group commit's writes and its fsync in one tick):
+		// WRITE -> WRITE -> ... -> FSYNC as one IOSQE_IO_LINK chain. A failed
+		// or short write severs the link and the fsync gets -ECANCELED.
+		sortHeld(held)
+		if err := b.reserve(uint32(len(held)) + 1); err != nil {
+			b.drop(op)
+			return -int32(errnoOf(err)), true
+		}
+		for _, w := range held {
+			sqe := b.next()
+			b.fill(sqe, w)
+			sqe.Flags |= sqeIOLink
+			w.state = stateSubmitted
+		}
+		b.fill(b.next(), op)
+		b.compactHeld()
+		return 0, false
+	}
+	// Some writes are already in the kernel, so no link can reach them: the
+	// fsync waits in user space until every one of them has completed, then
+	// is submitted (or, if one failed or was short, completes -ECANCELED).
+	if err := b.flushHeld(); err != nil {
+		b.drop(op)
+		return -int32(errnoOf(err)), true
+	}
+	op.state = stateDeferred
+	op.waitFor = make(map[uint64]struct{}, len(held)+len(inflight))
+	for _, w := range held {
+		op.waitFor[w.token] = struct{}{}
+	}
+	for _, w := range inflight {
+		op.waitFor[w.token] = struct{}{}
+	}
+	b.deferred[fd] = append(b.deferred[fd], op)
+	return 0, false
+}
+
+// coverAll marks every outstanding write on fd as accounted for by an Fsync.
+func (b *uringBackend) coverAll(fd int) {
+	for _, w := range b.writes[fd] {
+		w.covered = true
+	}
+}
+
+// sortHeld puts writes in start order (held is built from a map).
+func sortHeld(ops []*uringOp) {
+	// Start order is the order in b.held; tokens are not necessarily
+	// increasing, so sort by position there. Lists are tiny: insertion sort.
+	for i := 1; i < len(ops); i++ {
+		for j := i; j > 0 && ops[j].seqBefore(ops[j-1]); j-- {
+			ops[j], ops[j-1] = ops[j-1], ops[j]
+		}
+	}
+}
+
+// flushHeld places every held write in the SQ, unlinked, in start order.
+func (b *uringBackend) flushHeld() error {
+	for _, w := range b.held {
+		if w.state != stateHeld {
+			continue
+		}
+		if err := b.submitOp(w); err != nil {
+			return err
+		}
+	}
+	b.held = b.held[:0]
+	return nil
+}
+
+// compactHeld drops writes that left the held state.
+func (b *uringBackend) compactHeld() {
+	keep := b.held[:0]
+	for _, w := range b.held {
+		if w.state == stateHeld {
+			keep = append(keep, w)
+		}
+	}
+	for i := len(keep); i < len(b.held); i++ {
+		b.held[i] = nil
+	}
+	b.held = keep
+}
+
+// drop forgets an op that never reached the kernel.
+func (b *uringBackend) drop(op *uringOp) {
+	delete(b.live, op.token)
+	if w := b.writes[op.fd]; w != nil && w[op.token] == op {
+		delete(w, op.token)
+		if len(w) == 0 {
+			delete(b.writes, op.fd)
+		}
+	}
+	op.pin.Unpin()
+	op.buf = nil
+}
+
+func (b *uringBackend) Cancel(token uint64) error {
+	if b.closed {
+		return fmt.Errorf("iobackend: cancel: %w", ErrClosed)
+	}
+	op := b.live[token]
+	if op == nil {
+		return fmt.Errorf("iobackend: cancel token %d: %w", token, unix.ENOENT)
+	}
+	switch op.state {
+	case stateHeld:
+		op.state = stateSubmitted // so compactHeld drops it
+		b.compactHeld()
+		b.finishUser(op, -int32(unix.ECANCELED), 0)
+		return nil
+	case stateDeferred:
+		b.removeDeferred(op)
+		b.finishUser(op, -int32(unix.ECANCELED), 0)
+		return nil
+	}
+	if err := b.reserve(1); err != nil {
+		return err
+	}
+	b.seq++
+	sqe := b.next()
+	sqe.Opcode = opAsyncCancel
+	sqe.Fd = -1
+	sqe.Addr = token
+	sqe.UserData = resvCancel | (b.seq & 0xffffffffffffff)
+	return nil
+}
+
+func (b *uringBackend) removeDeferred(op *uringOp) {
+	list := b.deferred[op.fd]
+	for i, d := range list {
+		if d == op {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(b.deferred, op.fd)
+	} else {
+		b.deferred[op.fd] = list
+	}
+}
+
+// finishUser retires a caller op with a result produced in user space; the
+// completion is handed out by the next Wait.
+func (b *uringBackend) finishUser(op *uringOp, res int32, flags uint32) {
+	b.complete(op, res)
+	b.ready = append(b.ready, Completion{Token: op.token, Res: res, Flags: flags})
+}
+
+// ---- the wake eventfd ----
+
+func (b *uringBackend) armWake() error {
+	if b.wakeArmed {
+		return nil
+	}
+	if err := b.reserve(1); err != nil {
+		return err
+	}
+	sqe := b.next()
+	sqe.Opcode = opRead
+	sqe.Fd = int32(b.wakeFd)
+	sqe.Addr = uint64(uintptr(unsafe.Pointer(&b.wakeBuf)))
+	sqe.Len = uint32(len(b.wakeBuf))
+	sqe.Off = ^uint64(0)
+	sqe.UserData = resvWake
+	b.wakeArmed = true
+	return nil
+}
+
+func (b *uringBackend) Wake() error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return fmt.Errorf("iobackend: wake: %w", ErrClosed)
+	}
+	return eventfdWrite(b.wakeFd, &b.stats)
+}
+
+// ---- completions ----
+
+// reap moves CQEs into out (caller ops) and handles the backend's own. It
+// stops when out is full; the rest stays in the ring.
+func (b *uringBackend) reap(out []Completion) (n int, woke bool) {
+	head := atomic.LoadUint32(b.cqHead)
+	// The tail load (acquire) orders the CQE reads after it.
+	tail := atomic.LoadUint32(b.cqTail)
+	for head != tail && n < len(out) {
+		cqe := *(*uringCQE)(unsafe.Add(b.cqes, uintptr(head&b.cqMask)*unsafe.Sizeof(uringCQE{})))
+		head++
+		if cqe.UserData&ReservedTokenBit != 0 {
+			switch cqe.UserData & resvKind {
+			case resvWake:
+				b.wakeArmed = false
+				b.stats.wakeDrains.Add(1)
+				woke = true
+			case resvTimeout:
+				if cqe.UserData == b.curTimeout {
+					b.curTimeout = 0
+					if cqe.Res == -int32(unix.ETIME) {
+						b.timedOut = true
+					}
+				}
+			}
+			continue
+		}
+		if op := b.live[cqe.UserData]; op != nil {
+			b.complete(op, cqe.Res)
+		}
+		out[n] = Completion{Token: cqe.UserData, Res: cqe.Res, Flags: cqe.Flags}
+		n++
+	}
+	// The head store (release) hands the slots back after we read them.
+	atomic.StoreUint32(b.cqHead, head)
+	return n, woke
+}
+
+// reapToReady reaps everything into b.ready; used when the kernel refuses
+// submissions until the CQ is drained and no caller buffer is at hand.
+func (b *uringBackend) reapToReady() {
+	var buf [64]Completion
+	for {
+		n, woke := b.reap(buf[:])
+		if woke {
+			// A wake consumed here must still make the next Wait return.
+			b.pendingWake = true
+		}
+		b.ready = append(b.ready, buf[:n]...)
+		if n < len(buf) {
+			return
+		}
+	}
+}
+
+// complete retires a caller op whose CQE arrived.
+func (b *uringBackend) complete(op *uringOp, res int32) {
+	if op.opcode == opWrite {
+		b.writeDone(op, res)
+	}
+	delete(b.live, op.token)
+	op.pin.Unpin()
+	op.buf = nil
+}
+
+// writeDone updates fd's bookkeeping when a write finishes (reaped or
+// cancelled before submission).
+func (b *uringBackend) writeDone(op *uringOp, res int32) {
+	bad := res != int32(len(op.buf))
+	if w := b.writes[op.fd]; w != nil {
+		delete(w, op.token)
+		if len(w) == 0 {
+			delete(b.writes, op.fd)
+		}
+	}
+	if bad && !op.covered {
+		b.broken[op.fd] = true
+	}
+	for _, d := range b.deferred[op.fd] {
+		if _, ok := d.waitFor[op.token]; !ok {
+			continue
+		}
+		delete(d.waitFor, op.token)
+		if bad {
+			d.broken = true
+		}
+		if len(d.waitFor) == 0 {
+			b.emit = append(b.emit, d)
+		}
+	}
+}
+
+// releaseDeferred submits (or cancels) the fsyncs whose writes are all done.
+func (b *uringBackend) releaseDeferred() error {
+	for len(b.emit) > 0 {
+		d := b.emit[0]
+		b.emit = b.emit[1:]
+		b.removeDeferred(d)
+		if d.broken {
+			b.finishUser(d, -int32(unix.ECANCELED), 0)
+			continue
+		}
+		if err := b.submitOp(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (u *uringOp) seqBefore(v *uringOp) bool { return u.startSeq < v.startSeq }
+
+// ---- Wait ----
+
+func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err error) {
+	if b.closed {
+		return 0, fmt.Errorf("iobackend: wait: %w", ErrClosed)
+	}
+	defer func() { b.stats.completed.Add(uint64(n)) }()
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	woke := b.pendingWake
+	b.pendingWake = false
+	b.timedOut = false
+	for {
+		n += b.takeReady(out[n:])
+		m, w := b.reap(out[n:])
+		n += m
+		woke = woke || w
+		// Work made in user space by what was just reaped or started: held
+		// writes, fsyncs whose writes finished, the wake read's re-arm.
+		if err := b.releaseDeferred(); err != nil {
+			return n, err
+		}
+		n += b.takeReady(out[n:])
+		if err := b.flushHeld(); err != nil {
+			return n, err
+		}
+		if err := b.armWake(); err != nil {
+			return n, err
+		}
+		overflow := atomic.LoadUint32(b.sqFlags)&sqCQOverflow != 0
+		if n > 0 || woke || b.timedOut || timeout == 0 || len(out) == n ||
+			(timeout > 0 && !time.Now().Before(deadline)) {
+			if b.pendingSQEs() > 0 || (overflow && n < len(out)) {
+				if err := b.enter(0, true); err != nil && !retryable(err) {
+					return n, fmt.Errorf("iobackend: io_uring_enter: %w", err)
+				}
+				if n < len(out) {
+					// Ops that fail or finish inline (a recv with data
+					// queued) are already here; a wake seen now is served
+					// by this very return.
+					m, _ := b.reap(out[n:])
+					n += m
+				}
+			}
+			return n, b.checkOverflow()
+		}
+		if timeout > 0 && b.curTimeout == 0 {
+			if err := b.reserve(1); err != nil {
+				return n, err
+			}
+			rem := time.Until(deadline)
+			b.ts = unix.NsecToTimespec(rem.Nanoseconds())
+			b.seq++
+			b.curTimeout = resvTimeout | (b.seq & 0xffffffffffffff)
+			sqe := b.next()
+			sqe.Opcode = opTimeout
+			sqe.Fd = -1
+			sqe.Addr = uint64(uintptr(unsafe.Pointer(&b.ts)))
+			sqe.Len = 1
+			// off = 1: the timeout also ends as soon as any CQE is posted, so
+			// a Wait that returns early leaves no timer behind in the kernel.
+			sqe.Off = 1
+			sqe.UserData = b.curTimeout
+		}
+		err := b.enter(1, true)
+		switch {
+		case err == nil, errors.Is(err, unix.EINTR), errors.Is(err, unix.ETIME):
+		case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EAGAIN):
+			// The kernel wants the CQ drained before it takes more SQEs; the
+			// loop reaps. If nothing is there to reap, wait for one CQE
+			// without submitting.
+			if atomic.LoadUint32(b.cqTail) == atomic.LoadUint32(b.cqHead) {
+				b.stats.syscalls.Add(1)
+				b.stats.enters.Add(1)
+				if _, err := ioUringEnter(b.fd, 0, 1, enterGetEvents); err != nil && !retryable(err) {
+					return n, fmt.Errorf("iobackend: io_uring_enter: %w", err)
+				}
+			}
+		default:
+			return n, fmt.Errorf("iobackend: io_uring_enter: %w", err)
+		}
+	}
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, unix.EINTR) || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ETIME)
+}
+
+// checkOverflow reports CQEs the kernel dropped. With IORING_FEAT_NODROP
+// (required by the probe) this cannot happen; if it ever does, some operation's
+// completion is lost and its fiber would hang, so it is an error.
+func (b *uringBackend) checkOverflow() error {
+	if o := atomic.LoadUint32(b.cqOverflow); o != b.overflow0 {
+		return fmt.Errorf("iobackend: io_uring CQ overflow: %d completions dropped", o-b.overflow0)
+	}
+	return nil
+}
+
+func (b *uringBackend) takeReady(out []Completion) int {
+	n := copy(out, b.ready)
+	if n == 0 {
+		return 0
+	}
+	rest := copy(b.ready, b.ready[n:])
+	b.ready = b.ready[:rest]
+	return n
+}
+
+// ---- Close ----
+
+// closeDrainTimeout bounds how long Close waits for cancelled operations to
+// complete. Sockets and polls cancel at once; a file write already running in
+// an io-wq worker cannot be cancelled and finishes when the disk answers.
+const closeDrainTimeout = 5 * time.Second
+
+// Close cancels every operation the kernel holds, waits for their CQEs (the
+// kernel may write into a RECV or READ buffer until then), and only then
+// unmaps the rings and closes the fds. Operations still in flight are
+// abandoned: their completions are never returned. If the kernel does not give
+// every buffer back within closeDrainTimeout, the buffers are kept reachable
+// forever rather than risk the kernel writing into freed memory.
+func (b *uringBackend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+
+	// Ops that never reached the kernel just go.
+	for _, op := range b.live {
+		if op.state != stateSubmitted {
+			b.drop(op)
+		}
+	}
+	b.held, b.emit, b.ready = nil, nil, nil
+	b.deferred = map[int][]*uringOp{}
+
+	drained := b.drainForClose()
+	if drained {
+		b.selfPin.Unpin()
+	} else {
+		graveyard.Lock()
+		for _, op := range b.live {
+			graveyard.ops = append(graveyard.ops, op)
+		}
+		graveyard.ops = append(graveyard.ops, &uringOp{buf: b.wakeBuf[:]})
+		graveyard.Unlock()
+	}
+	b.live = nil
+	b.release()
+	return nil
+}
+
+// drainForClose cancels everything in the kernel and reaps until the live
+// table is empty and the wake read is done.
+func (b *uringBackend) drainForClose() bool {
+	kernelOwned := func() bool { return len(b.live) > 0 || b.wakeArmed }
+	if !kernelOwned() {
+		return true
+	}
+	cancel := func(target uint64) bool {
+		if b.reserve(1) != nil {
+			return false
+		}
+		b.seq++
+		sqe := b.next()
+		sqe.Opcode = opAsyncCancel
+		sqe.Fd = -1
+		sqe.Addr = target
+		sqe.UserData = resvCancel | (b.seq & 0xffffffffffffff)
+		return true
+	}
+	for tok := range b.live {
+		if !cancel(tok) {
+			return false
+		}
+	}
+	if b.wakeArmed && !cancel(resvWake) {
+		return false
+	}
+	deadline := time.Now().Add(closeDrainTimeout)
+	var scratch [64]Completion
+	for kernelOwned() && time.Now().Before(deadline) {
+		// A short TIMEOUT bounds each enter, so a write that never finishes
+		// cannot keep Close in the kernel past the deadline.
+		if b.curTimeout == 0 && b.reserve(1) == nil {
+			b.ts = unix.NsecToTimespec((100 * time.Millisecond).Nanoseconds())
+			b.seq++
+			b.curTimeout = resvTimeout | (b.seq & 0xffffffffffffff)
+			sqe := b.next()
+			sqe.Opcode = opTimeout
+			sqe.Fd = -1
+			sqe.Addr = uint64(uintptr(unsafe.Pointer(&b.ts)))
+			sqe.Len = 1
+			sqe.UserData = b.curTimeout
+		}
+		if err := b.enter(1, true); err != nil && !retryable(err) {
+			return false
+		}
+		for {
+			n, _ := b.reap(scratch[:])
+			if n < len(scratch) {
+				break
+			}
+		}
+	}
+	// A TIMEOUT may still be pending; it no longer reads b.ts (the kernel
+	// copies the timespec while preparing the SQE), and tearing the ring
+	// down cancels it.
+	return !kernelOwned()
+}
+
+func newUring(opts Options) (Backend, error) {
+	b, err := openUring(opts)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,237 @@
+package runtime
+
+import (
+	"reflect"
+	"runtime/debug"
+)
+
+// Receiver is any type that handles messages of type M. An actor is a value of
+// such a type: Spawn it, and the runtime calls Receive with one message at a
+// time, in FIFO order per sender, on the actor's shard.
+type Receiver[M any] interface {
+	Receive(f *Fiber, msg M)
+}
+
+// Addr is the address of an actor that receives M. It is a small comparable
+// value: store it in fields and maps, send it in messages, compare it. The
+// zero Addr is nobody: messages sent to it are dropped and counted.
+type Addr[M any] struct {
+	c *actorCell[M]
+}
+
+// Valid reports whether a was returned by Spawn (it may still be dead).
+func (a Addr[M]) Valid() bool { return a.c != nil }
+
+// Shard returns the index of the shard the actor lives on.
+func (a Addr[M]) Shard() int {
+	if a.c == nil {
+		return -1
+	}
+	return a.c.sh.id
+}
+
+type actorState uint8
+
+const (
+	actorIdle    actorState = iota // no mail, not queued
+	actorQueued                    // in its shard's readyActors
+	actorRunning                   // a carrier is inside its Receive
+	actorDead                      // its Receive panicked
+)
+
+// actorTurn is a queued actor, as the carrier sees it.
+type actorTurn interface {
+	// runTurn delivers messages on carrier f until the mailbox is empty or the
+	// budget is spent, and re-queues the actor if mail remains.
+	runTurn(f *Fiber)
+}
+
+// actorCell is an actor's whole footprint between messages: the receiver, a
+// mailbox and a few words of state. No goroutine stack is held by an idle
+// actor; carriers lend theirs while a Receive runs.
+type actorCell[M any] struct {
+	sh    *shard
+	recv  Receiver[M]
+	kind  *string // the receiver's type name, for logs and the watchdog
+	state actorState
+	mbox  fifo[M]
+}
+
+// Spawn starts r as an actor and returns its address. Actors are placed
+// round-robin across shards; the caller never names a shard. r is moved into
+// the runtime: after Spawn only the actor touches it.
+func Spawn[M any](f *Fiber, r Receiver[M]) Addr[M] {
+	f.charge(1)
+	return spawnOn(f.sh.rt.placeRoundRobin(f.sh), r)
+}
+
+// SpawnKeyed starts r on the shard that key maps to, so that a named thing (a
+// chat room, a tenant) lives on the same shard every time at a given shard
+// count: the placement is a hash of the key, nothing else.
+func SpawnKeyed[M any](f *Fiber, key string, r Receiver[M]) Addr[M] {
+	f.charge(1)
+	return spawnOn(f.sh.rt.placeKeyed(key), r)
+}
+
+// SpawnOn starts r on shard i (modulo the shard count). It is runtime
+// plumbing for services that must own a shard (the database's owner); app
+// code uses Spawn or SpawnKeyed.
+func SpawnOn[M any](f *Fiber, i int, r Receiver[M]) Addr[M] {
+	f.charge(1)
+	rt := f.sh.rt
+	return spawnOn(rt.shards[i%len(rt.shards)], r)
+}
+
+func spawnOn[M any](sh *shard, r Receiver[M]) Addr[M] {
+	c := &actorCell[M]{sh: sh, recv: r, kind: typeName(r)}
+	sh.rt.actorsSpawned.Add(1)
+	return Addr[M]{c: c}
+}
+
+// Send moves msg to the actor at to. The sender must not use msg (or anything
+// it points to) afterwards: on another shard it is read concurrently. Sending
+// to a dead actor or the zero Addr drops the message and counts it.
+func Send[M any](f *Fiber, to Addr[M], msg M) {
+	f.charge(1)
+	c := to.c
+	if c == nil {
+		f.sh.rt.dropped.Add(1)
+		return
+	}
+	if c.sh == f.sh {
+		c.enqueue(msg)
+		return
+	}
+	f.sh.sendRemote(c.sh, remoteItem{to: c, msg: msg})
+}
+
+func (c *actorCell[M]) enqueue(msg M) {
+	if c.state == actorDead {
+		c.sh.rt.dropped.Add(1)
+		return
+	}
+	c.mbox.push(msg)
+	if c.state == actorIdle {
+		c.state = actorQueued
+		c.sh.readyActors.push(c)
+		c.sh.ensureCarrier()
+	}
+}
+
+func (c *actorCell[M]) deliverRemote(sh *shard, msg any) {
+	c.enqueue(msg.(M))
+}
+
+func (c *actorCell[M]) runTurn(f *Fiber) {
+	sh := c.sh
+	c.state = actorRunning
+	sh.running.Store(c.kind)
+	for c.mbox.len() > 0 && c.state == actorRunning {
+		msg, _ := c.mbox.pop()
+		c.receive(f, msg)
+		if f.unwinding {
+			return
+		}
+		f.budget--
+		if f.budget <= 0 {
+			break
+		}
+	}
+	switch {
+	case c.state == actorDead:
+		c.mbox.reset()
+	case c.mbox.len() > 0:
+		c.state = actorQueued
+		sh.readyActors.push(c)
+	default:
+		c.state = actorIdle
+		c.mbox.shrinkIfIdle()
+	}
+}
+
+// receive runs one Receive; a panic kills the actor alone.
+func (c *actorCell[M]) receive(f *Fiber, msg M) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(unwindSignal); ok {
+				panic(r)
+			}
+			c.state = actorDead
+			c.sh.rt.actorDeaths.Add(1)
+			c.sh.rt.reportPanic("actor "+*c.kind, r, debug.Stack())
+		}
+	}()
+	c.recv.Receive(f, msg)
+}
+
+// ensureCarrier makes sure some carrier fiber will drain readyActors: the one
+// already on duty, an idle one, or a new one.
+func (sh *shard) ensureCarrier() {
+	if sh.carrier != nil {
+		return
+	}
+	if n := len(sh.idleCarrier); n > 0 {
+		f := sh.idleCarrier[n-1]
+		sh.idleCarrier[n-1] = nil
+		sh.idleCarrier = sh.idleCarrier[:n-1]
+		sh.carrier = f
+		sh.ready(f)
+		return
+	}
+	sh.carriers++
+	f := sh.newFiber(carrierLoop, nil)
+	f.carrier = true
+	sh.carrier = f
+}
+
+// carrierParked is called when a carrier parks inside a Receive: it is no
+// longer on duty, so another carrier takes over the queue and the shard's
+// other actors keep going.
+func (sh *shard) carrierParked(f *Fiber) {
+	if sh.carrier == f {
+		sh.carrier = nil
+		if sh.readyActors.len() > 0 {
+			sh.ensureCarrier()
+		}
+	}
+}
+
+// maxIdleCarriers bounds the pool of parked, idle carriers; beyond it an idle
+// carrier exits and its stack is freed.
+const maxIdleCarriers = 64
+
+func carrierLoop(f *Fiber) {
+	sh := f.sh
+	for !f.unwinding {
+		if sh.carrier != f {
+			// Back from a Receive that parked, and someone else is on duty.
+			if sh.carrier != nil || sh.readyActors.len() == 0 {
+				if len(sh.idleCarrier) >= maxIdleCarriers {
+					return
+				}
+				sh.idleCarrier = append(sh.idleCarrier, f)
+				f.park()
+				continue
+			}
+			sh.carrier = f
+		}
+		a, ok := sh.readyActors.pop()
+		if !ok {
+			sh.carrier = nil
+			sh.running.Store(nil)
+			sh.idleCarrier = append(sh.idleCarrier, f)
+			f.park()
+			continue
+		}
+		a.runTurn(f)
+		if f.budget <= 0 && !f.unwinding {
+			f.requeue()
+		}
+	}
+}
+
+var typeNames typeNameCache
+
+func typeName(v any) *string {
+	return typeNames.get(reflect.TypeOf(v))
+}

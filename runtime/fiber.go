@@ -1,0 +1,198 @@
+package runtime
+
+import (
+	"fmt"
+	"iter"
+	"runtime/debug"
+	"time"
+)
+
+type fiberState uint8
+
+const (
+	fiberRunnable fiberState = iota // in the run queue
+	fiberRunning                    // the shard is executing it
+	fiberParked                     // waiting for a wake-up it registered
+	fiberDead                       // returned, panicked or unwound
+)
+
+// Fiber is a stackful coroutine on one shard. Every fiber of a shard runs on
+// that shard's OS thread, one at a time; a fiber gives the thread up only at a
+// runtime call (a safepoint): when it parks, when it yields, or when its
+// reduction budget runs out.
+//
+// A *Fiber is the capability to call the runtime: pass it down, never share
+// it with another fiber or goroutine, and never keep the one handed to
+// Receive after Receive returns (it belongs to the carrier that delivered the
+// message).
+type Fiber struct {
+	sh     *shard
+	id     uint64
+	state  fiberState
+	budget int
+
+	resume func() (struct{}, bool)
+	stop   func()
+	yield  func(struct{}) bool
+
+	fn        func(f *Fiber)
+	mainFn    func(f *Fiber) int
+	unwinding bool // the runtime is stopping: park returns at once
+	exitCode  int
+
+	// carrier marks fibers that deliver actor messages; see actor.go.
+	carrier bool
+
+	// wakeRes carries the result of the operation the fiber parked on (an I/O
+	// completion's result).
+	wakeRes int32
+
+	// prev and next link every live fiber of the shard, for unwinding at stop.
+	prev, next *Fiber
+}
+
+// unwindSignal is the panic value that unwinds a parked fiber's stack when the
+// runtime stops, so its deferred calls run.
+type unwindSignal struct{}
+
+// ID returns the fiber's id, unique within its runtime.
+func (f *Fiber) ID() uint64 { return f.id }
+
+// Shard returns the index of the shard the fiber runs on.
+func (f *Fiber) Shard() int { return f.sh.id }
+
+// Shards returns the number of shards in the fiber's runtime.
+func (f *Fiber) Shards() int { return len(f.sh.rt.shards) }
+
+// Runtime returns the runtime the fiber belongs to.
+func (f *Fiber) Runtime() *Runtime { return f.sh.rt }
+
+// Stopping reports whether the runtime is shutting down. A long-running
+// fiber may check it to finish early; parked fibers are unwound regardless.
+func (f *Fiber) Stopping() bool { return f.unwinding || f.sh.rt.stopping.Load() }
+
+func (f *Fiber) String() string { return fmt.Sprintf("fiber %d on shard %d", f.id, f.sh.id) }
+
+// newFiber creates a runnable fiber on sh. The coroutine is created here, on
+// the shard's locked thread, which the coroutine switch donates to it: every
+// fiber of the shard runs on the shard's TID.
+func (sh *shard) newFiber(fn func(f *Fiber), mainFn func(f *Fiber) int) *Fiber {
+	sh.rt.fiberSeq++
+	f := &Fiber{sh: sh, id: sh.rt.nextFiberID(), fn: fn, mainFn: mainFn}
+	f.resume, f.stop = iter.Pull(f.body)
+	sh.link(f)
+	sh.liveFibers++
+	f.state = fiberRunnable
+	sh.runq.push(f)
+	return f
+}
+
+// body is the coroutine: it runs the fiber's function and turns a panic into a
+// log line (a non-main fiber dies alone) or an exit code (main).
+func (f *Fiber) body(yield func(struct{}) bool) {
+	f.yield = yield
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if _, ok := r.(unwindSignal); ok {
+			return
+		}
+		f.sh.rt.reportPanic(f.String(), r, debug.Stack())
+		if f.mainFn != nil {
+			f.exitCode = ExitPanic
+		}
+	}()
+	if f.mainFn != nil {
+		f.exitCode = f.mainFn(f)
+		return
+	}
+	f.fn(f)
+}
+
+// Go starts fn on a new fiber on the caller's shard. Fibers never migrate.
+func Go(f *Fiber, fn func(f *Fiber)) {
+	f.charge(1)
+	f.sh.newFiber(fn, nil)
+}
+
+// charge spends n reductions; at zero the fiber goes to the tail of the run
+// queue. Every runtime call charges, which is how a fiber that only sends
+// messages still lets others run.
+func (f *Fiber) charge(n int) {
+	f.budget -= n
+	if f.budget <= 0 {
+		f.requeue()
+	}
+}
+
+// requeue puts the fiber at the tail of the run queue and switches away.
+func (f *Fiber) requeue() {
+	if f.unwinding {
+		return
+	}
+	f.state = fiberRunnable
+	f.sh.runq.push(f)
+	f.switchOut()
+}
+
+// park suspends the fiber until someone calls sh.ready(f). The caller must have
+// registered the wake-up (a timer, an I/O token, a reply waiter) first, and
+// must re-check its condition after park returns: park also returns at once
+// while the runtime unwinds.
+func (f *Fiber) park() {
+	if f.unwinding {
+		return
+	}
+	f.state = fiberParked
+	if f.carrier {
+		f.sh.carrierParked(f)
+	}
+	f.switchOut()
+}
+
+func (f *Fiber) switchOut() {
+	if !f.yield(struct{}{}) {
+		// stop() was called: the runtime is unwinding this fiber.
+		f.unwinding = true
+		panic(unwindSignal{})
+	}
+}
+
+// Yield puts the fiber at the tail of the run queue, letting every other
+// runnable fiber of its shard run first.
+func Yield(f *Fiber) {
+	f.budget = 0
+	f.requeue()
+}
+
+// Checkpoint is the safepoint for CPU-bound loops: Go has no back-edge hook,
+// so a loop that runs long without other runtime calls must call Checkpoint
+// now and then. It costs one reduction; when the budget is spent the fiber
+// yields.
+func Checkpoint(f *Fiber) { f.charge(1) }
+
+// Sleep parks the fiber for at least d on its shard's timer heap. The shard
+// runs other fibers meanwhile.
+func Sleep(f *Fiber, d time.Duration) {
+	f.charge(1)
+	if f.unwinding {
+		return
+	}
+	s := &sleeper{f: f}
+	f.sh.addTimer(f.sh.rt.now()+int64(d), s)
+	for !s.done && !f.unwinding {
+		f.park()
+	}
+}
+
+type sleeper struct {
+	f    *Fiber
+	done bool
+}
+
+func (s *sleeper) fire(sh *shard) {
+	s.done = true
+	sh.ready(s.f)
+}

@@ -1,0 +1,46 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testConfig is the configuration every test starts from: WO_SHARDS, WO_IO
+// and friends from the environment, so that CI runs the suite at one shard
+// and at every core, on both backends.
+func testConfig(t testing.TB) Config {
+	t.Helper()
+	cfg, err := ConfigFromEnv(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("WO_TEST_VERBOSE") == "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return cfg
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// run runs main on a fresh runtime and fails the test if it cannot start.
+func run(t testing.TB, cfg Config, main func(f *Fiber) int) int {
+	t.Helper()
+	rt, err := Start(context.Background(), cfg, main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt.Wait()
+}

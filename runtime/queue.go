@@ -1,0 +1,65 @@
+package runtime
+
+// fifo is a growable ring buffer. The run queue, the ready-actor queue and every
+// mailbox are fifos: pushes and pops are O(1) and allocation-free once the
+// buffer has grown to the working-set size, which is what keeps a same-shard
+// Send at a few nanoseconds.
+type fifo[T any] struct {
+	buf  []T
+	head int
+	n    int
+}
+
+func (q *fifo[T]) len() int { return q.n }
+
+func (q *fifo[T]) push(v T) {
+	if q.n == len(q.buf) {
+		q.grow()
+	}
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
+	q.n++
+}
+
+func (q *fifo[T]) pop() (T, bool) {
+	var zero T
+	if q.n == 0 {
+		return zero, false
+	}
+	v := q.buf[q.head]
+	q.buf[q.head] = zero // drop the reference so the GC can reclaim it
+	q.head = (q.head + 1) & (len(q.buf) - 1)
+	q.n--
+	return v, true
+}
+
+// grow doubles the buffer (starting at 4), keeping it a power of two so index
+// wrapping is a mask.
+func (q *fifo[T]) grow() {
+	size := 2 * len(q.buf)
+	if size == 0 {
+		size = 4
+	}
+	buf := make([]T, size)
+	for i := 0; i < q.n; i++ {
+		buf[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
+	}
+	q.buf, q.head = buf, 0
+}
+
+// reset empties the queue and releases a buffer that grew large, so a burst
+// does not pin memory in an idle actor forever.
+func (q *fifo[T]) reset() {
+	if len(q.buf) > 64 {
+		q.buf = nil
+	} else {
+		clear(q.buf)
+	}
+	q.head, q.n = 0, 0
+}
+
+// shrinkIfIdle drops a large buffer once the queue is empty.
+func (q *fifo[T]) shrinkIfIdle() {
+	if q.n == 0 && len(q.buf) > 64 {
+		q.buf, q.head = nil, 0
+	}
+}

@@ -1,0 +1,354 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/writeonce/wo/iobackend"
+)
+
+// shard is one OS thread with its run queue, timer heap, backend and inbox.
+// Everything in it but the inbox and the atomics is touched only by its own
+// thread.
+type shard struct {
+	id int
+	rt *Runtime
+	be iobackend.Backend
+
+	runq     fifo[*Fiber]
+	timers   timerHeap
+	timerSeq uint64
+
+	// live fibers, for unwinding at stop.
+	fibers     *Fiber
+	liveFibers int
+
+	// actors with mail, and the carrier fibers that deliver it (actor.go).
+	readyActors fifo[actorTurn]
+	carrier     *Fiber
+	idleCarrier []*Fiber
+	carriers    int
+
+	// I/O: operations in flight by token, and the completion buffer.
+	ioWaiters map[uint64]*ioWait
+	ioSeq     uint64
+	cqes      []iobackend.Completion
+
+	// cross-shard traffic. outbox[d] collects this tick's items for shard d.
+	inbox  inbox
+	outbox [][]remoteItem
+
+	sleeping atomic.Bool
+
+	// for the watchdog: when the current slice began (0 = idle), and what runs.
+	sliceStart atomic.Int64
+	running      atomic.Pointer[string]
+	currentFiber atomic.Uint64
+
+	tid  int
+	cpu  int // the CPU it is pinned to, or -1
+	done chan struct{}
+}
+
+// remoteItem is one thing moving into a shard from outside it: a message for an
+// actor, a reply for a waiting fiber.
+type remoteItem struct {
+	to  remoteTarget
+	msg any
+}
+
+// remoteTarget receives an item on its home shard's thread.
+type remoteTarget interface {
+	deliverRemote(sh *shard, msg any)
+}
+
+// inbox is the multi-producer queue other shards and outside goroutines push
+// to. Producers append whole batches under the mutex; the owner swaps the
+// slice out once per tick, so the lock is taken once per batch, not per
+// message.
+type inbox struct {
+	mu      sync.Mutex
+	items   []remoteItem
+	spare   []remoteItem
+	pending atomic.Int64
+	closed  bool
+}
+
+func (in *inbox) push(items ...remoteItem) bool {
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return false
+	}
+	in.items = append(in.items, items...)
+	in.pending.Add(int64(len(items)))
+	in.mu.Unlock()
+	return true
+}
+
+func (in *inbox) take() []remoteItem {
+	in.mu.Lock()
+	items := in.items
+	in.items = in.spare[:0]
+	in.pending.Store(0)
+	in.mu.Unlock()
+	return items
+}
+
+func (in *inbox) recycle(items []remoteItem) {
+	clear(items)
+	in.mu.Lock()
+	if cap(items) <= 4096 {
+		in.spare = items[:0]
+	} else {
+		in.spare = nil
+	}
+	in.mu.Unlock()
+}
+
+// post delivers items to sh from any goroutine, waking the shard only if it is
+// asleep: the sleeping flag is checked after the push, and the shard checks
+// the inbox after setting the flag, so one of the two always sees the other.
+func (sh *shard) post(items ...remoteItem) bool {
+	if !sh.inbox.push(items...) {
+		return false
+	}
+	sh.wakeIfSleeping()
+	return true
+}
+
+func (sh *shard) wakeIfSleeping() {
+	if sh.sleeping.Load() && sh.sleeping.CompareAndSwap(true, false) {
+		sh.rt.wakeWrites.Add(1)
+		if err := sh.be.Wake(); err != nil {
+			sh.rt.log.Error("wo: wake shard", "shard", sh.id, "err", err)
+		}
+	}
+}
+
+// sendRemote queues an item for another shard; it leaves with this tick's
+// flush (or earlier, when the batch is large).
+func (sh *shard) sendRemote(dst *shard, it remoteItem) {
+	if sh.rt.stopping.Load() {
+		sh.rt.dropped.Add(1)
+		return
+	}
+	b := append(sh.outbox[dst.id], it)
+	sh.outbox[dst.id] = b
+	if len(b) >= maxOutboxBatch {
+		sh.flushTo(dst)
+	}
+}
+
+const maxOutboxBatch = 512
+
+func (sh *shard) flushOutboxes() {
+	for d, b := range sh.outbox {
+		if len(b) > 0 {
+			sh.flushTo(sh.rt.shards[d])
+		}
+	}
+}
+
+func (sh *shard) flushTo(dst *shard) {
+	b := sh.outbox[dst.id]
+	if !dst.post(b...) {
+		sh.rt.dropped.Add(uint64(len(b)))
+	}
+	clear(b)
+	sh.outbox[dst.id] = b[:0]
+}
+
+func (sh *shard) link(f *Fiber) {
+	f.next = sh.fibers
+	if sh.fibers != nil {
+		sh.fibers.prev = f
+	}
+	sh.fibers = f
+}
+
+func (sh *shard) unlink(f *Fiber) {
+	if f.prev != nil {
+		f.prev.next = f.next
+	} else if sh.fibers == f {
+		sh.fibers = f.next
+	}
+	if f.next != nil {
+		f.next.prev = f.prev
+	}
+	f.prev, f.next = nil, nil
+	sh.liveFibers--
+}
+
+// ready makes a parked fiber runnable again. Waking a fiber that is not
+// parked is a no-op, so a stale wake-up (a timer that lost the race with a
+// reply) is harmless.
+func (sh *shard) ready(f *Fiber) {
+	if f.state != fiberParked {
+		return
+	}
+	f.state = fiberRunnable
+	sh.runq.push(f)
+}
+
+// run is the shard's thread: the scheduler loop.
+func (sh *shard) run(started chan<- error) {
+	defer close(sh.done)
+	// The thread stays locked for the shard's life and is never unlocked: when
+	// the goroutine exits, Go retires the thread with it, so a pinned CPU mask
+	// never leaks to an unrelated goroutine.
+	runtime.LockOSThread()
+	sh.tid = unix.Gettid()
+	if sh.cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(sh.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			started <- fmt.Errorf("shard %d: pin to CPU %d: %w", sh.id, sh.cpu, err)
+			return
+		}
+	}
+	be, err := iobackend.Open(sh.rt.backendKind, iobackend.Options{})
+	if err != nil {
+		started <- fmt.Errorf("shard %d: open %s backend: %w", sh.id, sh.rt.backendKind, err)
+		return
+	}
+	sh.be = be
+	started <- nil
+	<-sh.rt.startGate
+	if sh.id == 0 && !sh.rt.stopping.Load() {
+		// A coroutine must be created on the thread that will switch to it,
+		// so main is created here; no shard has run a fiber yet, so it is
+		// fiber 0.
+		sh.newFiber(nil, sh.rt.mainFn)
+	}
+	sh.loop()
+	sh.shutdown()
+}
+
+func (sh *shard) loop() {
+	rt := sh.rt
+	for {
+		// One tick: every fiber runnable now runs once, then the tick's
+		// cross-shard batches leave, then the shard looks at the world.
+		for n := sh.runq.len(); n > 0; n-- {
+			f, _ := sh.runq.pop()
+			sh.switchTo(f)
+			if rt.stopping.Load() {
+				break
+			}
+		}
+		sh.flushOutboxes()
+		if rt.stopping.Load() {
+			return
+		}
+
+		next := sh.fireTimers(rt.now())
+		timeout := time.Duration(0)
+		if sh.runq.len() == 0 {
+			timeout = -1
+			if next >= 0 {
+				timeout = time.Duration(next - rt.now())
+				if timeout <= 0 {
+					timeout = 0
+				}
+			}
+		}
+		if timeout != 0 || len(sh.ioWaiters) > 0 {
+			sh.poll(timeout)
+		}
+		if sh.inbox.pending.Load() > 0 {
+			sh.drainInbox()
+		}
+		if len(sh.timers) > 0 {
+			sh.fireTimers(rt.now())
+		}
+	}
+}
+
+// poll waits for completions. Before blocking it raises the sleeping flag and
+// re-checks the inbox, so a producer that pushed just before the flag rose is
+// not missed.
+func (sh *shard) poll(timeout time.Duration) {
+	if timeout != 0 {
+		sh.sleeping.Store(true)
+		if sh.inbox.pending.Load() > 0 || sh.rt.stopping.Load() {
+			timeout = 0
+		}
+	}
+	n, err := sh.be.Wait(timeout, sh.cqes)
+	if timeout != 0 {
+		sh.sleeping.Store(false)
+	}
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		sh.rt.log.Error("wo: backend wait", "shard", sh.id, "err", err)
+	}
+	for _, c := range sh.cqes[:n] {
+		sh.complete(c)
+	}
+}
+
+func (sh *shard) drainInbox() {
+	items := sh.inbox.take()
+	for _, it := range items {
+		it.to.deliverRemote(sh, it.msg)
+	}
+	sh.inbox.recycle(items)
+}
+
+// switchTo runs f until its next safepoint.
+func (sh *shard) switchTo(f *Fiber) {
+	f.state = fiberRunning
+	f.budget = sh.rt.cfg.Reductions
+	sh.sliceStart.Store(sh.rt.now())
+	sh.currentFiber.Store(f.id)
+	_, alive := f.resume()
+	sh.sliceStart.Store(0)
+	if !alive {
+		sh.fiberDone(f)
+	}
+}
+
+func (sh *shard) fiberDone(f *Fiber) {
+	f.state = fiberDead
+	sh.unlink(f)
+	if f.carrier {
+		sh.carriers--
+	}
+	if f.mainFn != nil {
+		sh.rt.finish(f.exitCode)
+	}
+}
+
+// shutdown unwinds every fiber of the shard, runnable or parked, running
+// their deferred calls, then closes the backend. Unwinding may start new
+// fibers (a deferred Go): those are never started and are dropped too.
+func (sh *shard) shutdown() {
+	sh.inbox.mu.Lock()
+	sh.inbox.closed = true
+	sh.inbox.mu.Unlock()
+	for sh.fibers != nil {
+		f := sh.fibers
+		f.unwinding = true
+		f.stop()
+		if f.state != fiberDead {
+			f.state = fiberDead
+			sh.unlink(f)
+		}
+	}
+	sh.runq.reset()
+	sh.readyActors.reset()
+	sh.timers = nil
+	for tok, w := range sh.ioWaiters {
+		w.res, w.done = -int32(unix.ECANCELED), true
+		delete(sh.ioWaiters, tok)
+	}
+	if err := sh.be.Close(); err != nil {
+		sh.rt.log.Error("wo: close backend", "shard", sh.id, "err", err)
+	}
+}
