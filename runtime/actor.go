@@ -139,6 +139,9 @@ func (c *actorCell[M]) runTurn(f *Fiber) {
 	}
 	switch {
 	case c.state == actorDead:
+		// Mail that was waiting when the actor died is dropped like mail
+		// that arrives later.
+		sh.rt.dropped.Add(uint64(c.mbox.len()))
 		c.mbox.reset()
 	case c.mbox.len() > 0:
 		c.state = actorQueued

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -272,25 +273,25 @@ func TestOutsideCallers(t *testing.T) {
 }
 
 // sleeperActor parks in Receive forever; stop must unwind it.
-type sleeperActor struct{ unwound *int }
+type sleeperActor struct{ unwound *atomic.Int64 }
 
 func (s *sleeperActor) Receive(f *Fiber, m int) {
-	defer func() { *s.unwound++ }()
+	defer s.unwound.Add(1)
 	Sleep(f, time.Hour)
 }
 
 func TestStopFromContextUnwindsEverything(t *testing.T) {
 	cfg := testConfig(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	unwound := 0
+	var unwound atomic.Int64
 	parked := make(chan struct{})
 	rt, err := Start(ctx, cfg, func(f *Fiber) int {
-		defer func() { unwound++ }()
+		defer unwound.Add(1)
 		for i := 0; i < 8; i++ {
 			Send(f, Spawn[int](f, &sleeperActor{unwound: &unwound}), i)
 		}
 		Go(f, func(f *Fiber) {
-			defer func() { unwound++ }()
+			defer unwound.Add(1)
 			close(parked)
 			Sleep(f, time.Hour)
 		})
@@ -307,7 +308,7 @@ func TestStopFromContextUnwindsEverything(t *testing.T) {
 	}
 	// The actors may not all have started their Receive when the stop came;
 	// those that did were unwound. main and the fiber always were.
-	if unwound < 2 {
+	if unwound.Load() < 2 {
 		t.Fatalf("%d defers ran, want at least main's and the fiber's", unwound)
 	}
 }

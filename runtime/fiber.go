@@ -77,7 +77,6 @@ func (f *Fiber) String() string { return fmt.Sprintf("fiber %d on shard %d", f.i
 // the shard's locked thread, which the coroutine switch donates to it: every
 // fiber of the shard runs on the shard's TID.
 func (sh *shard) newFiber(fn func(f *Fiber), mainFn func(f *Fiber) int) *Fiber {
-	sh.rt.fiberSeq++
 	f := &Fiber{sh: sh, id: sh.rt.nextFiberID(), fn: fn, mainFn: mainFn}
 	f.resume, f.stop = iter.Pull(f.body)
 	sh.link(f)

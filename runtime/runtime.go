@@ -48,7 +48,6 @@ type Runtime struct {
 	wg        sync.WaitGroup
 
 	fiberIDs atomic.Uint64
-	fiberSeq uint64 // unused outside shard 0's thread; kept for debugging
 	rr       atomic.Uint64
 
 	registry sync.Map // name -> any (an Addr[M])

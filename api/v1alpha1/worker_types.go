@@ -70,10 +70,10 @@ const (
 // what `kubectl apply` prints; they say what to change and why.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.resources.limits) && 'cpu' in self.resources.limits",message="resources.limits.cpu is required: the operator sizes WO_SHARDS (one shard per whole CPU) from the CPU limit",fieldPath=".resources"
-// +kubebuilder:validation:XValidation:rule="!has(self.resources.limits) || !('cpu' in self.resources.limits) || quantity(string(self.resources.limits.cpu)).isGreaterThan(quantity('0'))",message="resources.limits.cpu must be greater than zero",fieldPath=".resources"
-// +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.limits) || !('cpu' in self.resources.limits) || quantity(string(self.resources.limits.cpu)).isInteger()",message="pinning: exclusive needs a whole number of CPUs in resources.limits.cpu (for example 2, not 1500m): the kubelet's static CPU manager gives exclusive cores only to whole CPUs",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources.limits) || !('cpu' in self.resources.limits) || quantity(string(self.resources.limits['cpu'])).isGreaterThan(quantity('0'))",message="resources.limits.cpu must be greater than zero",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.limits) || !('cpu' in self.resources.limits) || quantity(string(self.resources.limits['cpu'])).isInteger()",message="pinning: exclusive needs a whole number of CPUs in resources.limits.cpu (for example 2, not 1500m): the kubelet's static CPU manager gives exclusive cores only to whole CPUs",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || (has(self.resources.limits) && 'memory' in self.resources.limits)",message="pinning: exclusive needs resources.limits.memory as well: a pod is Guaranteed, and gets exclusive cores, only when it has both CPU and memory limits",fieldPath=".resources"
-// +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.requests) || ((!('cpu' in self.resources.requests) || (has(self.resources.limits) && 'cpu' in self.resources.limits && quantity(string(self.resources.requests.cpu)).compareTo(quantity(string(self.resources.limits.cpu))) == 0)) && (!('memory' in self.resources.requests) || (has(self.resources.limits) && 'memory' in self.resources.limits && quantity(string(self.resources.requests.memory)).compareTo(quantity(string(self.resources.limits.memory))) == 0)))",message="pinning: exclusive needs resources.requests equal to resources.limits for cpu and memory (or requests left out, which makes them equal): only a Guaranteed pod gets exclusive cores",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.requests) || ((!('cpu' in self.resources.requests) || (has(self.resources.limits) && 'cpu' in self.resources.limits && quantity(string(self.resources.requests['cpu'])).compareTo(quantity(string(self.resources.limits['cpu']))) == 0)) && (!('memory' in self.resources.requests) || (has(self.resources.limits) && 'memory' in self.resources.limits && quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) == 0)))",message="pinning: exclusive needs resources.requests equal to resources.limits for cpu and memory (or requests left out, which makes them equal): only a Guaranteed pod gets exclusive cores",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !(e.name in ['WO_SHARDS', 'WO_PIN', 'WO_IO', 'WO_REDUCTIONS', 'WO_DATA_DIR']))",message="env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS or WO_DATA_DIR: the operator derives them from resources, pinning, io, reductions and storage",fieldPath=".env"
 type WorkerSpec struct {
 	// Replicas is the number of worker pods. It is the /scale subresource's
@@ -123,7 +123,7 @@ type WorkerSpec struct {
 	//
 	// +kubebuilder:default={size: "1Gi"}
 	// +optional
-	Storage StorageSpec `json:"storage,omitempty"`
+	Storage *StorageSpec `json:"storage,omitempty"`
 
 	// Telemetry configures OpenTelemetry export. Unset means tracing off.
 	//

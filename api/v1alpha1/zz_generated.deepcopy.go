@@ -139,7 +139,11 @@ func (in *WorkerSpec) DeepCopyInto(out *WorkerSpec) {
 		*out = new(int32)
 		**out = **in
 	}
-	in.Storage.DeepCopyInto(&out.Storage)
+	if in.Storage != nil {
+		in, out := &in.Storage, &out.Storage
+		*out = new(StorageSpec)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Telemetry != nil {
 		in, out := &in.Telemetry, &out.Telemetry
 		*out = new(TelemetrySpec)

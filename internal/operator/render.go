@@ -48,6 +48,10 @@ const (
 	// the kubelet whatever the image's USER says.
 	NonRootUID = 65532
 
+	// DefaultStorageSize is the volume claim size when spec.storage is unset
+	// (the CRD's default says the same).
+	DefaultStorageSize = "1Gi"
+
 	// DataVolume is the name of the volume claim template and its mount.
 	DataVolume = "data"
 )
@@ -350,13 +354,17 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 	if w.Spec.Replicas != nil {
 		replicas = *w.Spec.Replicas
 	}
-	storage := w.Spec.Storage.Size.DeepCopy()
-	if storage.IsZero() {
-		storage = resource.MustParse("1Gi")
-	}
+	// The schema defaults storage to 1Gi; a Worker built in Go without it
+	// gets the same.
+	storage := resource.MustParse(DefaultStorageSize)
 	var storageClass *string
-	if w.Spec.Storage.StorageClassName != nil {
-		storageClass = ptr.To(*w.Spec.Storage.StorageClassName)
+	if s := w.Spec.Storage; s != nil {
+		if !s.Size.IsZero() {
+			storage = s.Size.DeepCopy()
+		}
+		if s.StorageClassName != nil {
+			storageClass = ptr.To(*s.StorageClassName)
+		}
 	}
 
 	container := corev1.Container{
@@ -419,8 +427,8 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 				ObjectMeta: metav1.ObjectMeta{
 					Labels: podLabels,
 					Annotations: map[string]string{
-						AnnotationConfigHash:                     configHash,
-						AnnotationShards:                         strconv.Itoa(shards),
+						AnnotationConfigHash:                      configHash,
+						AnnotationShards:                          strconv.Itoa(shards),
 						"kubectl.kubernetes.io/default-container": ContainerName,
 					},
 				},

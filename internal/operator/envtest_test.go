@@ -1,0 +1,661 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/operator"
+)
+
+func newWorker(ns, name, cpu string, pinning wov1.Pinning) *wov1.Worker {
+	return &wov1.Worker{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: wov1.WorkerSpec{
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse(cpu),
+				corev1.ResourceMemory: resource.MustParse("512Mi"),
+			}},
+			Pinning: pinning,
+		},
+	}
+}
+
+func getStatefulSet(t *testing.T, ns, name string) *appsv1.StatefulSet {
+	t.Helper()
+	var sts appsv1.StatefulSet
+	eventually(t, "StatefulSet "+name+" exists", func() error {
+		return k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &sts)
+	})
+	return &sts
+}
+
+func containerEnv(sts *appsv1.StatefulSet) map[string]string {
+	m := map[string]string{}
+	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+// qosOf lets the API server classify the pod the StatefulSet would create: it
+// creates that pod (there is no kubelet to run it) and reads status.qosClass,
+// which the API server sets on admission.
+func qosOf(t *testing.T, sts *appsv1.StatefulSet) corev1.PodQOSClass {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s-qos-%d", sts.Name, sts.Generation),
+			Namespace: sts.Namespace,
+		},
+		Spec: *sts.Spec.Template.Spec.DeepCopy(),
+	}
+	// The StatefulSet controller adds the claim volume; do the same.
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+		Name: operator.DataVolume,
+		VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+			ClaimName: operator.DataVolume + "-" + sts.Name + "-0",
+		}},
+	})
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatalf("create pod from the StatefulSet's template: %v", err)
+	}
+	return pod.Status.QOSClass
+}
+
+func findEvent(ns, regarding, reason string) error {
+	var list eventsv1.EventList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	var seen []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == regarding && e.Reason == reason {
+			return nil
+		}
+		seen = append(seen, e.Reason)
+	}
+	return fmt.Errorf("no %s event for %s; saw %v", reason, regarding, seen)
+}
+
+func TestWorkerBecomesStatefulSet(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, restConfig)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "2", wov1.PinningExclusive)
+	w.Spec.IO = wov1.IOEpoll
+	w.Spec.Reductions = ptr.To(int32(2000))
+	w.Spec.Telemetry = &wov1.TelemetrySpec{OTLPEndpoint: "http://otel-collector:4317"}
+	w.Spec.Env = []corev1.EnvVar{{Name: "EXTRA", Value: "yes"}}
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatalf("create worker: %v", err)
+	}
+	// Defaults from the schema.
+	if *w.Spec.Replicas != 1 || w.Spec.Storage == nil || w.Spec.Storage.Size.String() != "1Gi" {
+		t.Errorf("defaults: replicas %v storage %v", w.Spec.Replicas, w.Spec.Storage)
+	}
+
+	sts := getStatefulSet(t, ns, w.Name)
+	env := containerEnv(sts)
+	for k, v := range map[string]string{
+		"WO_SHARDS": "2", "WO_PIN": "on", "WO_IO": "epoll", "WO_REDUCTIONS": "2000",
+		"WO_DATA_DIR": "/var/lib/wo", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector:4317", "EXTRA": "yes",
+	} {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	c := sts.Spec.Template.Spec.Containers[0]
+	if c.Image != "example/wo-worker:test" {
+		t.Errorf("image %q, want the operator's default", c.Image)
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, lim := c.Resources.Requests[r], c.Resources.Limits[r]
+		if req.Cmp(lim) != 0 {
+			t.Errorf("%s: request %s != limit %s", r, req.String(), lim.String())
+		}
+	}
+	if q := qosOf(t, sts); q != corev1.PodQOSGuaranteed {
+		t.Errorf("QoS class %s, want Guaranteed for exclusive pinning", q)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
+		c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes: %+v %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	psc := sts.Spec.Template.Spec.SecurityContext
+	if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		!*psc.RunAsNonRoot || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("security: pod %+v container %+v", psc, c.SecurityContext)
+	}
+	if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.ServiceName != w.Name+"-headless" {
+		t.Errorf("claims %d serviceName %q", len(sts.Spec.VolumeClaimTemplates), sts.Spec.ServiceName)
+	}
+
+	var headless, svc corev1.Service
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: w.Name + "-headless"}, &headless); err != nil {
+		t.Fatal(err)
+	}
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("headless clusterIP %q", headless.Spec.ClusterIP)
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: w.Name}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		t.Errorf("client service clusterIP %q", svc.Spec.ClusterIP)
+	}
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: w.Name + "-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data["worker.toml"], "shards = 2\n") {
+		t.Errorf("worker.toml:\n%s", cm.Data["worker.toml"])
+	}
+
+	eventually(t, "status reports shards and selector", func() error {
+		var got wov1.Worker
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &got); err != nil {
+			return err
+		}
+		if got.Status.Shards != 2 || got.Status.Selector == "" || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		if c := condition(got, wov1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("Degraded %+v", c)
+		}
+		return nil
+	})
+	eventually(t, "a Sized event", func() error { return findEvent(ns, w.Name, "Sized") })
+}
+
+func condition(w wov1.Worker, typ string) *metav1.Condition {
+	for i := range w.Status.Conditions {
+		if w.Status.Conditions[i].Type == typ {
+			return &w.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func TestCPULimitChangeRollsShards(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, restConfig)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "2", wov1.PinningExclusive)
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	before := getStatefulSet(t, ns, w.Name)
+	if env := containerEnv(before); env["WO_SHARDS"] != "2" {
+		t.Fatalf("WO_SHARDS %q", env["WO_SHARDS"])
+	}
+
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+		t.Fatal(err)
+	}
+	w.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("3")
+	if err := k8s.Update(ctx, w); err != nil {
+		t.Fatalf("update CPU limit: %v", err)
+	}
+
+	var after appsv1.StatefulSet
+	eventually(t, "WO_SHARDS follows the CPU limit", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(before), &after); err != nil {
+			return err
+		}
+		if env := containerEnv(&after); env["WO_SHARDS"] != "3" {
+			return fmt.Errorf("WO_SHARDS %q", env["WO_SHARDS"])
+		}
+		return nil
+	})
+	c := after.Spec.Template.Spec.Containers[0]
+	if lim, req := c.Resources.Limits[corev1.ResourceCPU], c.Resources.Requests[corev1.ResourceCPU]; lim.String() != "3" || req.String() != "3" {
+		t.Errorf("cpu limit %s request %s, want 3 and 3", lim.String(), req.String())
+	}
+	// A changed pod template is what makes the StatefulSet controller roll
+	// the pods (it is not running here; the new generation is the signal).
+	if after.Generation <= before.Generation {
+		t.Errorf("generation %d -> %d: the pod template did not change", before.Generation, after.Generation)
+	}
+	if a, b := before.Spec.Template.Annotations[operator.AnnotationConfigHash], after.Spec.Template.Annotations[operator.AnnotationConfigHash]; a == b {
+		t.Errorf("config hash unchanged (%s): pods would keep the old worker.toml", a)
+	}
+	if after.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType {
+		t.Errorf("update strategy %s", after.Spec.UpdateStrategy.Type)
+	}
+	if q := qosOf(t, &after); q != corev1.PodQOSGuaranteed {
+		t.Errorf("QoS %s after the change", q)
+	}
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: w.Name + "-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data["worker.toml"], "shards = 3\n") {
+		t.Errorf("worker.toml not updated:\n%s", cm.Data["worker.toml"])
+	}
+	eventually(t, "a ShardsChanged event", func() error { return findEvent(ns, w.Name, "ShardsChanged") })
+	eventually(t, "status.shards = 3", func() error {
+		var got wov1.Worker
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &got); err != nil {
+			return err
+		}
+		if got.Status.Shards != 3 {
+			return fmt.Errorf("status.shards %d", got.Status.Shards)
+		}
+		return nil
+	})
+}
+
+func TestSharedPinningIsBurstableWithFlooredShards(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, restConfig)
+
+	w := newWorker(ns, workerName(), "1500m", wov1.PinningNone)
+	w.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
+	if err := k8s.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	sts := getStatefulSet(t, ns, w.Name)
+	if env := containerEnv(sts); env["WO_SHARDS"] != "1" || env["WO_PIN"] != "off" {
+		t.Errorf("WO_SHARDS %q WO_PIN %q, want 1 (floor of 1.5) and off", env["WO_SHARDS"], env["WO_PIN"])
+	}
+	if q := qosOf(t, sts); q != corev1.PodQOSBurstable {
+		t.Errorf("QoS %s, want Burstable", q)
+	}
+}
+
+func TestKubectlScaleAndGetWorkers(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, restConfig)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "2", wov1.PinningNone)
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	getStatefulSet(t, ns, w.Name)
+
+	out := runKubectl(t, "-n", ns, "scale", "worker/"+w.Name, "--replicas=3")
+	if !strings.Contains(out, "scaled") {
+		t.Errorf("kubectl scale said %q", out)
+	}
+
+	var sts appsv1.StatefulSet
+	eventually(t, "the StatefulSet follows kubectl scale", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &sts); err != nil {
+			return err
+		}
+		if *sts.Spec.Replicas != 3 {
+			return fmt.Errorf("replicas %d", *sts.Spec.Replicas)
+		}
+		return nil
+	})
+
+	// There is no StatefulSet controller or kubelet in envtest: play their
+	// part by reporting three ready pods on the current revision.
+	sts.Status = appsv1.StatefulSetStatus{
+		ObservedGeneration: sts.Generation, Replicas: 3, ReadyReplicas: 3, CurrentReplicas: 3,
+		UpdatedReplicas: 3, AvailableReplicas: 3, CurrentRevision: "r1", UpdateRevision: "r1",
+	}
+	if err := k8s.Status().Update(ctx, &sts); err != nil {
+		t.Fatalf("update StatefulSet status: %v", err)
+	}
+
+	wantSelector := "app.kubernetes.io/instance=" + w.Name + ",app.kubernetes.io/name=wo-worker"
+	eventually(t, "status follows the StatefulSet", func() error {
+		var got wov1.Worker
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &got); err != nil {
+			return err
+		}
+		if got.Status.Replicas != 3 || got.Status.ReadyReplicas != 3 || got.Status.Selector != wantSelector {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		if c := condition(got, wov1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		if c := condition(got, wov1.ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("Progressing %+v", c)
+		}
+		return nil
+	})
+
+	// The /scale subresource reads status.replicas and status.selector, which
+	// is what an HPA uses.
+	scale := runKubectl(t, "-n", ns, "get", "--raw",
+		"/apis/wo.writeonce.dev/v1alpha1/namespaces/"+ns+"/workers/"+w.Name+"/scale")
+	for _, want := range []string{`"replicas":3`, `"selector":"` + wantSelector + `"`} {
+		if !strings.Contains(scale, want) {
+			t.Errorf("scale subresource lacks %s: %s", want, scale)
+		}
+	}
+
+	table := runKubectl(t, "-n", ns, "get", "workers")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("kubectl get workers:\n%s", table)
+	}
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME REPLICAS READY SHARDS PINNING AGE" {
+		t.Errorf("columns %q", got)
+	}
+	row := strings.Fields(lines[1])
+	if len(row) != 6 || row[0] != w.Name || row[1] != "3" || row[2] != "3" || row[3] != "2" || row[4] != "none" {
+		t.Errorf("row %q", row)
+	}
+}
+
+// TestCELRulesRejectBadSpecs submits each kind of bad Worker to the real API
+// server and checks the refusal carries the rule's message.
+func TestCELRulesRejectBadSpecs(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+
+	cases := []struct {
+		name   string
+		mutate func(w *wov1.Worker)
+		want   string
+	}{
+		{"no CPU limit", func(w *wov1.Worker) {
+			delete(w.Spec.Resources.Limits, corev1.ResourceCPU)
+		}, "resources.limits.cpu is required"},
+		{"no limits at all", func(w *wov1.Worker) {
+			w.Spec.Resources.Limits = nil
+		}, "resources.limits.cpu is required"},
+		{"zero CPU limit", func(w *wov1.Worker) {
+			w.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("0")
+		}, "resources.limits.cpu must be greater than zero"},
+		{"exclusive with fractional CPU", func(w *wov1.Worker) {
+			w.Spec.Pinning = wov1.PinningExclusive
+			w.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1500m")
+		}, "pinning: exclusive needs a whole number of CPUs"},
+		{"exclusive without memory limit", func(w *wov1.Worker) {
+			w.Spec.Pinning = wov1.PinningExclusive
+			delete(w.Spec.Resources.Limits, corev1.ResourceMemory)
+		}, "pinning: exclusive needs resources.limits.memory"},
+		{"exclusive with CPU request below limit", func(w *wov1.Worker) {
+			w.Spec.Pinning = wov1.PinningExclusive
+			w.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		}, "pinning: exclusive needs resources.requests equal to resources.limits"},
+		{"exclusive with memory request below limit", func(w *wov1.Worker) {
+			w.Spec.Pinning = wov1.PinningExclusive
+			w.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}
+		}, "pinning: exclusive needs resources.requests equal to resources.limits"},
+		{"negative replicas", func(w *wov1.Worker) {
+			w.Spec.Replicas = ptr.To(int32(-1))
+		}, "replicas must be 0 or more"},
+		{"zero storage", func(w *wov1.Worker) {
+			w.Spec.Storage = &wov1.StorageSpec{Size: resource.MustParse("0")}
+		}, "storage.size must be greater than zero"},
+		{"env sets WO_SHARDS", func(w *wov1.Worker) {
+			w.Spec.Env = []corev1.EnvVar{{Name: "WO_SHARDS", Value: "64"}}
+		}, "env must not set WO_SHARDS"},
+		{"Localhost seccomp without a profile", func(w *wov1.Worker) {
+			w.Spec.Seccomp = &wov1.SeccompSpec{Type: wov1.SeccompLocalhost}
+		}, "seccomp.localhostProfile is required when seccomp.type is Localhost"},
+		{"RuntimeDefault seccomp with a profile", func(w *wov1.Worker) {
+			w.Spec.Seccomp = &wov1.SeccompSpec{Type: wov1.SeccompRuntimeDefault, LocalhostProfile: ptr.To("p.json")}
+		}, "seccomp.localhostProfile is required when seccomp.type is Localhost, and allowed only then"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorker(ns, fmt.Sprintf("bad-%d", i), "2", wov1.PinningNone)
+			tc.mutate(w)
+			err := k8s.Create(ctx, w)
+			if err == nil {
+				t.Fatalf("accepted: %+v", w.Spec)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want Invalid with %q", err, tc.want)
+			}
+		})
+	}
+
+	// Good specs at the rules' edges are accepted.
+	good := []*wov1.Worker{
+		newWorker(ns, "good-exclusive", "2", wov1.PinningExclusive),
+		newWorker(ns, "good-exclusive-milli", "2000m", wov1.PinningExclusive),
+		newWorker(ns, "good-fraction-shared", "1500m", wov1.PinningNone),
+	}
+	eq := newWorker(ns, "good-exclusive-equal-requests", "4", wov1.PinningExclusive)
+	eq.Spec.Resources.Requests = corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("4000m"), corev1.ResourceMemory: resource.MustParse("512Mi"),
+	}
+	zero := newWorker(ns, "good-zero-replicas", "1", wov1.PinningNone)
+	zero.Spec.Replicas = ptr.To(int32(0))
+	good = append(good, eq, zero)
+	for _, w := range good {
+		if err := k8s.Create(ctx, w); err != nil {
+			t.Errorf("%s refused: %v", w.Name, err)
+		}
+	}
+	// A CPU limit written as a YAML integer (cpu: 2), not a string: the
+	// rules must handle both forms of an int-or-string quantity.
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "wo.writeonce.dev/v1alpha1", "kind": "Worker",
+		"metadata": map[string]any{"name": "good-integer-cpu", "namespace": ns},
+		"spec": map[string]any{
+			"pinning":   "exclusive",
+			"resources": map[string]any{"limits": map[string]any{"cpu": int64(2), "memory": "1Gi"}},
+		},
+	}}
+	if err := k8s.Create(ctx, u); err != nil {
+		t.Errorf("integer cpu refused: %v", err)
+	}
+}
+
+// TestOwnerReferencesForGarbageCollection checks what makes deleting a Worker
+// delete its objects. envtest runs no kube-controller-manager, so the garbage
+// collector never runs here and the objects would stay: the test asserts the
+// owner references the collector acts on (controller and blockOwnerDeletion
+// set, pointing at the Worker's UID) instead of their disappearance.
+func TestOwnerReferencesForGarbageCollection(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, restConfig)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	getStatefulSet(t, ns, w.Name)
+	owned := []client.Object{
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: w.Name}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: w.Name}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: w.Name + "-headless"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Name + "-config"}},
+	}
+	for _, o := range owned {
+		key := types.NamespacedName{Namespace: ns, Name: o.GetName()}
+		eventually(t, fmt.Sprintf("%T %s exists", o, key.Name), func() error { return k8s.Get(ctx, key, o) })
+		refs := o.GetOwnerReferences()
+		if len(refs) != 1 {
+			t.Fatalf("%T %s owner refs %+v", o, o.GetName(), refs)
+		}
+		r := refs[0]
+		if r.UID != w.UID || r.Kind != "Worker" || r.APIVersion != "wo.writeonce.dev/v1alpha1" ||
+			r.Controller == nil || !*r.Controller || r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
+			t.Errorf("%T %s owner ref %+v", o, o.GetName(), r)
+		}
+	}
+
+	if err := k8s.Delete(ctx, w, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Worker is gone", func() error {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &wov1.Worker{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	// Here a real cluster's garbage collector deletes the four objects.
+}
+
+// TestConflictingObjectIsNotAdopted: an object of the Worker's name that the
+// Worker does not own is left alone and reported.
+func TestConflictingObjectIsNotAdopted(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, restConfig)
+	ctx := context.Background()
+
+	name := workerName()
+	foreign := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-config", Namespace: ns},
+		Data:       map[string]string{"keep": "me"},
+	}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(ns, name, "1", wov1.PinningNone)
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Degraded names the conflict", func() error {
+		var got wov1.Worker
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &got); err != nil {
+			return err
+		}
+		c := condition(got, wov1.ConditionDegraded)
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "not controlled by this Worker") {
+			return fmt.Errorf("Degraded %+v", c)
+		}
+		return nil
+	})
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["keep"] != "me" || len(cm.OwnerReferences) != 0 {
+		t.Errorf("foreign ConfigMap touched: %+v", cm)
+	}
+}
+
+// TestSecondReconcileWritesNothing calls Reconcile directly, twice, through a
+// client that counts every mutating HTTP request.
+func TestSecondReconcileWritesNothing(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "2", wov1.PinningExclusive)
+	w.Spec.Telemetry = &wov1.TelemetrySpec{OTLPEndpoint: "http://otel:4317"}
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	var counter writeCounter
+	c, err := client.New(counter.wrap(restConfig), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &operator.Reconciler{Client: c, Scheme: scheme, Options: operator.Options{DefaultImage: "example/wo:1"}}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w)}
+
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("first reconcile: %v", err)
+	}
+	first := counter.list()
+	// 4 creates and the status.
+	if len(first) != 5 {
+		t.Errorf("first reconcile wrote %d times: %v", len(first), first)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("second reconcile: %v", err)
+	}
+	if again := counter.list()[len(first):]; len(again) != 0 {
+		t.Errorf("second reconcile with nothing changed wrote: %v", again)
+	}
+}
+
+// TestRestartedOperatorMakesNoWrites runs the operator until a Worker is
+// settled, stops it, starts a new one (as after a crash or an upgrade) and
+// checks that the new one writes nothing at all: no object, no status, no
+// event.
+func TestRestartedOperatorMakesNoWrites(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+
+	first := startOperator(t, ns, restConfig)
+	w := newWorker(ns, workerName(), "2", wov1.PinningNone)
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	getStatefulSet(t, ns, w.Name)
+	eventually(t, "the first operator settled the status", func() error {
+		var got wov1.Worker
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &got); err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation || got.Status.Shards != 2 {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		return nil
+	})
+	first.stop()
+
+	versions := resourceVersions(t, ns, w.Name)
+	var counter writeCounter
+	second := startOperator(t, ns, counter.wrap(restConfig))
+	eventually(t, "the restarted operator reconciled the Worker", func() error {
+		if n := second.Reconciler.Reconciles(); n < 1 {
+			return fmt.Errorf("%d reconciles", n)
+		}
+		return nil
+	})
+	// Stopping waits for reconciles in flight, so every write the second
+	// operator would make is counted by now.
+	second.stop()
+	if writes := counter.list(); len(writes) != 0 {
+		t.Errorf("restarted operator wrote: %v", writes)
+	}
+	if now := resourceVersions(t, ns, w.Name); fmt.Sprint(now) != fmt.Sprint(versions) {
+		t.Errorf("resource versions changed: %v -> %v", versions, now)
+	}
+}
+
+func resourceVersions(t *testing.T, ns, name string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	objs := map[string]client.Object{
+		"worker":      &wov1.Worker{},
+		"statefulset": &appsv1.StatefulSet{},
+		"service":     &corev1.Service{},
+		"headless":    &corev1.Service{},
+		"configmap":   &corev1.ConfigMap{},
+	}
+	names := map[string]string{"headless": name + "-headless", "configmap": name + "-config"}
+	out := map[string]string{}
+	for k, o := range objs {
+		n := name
+		if v, ok := names[k]; ok {
+			n = v
+		}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: n}, o); err != nil {
+			t.Fatalf("get %s %s: %v", k, n, err)
+		}
+		out[k] = o.GetResourceVersion()
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is a file whose writes and fdatasync go through the shard's I/O
+// backend. On io_uring the calling fiber parks while the ring writes and
+// syncs, and its shard runs other fibers; on the epoll path the write and the
+// fdatasync are blocking syscalls that hold the shard for their duration (the
+// epoll design has no asynchronous file I/O). Other file operations (open,
+// truncate, close) are plain blocking syscalls: local, short, documented.
+//
+// A File may be used by any fiber of any shard, but by one at a time.
+type File struct {
+	fd   int
+	name string
+}
+
+// ErrSyncFailed wraps an fdatasync failure. After it, the state of the file's
+// unsynced data is unknown (the kernel may have dropped dirty pages), so a
+// caller that promised durability must treat it as fatal, never retry it as
+// success.
+var ErrSyncFailed = errors.New("fdatasync failed")
+
+// OpenFile opens a file like os.OpenFile, for use with WriteAt and Sync.
+func OpenFile(name string, flag int, perm os.FileMode) (*File, error) {
+	fd, err := unix.Open(name, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return &File{fd: fd, name: name}, nil
+}
+
+// Name returns the path the file was opened with.
+func (fl *File) Name() string { return fl.name }
+
+// Fd returns the file descriptor.
+func (fl *File) Fd() int { return fl.fd }
+
+// WriteAt writes all of p at offset off, retrying short writes.
+func (fl *File) WriteAt(f *Fiber, p []byte, off int64) (int, error) {
+	f.charge(1)
+	done := 0
+	for done < len(p) {
+		tok := f.sh.nextToken()
+		res, ok := f.sh.be.Write(fl.fd, p[done:], off+int64(done), tok)
+		res = f.awaitIO(tok, res, ok)
+		if res < 0 {
+			return done, fl.errno("write", res)
+		}
+		if res == 0 {
+			return done, &os.PathError{Op: "write", Path: fl.name, Err: unix.EIO}
+		}
+		done += int(res)
+	}
+	return done, nil
+}
+
+// Sync makes every completed write to the file durable (fdatasync).
+func (fl *File) Sync(f *Fiber) error {
+	f.charge(1)
+	tok := f.sh.nextToken()
+	res, ok := f.sh.be.Fsync(fl.fd, tok)
+	if res = f.awaitIO(tok, res, ok); res < 0 {
+		return fmt.Errorf("%w: %w", ErrSyncFailed, fl.errno("fdatasync", res))
+	}
+	return nil
+}
+
+// WriteAtSync writes all of p at off and makes it durable, as one write
+// linked to one fdatasync: on io_uring both go to the kernel in the same
+// submission and the fsync starts only after the write succeeded in full. A
+// short write breaks the link; the rest is written and synced again, so a
+// partial write is never reported as durable. This is the WAL's group-commit
+// primitive.
+func (fl *File) WriteAtSync(f *Fiber, p []byte, off int64) error {
+	f.charge(1)
+	sh := f.sh
+	for len(p) > 0 {
+		wtok, stok := sh.nextToken(), sh.nextToken()
+		wres, wok := sh.be.Write(fl.fd, p, off, wtok)
+		sres, sok := sh.be.Fsync(fl.fd, stok)
+		wres = f.awaitIO(wtok, wres, wok)
+		sres = f.awaitIO(stok, sres, sok)
+		switch {
+		case wres < 0:
+			return fl.errno("write", wres)
+		case wres == 0:
+			return &os.PathError{Op: "write", Path: fl.name, Err: unix.EIO}
+		case int(wres) < len(p):
+			// The fsync was cancelled with the chain; write the rest.
+			p, off = p[wres:], off+int64(wres)
+			continue
+		case sres < 0:
+			return fmt.Errorf("%w: %w", ErrSyncFailed, fl.errno("fdatasync", sres))
+		}
+		return nil
+	}
+	return fl.Sync(f)
+}
+
+// Truncate changes the file's size (a blocking syscall).
+func (fl *File) Truncate(size int64) error {
+	if err := unix.Ftruncate(fl.fd, size); err != nil {
+		return &os.PathError{Op: "truncate", Path: fl.name, Err: err}
+	}
+	return nil
+}
+
+// Close closes the file.
+func (fl *File) Close() error {
+	if fl.fd < 0 {
+		return &os.PathError{Op: "close", Path: fl.name, Err: os.ErrClosed}
+	}
+	err := unix.Close(fl.fd)
+	fl.fd = -1
+	if err != nil {
+		return &os.PathError{Op: "close", Path: fl.name, Err: err}
+	}
+	return nil
+}
+
+func (fl *File) errno(op string, res int32) error {
+	return &os.PathError{Op: op, Path: fl.name, Err: unix.Errno(-res)}
+}

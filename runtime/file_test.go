@@ -1,0 +1,85 @@
+package runtime
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/writeonce/wo/iobackend"
+)
+
+// forEachBackend runs fn once per usable backend, so every backend test runs
+// on io_uring and on epoll in the same go test run.
+func forEachBackend(t *testing.T, fn func(t *testing.T, cfg Config)) {
+	for _, mode := range []iobackend.Mode{iobackend.ModeUring, iobackend.ModeEpoll} {
+		t.Run(string(mode), func(t *testing.T) {
+			if _, err := iobackend.Select(mode); err != nil {
+				t.Skipf("backend %s unusable here: %v", mode, err)
+			}
+			cfg := testConfig(t)
+			cfg.IO = mode
+			fn(t, cfg)
+		})
+	}
+}
+
+func TestFileWriteAtSync(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		path := filepath.Join(t.TempDir(), "log")
+		var want bytes.Buffer
+		run(t, cfg, func(f *Fiber) int {
+			fl, err := OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+			if err != nil {
+				t.Error(err)
+				return 1
+			}
+			defer fl.Close()
+			off := int64(0)
+			for i := 0; i < 50; i++ {
+				rec := bytes.Repeat([]byte{byte('a' + i%26)}, 100+i)
+				if err := fl.WriteAtSync(f, rec, off); err != nil {
+					t.Error(err)
+					return 1
+				}
+				want.Write(rec)
+				off += int64(len(rec))
+			}
+			if _, err := fl.WriteAt(f, []byte("tail"), off); err != nil {
+				t.Error(err)
+			}
+			want.WriteString("tail")
+			if err := fl.Sync(f); err != nil {
+				t.Error(err)
+			}
+			return 0
+		})
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("file has %d bytes, want %d (contents differ)", len(got), want.Len())
+		}
+	})
+}
+
+func TestFileErrorsNameThePath(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		run(t, cfg, func(f *Fiber) int {
+			// /dev/full accepts the open and fails every write with ENOSPC.
+			fl, err := OpenFile("/dev/full", os.O_WRONLY, 0)
+			if err != nil {
+				t.Skip(err)
+			}
+			defer fl.Close()
+			err = fl.WriteAtSync(f, []byte("x"), 0)
+			var pe *os.PathError
+			if !errors.As(err, &pe) || pe.Path != "/dev/full" {
+				t.Errorf("WriteAtSync on /dev/full: %v, want a PathError naming the file", err)
+			}
+			return 0
+		})
+	})
+}
