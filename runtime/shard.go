@@ -47,7 +47,7 @@ type shard struct {
 	sleeping atomic.Bool
 
 	// for the watchdog: when the current slice began (0 = idle), and what runs.
-	sliceStart atomic.Int64
+	sliceStart   atomic.Int64
 	running      atomic.Pointer[string]
 	currentFiber atomic.Uint64
 
