@@ -48,8 +48,9 @@ func (fl *File) WriteAt(f *Fiber, p []byte, off int64) (int, error) {
 	done := 0
 	for done < len(p) {
 		tok := f.sh.nextToken()
+		w := f.expectIO(tok)
 		res, ok := f.sh.be.Write(fl.fd, p[done:], off+int64(done), tok)
-		res = f.awaitIO(tok, res, ok)
+		res = f.awaitIO(tok, w, res, ok)
 		if res < 0 {
 			return done, fl.errno("write", res)
 		}
@@ -65,8 +66,9 @@ func (fl *File) WriteAt(f *Fiber, p []byte, off int64) (int, error) {
 func (fl *File) Sync(f *Fiber) error {
 	f.charge(1)
 	tok := f.sh.nextToken()
+	w := f.expectIO(tok)
 	res, ok := f.sh.be.Fsync(fl.fd, tok)
-	if res = f.awaitIO(tok, res, ok); res < 0 {
+	if res = f.awaitIO(tok, w, res, ok); res < 0 {
 		return fmt.Errorf("%w: %w", ErrSyncFailed, fl.errno("fdatasync", res))
 	}
 	return nil
@@ -83,10 +85,11 @@ func (fl *File) WriteAtSync(f *Fiber, p []byte, off int64) error {
 	sh := f.sh
 	for len(p) > 0 {
 		wtok, stok := sh.nextToken(), sh.nextToken()
+		ww, sw := f.expectIO(wtok), f.expectIO(stok)
 		wres, wok := sh.be.Write(fl.fd, p, off, wtok)
 		sres, sok := sh.be.Fsync(fl.fd, stok)
-		wres = f.awaitIO(wtok, wres, wok)
-		sres = f.awaitIO(stok, sres, sok)
+		wres = f.awaitIO(wtok, ww, wres, wok)
+		sres = f.awaitIO(stok, sw, sres, sok)
 		switch {
 		case wres < 0:
 			return fl.errno("write", wres)

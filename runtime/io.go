@@ -30,16 +30,24 @@ func (sh *shard) nextToken() uint64 {
 	return sh.ioSeq &^ iobackend.ReservedTokenBit
 }
 
+// expectIO registers f as the waiter for token before the operation starts,
+// so a completion that arrives in the same batch as an earlier one is never
+// lost.
+func (f *Fiber) expectIO(token uint64) *ioWait {
+	w := &ioWait{f: f}
+	f.sh.ioWaiters[token] = w
+	return w
+}
+
 // awaitIO parks f until the operation started with token completes, unless it
 // already completed (done), and returns its result (-errno on failure). While
 // the runtime unwinds it returns -ECANCELED; the backend keeps the buffer
 // referenced until its own close.
-func (f *Fiber) awaitIO(token uint64, res int32, done bool) int32 {
+func (f *Fiber) awaitIO(token uint64, w *ioWait, res int32, done bool) int32 {
 	if done {
+		delete(f.sh.ioWaiters, token)
 		return res
 	}
-	w := &ioWait{f: f}
-	f.sh.ioWaiters[token] = w
 	for !w.done {
 		if f.unwinding {
 			delete(f.sh.ioWaiters, token)
