@@ -309,6 +309,6 @@ func TestStopFromContextUnwindsEverything(t *testing.T) {
 	// The actors may not all have started their Receive when the stop came;
 	// those that did were unwound. main and the fiber always were.
 	if unwound.Load() < 2 {
-		t.Fatalf("%d defers ran, want at least main's and the fiber's", unwound)
+		t.Fatalf("%d defers ran, want at least main's and the fiber's", unwound.Load())
 	}
 }

@@ -45,6 +45,10 @@ const DefaultReductions = 4000
 // before the watchdog reports it.
 const DefaultWatchdog = 50 * time.Millisecond
 
+// DefaultIdleSpin is how long an idle shard polls for cross-shard mail before
+// sleeping.
+const DefaultIdleSpin = 50 * time.Microsecond
+
 // Config configures a Runtime. The zero value is valid: every CPU, pinning
 // auto, I/O auto, the default budget and watchdog.
 type Config struct {
@@ -60,6 +64,9 @@ type Config struct {
 	// Watchdog is the slice length that gets reported (default 50ms); negative
 	// disables the watchdog.
 	Watchdog time.Duration
+	// IdleSpin is how long an idle shard polls its inbox before it sleeps in
+	// the kernel (default 50µs; negative disables). See shard.spinForInbox.
+	IdleSpin time.Duration
 	// Logger receives panics, watchdog reports and the backend choice
 	// (default slog.Default()).
 	Logger *slog.Logger
@@ -112,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Watchdog == 0 {
 		c.Watchdog = DefaultWatchdog
+	}
+	if c.IdleSpin == 0 {
+		c.IdleSpin = DefaultIdleSpin
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -49,7 +49,7 @@ func (q *fifo[T]) grow() {
 // reset empties the queue and releases a buffer that grew large, so a burst
 // does not pin memory in an idle actor forever.
 func (q *fifo[T]) reset() {
-	if len(q.buf) > 64 {
+	if len(q.buf) > maxIdleMailbox {
 		q.buf = nil
 	} else {
 		clear(q.buf)
@@ -59,7 +59,13 @@ func (q *fifo[T]) reset() {
 
 // shrinkIfIdle drops a large buffer once the queue is empty.
 func (q *fifo[T]) shrinkIfIdle() {
-	if q.n == 0 && len(q.buf) > 64 {
+	if q.n == 0 && len(q.buf) > maxIdleMailbox {
 		q.buf, q.head = nil, 0
 	}
 }
+
+// maxIdleMailbox is the largest buffer (in entries) a queue keeps once it
+// drains. Keeping up to a budget's worth of entries means a steady stream of
+// bursts reuses one buffer instead of regrowing it every slice; an actor that
+// once saw a larger burst gives the memory back when it goes idle.
+const maxIdleMailbox = 4096

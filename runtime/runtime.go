@@ -41,11 +41,14 @@ type Runtime struct {
 
 	startGate chan struct{}
 	mainFn    func(f *Fiber) int
-	stopping  atomic.Bool
-	stopOnce  sync.Once
-	exitCode  atomic.Int64
-	done      chan struct{}
-	wg        sync.WaitGroup
+
+	prevGOMAXPROCS int // restored when the runtime stops; 0 = unchanged
+	stopping       atomic.Bool
+	stopOnce       sync.Once
+	restoreOnce    sync.Once
+	exitCode       atomic.Int64
+	done           chan struct{}
+	wg             sync.WaitGroup
 
 	fiberIDs atomic.Uint64
 	rr       atomic.Uint64
@@ -105,7 +108,7 @@ func Start(ctx context.Context, cfg Config, main func(f *Fiber) int) (*Runtime, 
 	rt.log.Info("wo: runtime starting", "shards", n, "backend", sel.Kind, "reason", sel.Reason, "pin", cfg.Pin)
 
 	cpus := pinPlan(cfg.Pin, n, det.CPUs)
-	ensureGOMAXPROCS(n)
+	rt.prevGOMAXPROCS = ensureGOMAXPROCS(n)
 
 	started := make(chan error, n)
 	for i := 0; i < n; i++ {
@@ -218,6 +221,11 @@ func SignalContext(parent context.Context) (context.Context, context.CancelFunc)
 func (rt *Runtime) Wait() int {
 	<-rt.done
 	rt.wg.Wait()
+	rt.restoreOnce.Do(func() {
+		if rt.prevGOMAXPROCS > 0 {
+			runtime.GOMAXPROCS(rt.prevGOMAXPROCS)
+		}
+	})
 	return int(rt.exitCode.Load())
 }
 
@@ -318,10 +326,13 @@ func pinPlan(mode PinMode, shards int, cpus []int) []int {
 // busy runtime would leave the GC's workers, timers and outside callers (HTTP
 // handlers, Call) only the slices the Go scheduler preempts away from the
 // shards. One P beyond the shards means they always have one.
-func ensureGOMAXPROCS(shards int) {
+// It returns the previous value when it changed it (0 otherwise), so the
+// runtime can restore it when it stops.
+func ensureGOMAXPROCS(shards int) int {
 	if want := shards + 1; runtime.GOMAXPROCS(0) < want {
-		runtime.GOMAXPROCS(want)
+		return runtime.GOMAXPROCS(want)
 	}
+	return 0
 }
 
 // ErrStopped is returned by calls that cannot complete because the runtime is

@@ -1,0 +1,756 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Fiber sockets: TCP listeners and connections whose Accept, Read, Write and
+// Dial park the calling fiber on its shard's I/O backend instead of blocking
+// the thread. The shard runs its other fibers meanwhile; every fiber of the
+// shard, and every socket operation, stays on the shard's one OS thread.
+//
+// A socket belongs to the shard it was created on, for its whole life: its
+// operations are submitted to that shard's backend (an io_uring is not
+// thread-safe), and every open socket is tracked by the shard so that a
+// stopping runtime cancels its parked operations and closes it even when the
+// fiber that owned it was unwound without a deferred Close.
+
+// sockOp is the backend operation a socket call parks on.
+type sockOp uint8
+
+const (
+	sockRecv sockOp = iota
+	sockSend
+	sockAccept
+	sockPollOut // a non-blocking connect finishing
+)
+
+// resTimedOut is the internal result of an operation that did not start, or
+// was cancelled, because its deadline passed. It cannot collide with -errno.
+const resTimedOut = int32(-1 << 31)
+
+// direction is one side (read or write) of a socket: the operation in flight,
+// if any, and its deadline.
+type direction struct {
+	// tok is the backend token of the parked operation, 0 when none. It stays
+	// set when the fiber was unwound while parked (the operation is still in
+	// the kernel), so that Close can cancel it.
+	tok uint64
+	// when is the deadline in runtime-monotonic nanoseconds; 0 means none.
+	when int64
+	// armedAt is the deadline of the timer currently armed for this side, 0
+	// when none. At most one timer is live per side, however many reads a
+	// connection makes under one deadline.
+	armedAt int64
+	// expired says the deadline timer cancelled the parked operation, so its
+	// -ECANCELED means "timeout", not "closed".
+	expired bool
+}
+
+// netFD is the part of a Conn or Listener that the shard tracks.
+type netFD struct {
+	sh     *shard
+	fd     int
+	net    string
+	laddr  net.Addr
+	raddr  net.Addr
+	closed bool
+	r, w   direction
+}
+
+// trackSocket records an open socket of the shard, for closing at shutdown.
+func (sh *shard) trackSocket(nfd *netFD) {
+	if sh.sockets == nil {
+		sh.sockets = make(map[*netFD]struct{})
+	}
+	sh.sockets[nfd] = struct{}{}
+}
+
+// closeSockets cancels every parked operation of the shard's open sockets and
+// closes them. shutdown calls it after unwinding the fibers (whose deferred
+// Close calls have already run) and before closing the backend, which reaps
+// the cancelled io_uring requests.
+func (sh *shard) closeSockets() {
+	for nfd := range sh.sockets {
+		_ = nfd.close()
+	}
+}
+
+// close cancels the socket's parked operations, then closes the descriptor.
+// Cancellation comes first because an io_uring request holds its own
+// reference to the file: closing the number alone would leave a parked
+// recv or accept in the kernel and its fiber parked forever. Cancellation
+// matches the request by token, not by fd number, so closing the number right
+// after queueing the cancel is safe; the parked fiber wakes with -ECANCELED
+// and, seeing closed, reports net.ErrClosed.
+func (nfd *netFD) close() error {
+	if nfd.closed {
+		return net.ErrClosed
+	}
+	nfd.closed = true
+	for _, d := range []*direction{&nfd.r, &nfd.w} {
+		if d.tok != 0 {
+			// ENOENT: it completed and its completion is on its way.
+			_ = nfd.sh.be.Cancel(d.tok)
+		}
+	}
+	delete(nfd.sh.sockets, nfd)
+	if err := unix.Close(nfd.fd); err != nil {
+		return os.NewSyscallError("close", err)
+	}
+	return nil
+}
+
+// do runs one backend operation on the socket for fiber f, parking it until
+// the operation completes, and returns the result (-errno on failure,
+// resTimedOut when d's deadline passed).
+func (nfd *netFD) do(f *Fiber, d *direction, op sockOp, buf []byte) int32 {
+	if d.tok != 0 {
+		// Only reachable from a deferred call of a fiber unwound while parked
+		// on this very side: the kernel still owns the first operation.
+		return -int32(unix.EBUSY)
+	}
+	sh := nfd.sh
+	if d.when != 0 && sh.rt.now() >= d.when {
+		return resTimedOut
+	}
+	d.expired = false
+	tok := sh.nextToken()
+	w := f.expectIO(tok)
+	var res int32
+	var done bool
+	switch op {
+	case sockRecv:
+		res, done = sh.be.Recv(nfd.fd, buf, tok)
+	case sockSend:
+		res, done = sh.be.Send(nfd.fd, buf, tok)
+	case sockAccept:
+		res, done = sh.be.Accept(nfd.fd, tok)
+	case sockPollOut:
+		if err := sh.be.PollAdd(nfd.fd, unix.POLLOUT, tok); err != nil {
+			res, done = -int32(errnoOf(err)), true
+		}
+	}
+	if done {
+		delete(sh.ioWaiters, tok)
+		return res
+	}
+	d.tok = tok
+	if d.when != 0 {
+		nfd.armDeadline(d)
+	}
+	res = f.awaitIO(tok, w, res, done)
+	if !w.done {
+		// awaitIO gave up because the runtime unwinds; the operation is
+		// still in flight and d.tok keeps it cancellable by Close.
+		return res
+	}
+	d.tok = 0
+	if res == -int32(unix.ECANCELED) && d.expired && !nfd.closed {
+		res = resTimedOut
+	}
+	d.expired = false
+	return res
+}
+
+// armDeadline makes sure a timer fires at d.when while an operation is
+// parked on d. A timer already armed for an earlier moment is kept (it
+// re-arms itself for a later deadline when it fires).
+func (nfd *netFD) armDeadline(d *direction) {
+	if d.armedAt != 0 && d.armedAt <= d.when {
+		return
+	}
+	d.armedAt = d.when
+	nfd.sh.addTimer(d.when, &deadlineTimer{nfd: nfd, d: d, when: d.when})
+}
+
+// deadlineTimer cancels the operation parked on one side of a socket when
+// that side's deadline passes.
+type deadlineTimer struct {
+	nfd  *netFD
+	d    *direction
+	when int64
+}
+
+func (t *deadlineTimer) fire(sh *shard) {
+	d := t.d
+	if d.armedAt != t.when {
+		return // superseded by an earlier deadline's timer
+	}
+	d.armedAt = 0
+	if t.nfd.closed || d.tok == 0 || d.when == 0 {
+		return // nothing parked: the next operation checks the deadline itself
+	}
+	if sh.rt.now() < d.when {
+		t.nfd.armDeadline(d) // the deadline moved later
+		return
+	}
+	d.expired = true
+	_ = sh.be.Cancel(d.tok)
+}
+
+// setDeadline sets one side's deadline; a parked operation on that side sees
+// it at once (an earlier deadline arms an earlier timer).
+func (nfd *netFD) setDeadline(d *direction, t time.Time) {
+	if t.IsZero() {
+		d.when = 0
+		return
+	}
+	when := nfd.sh.rt.now() + int64(time.Until(t))
+	if when <= 0 {
+		when = 1 // already past; 0 would mean "no deadline"
+	}
+	d.when = when
+	if d.tok != 0 && !nfd.closed {
+		nfd.armDeadline(d)
+	}
+}
+
+// errnoOf extracts the errno from a backend error (which wraps one), EIO if
+// there is none.
+func errnoOf(err error) unix.Errno {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return unix.EIO
+}
+
+// resError turns a failed operation's result into the error inside a
+// *net.OpError, the way package net reports it: net.ErrClosed after Close,
+// os.ErrDeadlineExceeded (a net.Error whose Timeout is true) after a
+// deadline, otherwise an *os.SyscallError carrying the errno, so that
+// errors.Is(err, syscall.ECONNRESET) works.
+func (nfd *netFD) resError(syscall string, res int32) error {
+	switch {
+	case res == resTimedOut:
+		return os.ErrDeadlineExceeded
+	case nfd.closed:
+		return net.ErrClosed
+	case res == -int32(unix.ECANCELED):
+		return ErrStopped // only a runtime that unwinds cancels without Close
+	}
+	return os.NewSyscallError(syscall, unix.Errno(-res))
+}
+
+func (nfd *netFD) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: nfd.net, Source: nfd.laddr, Addr: nfd.raddr, Err: err}
+}
+
+// onShard reports whether the caller runs on the socket's shard thread. It
+// is a syscall (gettid), so it is only used on paths that are not per
+// message: Close, deadlines, Bind, and the error path of the per-message
+// ownership check.
+func (nfd *netFD) onShard() bool { return unix.Gettid() == nfd.sh.tid }
+
+// callerOnShard is onShard with a fast path: the bound fiber running now is
+// on the shard without asking the kernel.
+func callerOnShard(nfd *netFD, bound *Fiber) bool {
+	sh := nfd.sh
+	if bound != nil && sh.currentFiber.Load() == bound.id && sh.sliceStart.Load() != 0 {
+		return true
+	}
+	return nfd.onShard()
+}
+
+// ErrWrongFiber is returned (inside a *net.OpError) when a Conn is used by a
+// fiber other than the one it is bound to, or from another shard or a
+// goroutine outside the runtime. See Conn.Bind.
+var ErrWrongFiber = errors.New("wo: socket used outside the fiber it is bound to")
+
+// errShardMismatch is ErrWrongFiber with the reason spelled out.
+func errShardMismatch(want *shard) error {
+	return fmt.Errorf("%w: it belongs to shard %d", ErrWrongFiber, want.id)
+}
+
+// owner returns the fiber that may use the socket now: bound, when it is the
+// fiber running on the socket's shard. The fast check is two atomic loads;
+// only a failure pays for gettid to tell "another fiber of this shard" (or
+// an unwinding owner in a deferred call) from "another thread".
+func ownerOf(nfd *netFD, bound *Fiber) (*Fiber, error) {
+	sh := nfd.sh
+	if sh.currentFiber.Load() == bound.id && sh.sliceStart.Load() != 0 {
+		return bound, nil
+	}
+	if !nfd.onShard() {
+		return nil, errShardMismatch(sh)
+	}
+	if bound.unwinding {
+		return bound, nil
+	}
+	return nil, ErrWrongFiber
+}
+
+// sockaddrToTCP converts a kernel socket address to a *net.TCPAddr.
+func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
+	case *unix.SockaddrInet6:
+		a := &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
+		if sa.ZoneId != 0 {
+			if ifi, err := net.InterfaceByIndex(int(sa.ZoneId)); err == nil {
+				a.Zone = ifi.Name
+			}
+		}
+		return a
+	}
+	return nil
+}
+
+// tcpSockaddr picks the address family for network and addr and converts
+// addr. A wildcard address on "tcp" listens dual-stack on AF_INET6, as
+// package net does.
+func tcpSockaddr(network string, addr *net.TCPAddr) (family int, sa unix.Sockaddr, err error) {
+	ip := addr.IP
+	switch {
+	case network == "tcp4" || (network == "tcp" && ip != nil && ip.To4() != nil):
+		if ip == nil {
+			ip = net.IPv4zero
+		}
+		ip4 := ip.To4()
+		if ip4 == nil {
+			return 0, nil, &net.AddrError{Err: "non-IPv4 address", Addr: ip.String()}
+		}
+		s := &unix.SockaddrInet4{Port: addr.Port}
+		copy(s.Addr[:], ip4)
+		return unix.AF_INET, s, nil
+	default:
+		if ip == nil {
+			ip = net.IPv6zero
+		}
+		ip16 := ip.To16()
+		if ip16 == nil || (network == "tcp6" && ip.To4() != nil && !ip.Equal(net.IPv4zero)) {
+			return 0, nil, &net.AddrError{Err: "non-IPv6 address", Addr: ip.String()}
+		}
+		s := &unix.SockaddrInet6{Port: addr.Port}
+		copy(s.Addr[:], ip16)
+		if addr.Zone != "" {
+			if ifi, err := net.InterfaceByName(addr.Zone); err == nil {
+				s.ZoneId = uint32(ifi.Index)
+			}
+		}
+		return unix.AF_INET6, s, nil
+	}
+}
+
+// resolveTCP checks network and resolves address. A host name is resolved
+// with package net, which blocks the shard for the lookup: use IP literals (or
+// resolve outside the runtime) on hot paths.
+func resolveTCP(op, network, address string) (*net.TCPAddr, error) {
+	switch network {
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return nil, &net.OpError{Op: op, Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	a, err := net.ResolveTCPAddr(network, address)
+	if err != nil {
+		return nil, &net.OpError{Op: op, Net: network, Err: err}
+	}
+	return a, nil
+}
+
+// newSocket creates a non-blocking, close-on-exec TCP socket.
+func newSocket(family int) (int, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	return fd, nil
+}
+
+// ListenOption configures Listen.
+type ListenOption func(*listenConfig)
+
+type listenConfig struct {
+	reusePort bool
+	backlog   int
+}
+
+// ReusePort sets SO_REUSEPORT, so that several listeners (one per shard, say)
+// bind the same address and the kernel spreads incoming connections across
+// them.
+func ReusePort() ListenOption { return func(c *listenConfig) { c.reusePort = true } }
+
+// Backlog sets the listen backlog (default SOMAXCONN; the kernel caps it at
+// net.core.somaxconn).
+func Backlog(n int) ListenOption { return func(c *listenConfig) { c.backlog = n } }
+
+// Listener is a TCP listening socket on one shard. Accept parks the calling
+// fiber until a connection arrives. A Listener is used by fibers of the shard
+// that created it, one Accept at a time.
+type Listener struct {
+	nfd netFD
+}
+
+// Listen opens a TCP listener on network ("tcp", "tcp4" or "tcp6") and
+// address ("host:port"; port 0 picks one, see Addr) on the fiber's shard.
+// SO_REUSEADDR is always set, as package net does; ReusePort adds
+// SO_REUSEPORT.
+func Listen(f *Fiber, network, address string, opts ...ListenOption) (*Listener, error) {
+	f.charge(1)
+	lc := listenConfig{backlog: unix.SOMAXCONN}
+	for _, o := range opts {
+		o(&lc)
+	}
+	addr, err := resolveTCP("listen", network, address)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Listener, error) {
+		return nil, &net.OpError{Op: "listen", Net: network, Addr: addr, Err: err}
+	}
+	family, sa, err := tcpSockaddr(network, addr)
+	if err != nil {
+		return fail(err)
+	}
+	fd, err := newSocket(family)
+	if err != nil && family == unix.AF_INET6 && addr.IP == nil && network == "tcp" {
+		// No IPv6 on this host: a wildcard "tcp" listener falls back to IPv4.
+		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: addr.Port}
+		fd, err = newSocket(family)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	setup := func() error {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+			return os.NewSyscallError("setsockopt SO_REUSEADDR", err)
+		}
+		if lc.reusePort {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+				return os.NewSyscallError("setsockopt SO_REUSEPORT", err)
+			}
+		}
+		if family == unix.AF_INET6 {
+			v6only := 0
+			if network == "tcp6" {
+				v6only = 1
+			}
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, v6only); err != nil {
+				return os.NewSyscallError("setsockopt IPV6_V6ONLY", err)
+			}
+		}
+		if err := unix.Bind(fd, sa); err != nil {
+			return os.NewSyscallError("bind", err)
+		}
+		if err := unix.Listen(fd, lc.backlog); err != nil {
+			return os.NewSyscallError("listen", err)
+		}
+		return nil
+	}
+	if err := setup(); err != nil {
+		unix.Close(fd)
+		return fail(err)
+	}
+	l := &Listener{nfd: netFD{sh: f.sh, fd: fd, net: network}}
+	if lsa, err := unix.Getsockname(fd); err == nil {
+		l.nfd.laddr = sockaddrToTCP(lsa)
+	} else {
+		l.nfd.laddr = addr
+	}
+	f.sh.trackSocket(&l.nfd)
+	return l, nil
+}
+
+// Addr returns the address the listener is bound to (with the port the
+// kernel chose for port 0).
+func (l *Listener) Addr() net.Addr { return l.nfd.laddr }
+
+// Accept parks f until a connection arrives and returns it, bound to f. A
+// connection aborted before it was accepted (ECONNABORTED) is skipped.
+// After Close (from another fiber of the shard, or while f is parked here)
+// the error wraps net.ErrClosed.
+func (l *Listener) Accept(f *Fiber) (*Conn, error) {
+	f.charge(1)
+	nfd := &l.nfd
+	opErr := func(err error) error {
+		return &net.OpError{Op: "accept", Net: nfd.net, Addr: nfd.laddr, Err: err}
+	}
+	if f.sh != nfd.sh {
+		return nil, opErr(errShardMismatch(nfd.sh))
+	}
+	for {
+		if nfd.closed {
+			return nil, opErr(net.ErrClosed)
+		}
+		res := nfd.do(f, &nfd.r, sockAccept, nil)
+		if res == -int32(unix.ECONNABORTED) || res == -int32(unix.EINTR) {
+			continue
+		}
+		if res < 0 {
+			return nil, opErr(nfd.resError("accept4", res))
+		}
+		c := newConn(f, int(res), nfd.net)
+		if nfd.closed {
+			// Closed while the accept was completing: do not leak the fd.
+			_ = c.nfd.close()
+			return nil, opErr(net.ErrClosed)
+		}
+		return c, nil
+	}
+}
+
+// SetDeadline sets a deadline for Accept: a parked Accept returns an error
+// wrapping os.ErrDeadlineExceeded once it passes. The zero time clears it.
+func (l *Listener) SetDeadline(t time.Time) error {
+	if !l.nfd.onShard() {
+		return &net.OpError{Op: "set", Net: l.nfd.net, Addr: l.nfd.laddr, Err: errShardMismatch(l.nfd.sh)}
+	}
+	if l.nfd.closed {
+		return &net.OpError{Op: "set", Net: l.nfd.net, Addr: l.nfd.laddr, Err: net.ErrClosed}
+	}
+	l.nfd.setDeadline(&l.nfd.r, t)
+	return nil
+}
+
+// Close stops the listener: a fiber parked in Accept returns an error
+// wrapping net.ErrClosed. A second Close returns such an error too. It must
+// be called on the listener's shard.
+func (l *Listener) Close() error {
+	if !l.nfd.onShard() {
+		return &net.OpError{Op: "close", Net: l.nfd.net, Addr: l.nfd.laddr, Err: errShardMismatch(l.nfd.sh)}
+	}
+	if err := l.nfd.close(); err != nil {
+		return &net.OpError{Op: "close", Net: l.nfd.net, Addr: l.nfd.laddr, Err: err}
+	}
+	return nil
+}
+
+// newConn wraps a connected socket fd, bound to f, and tracks it.
+func newConn(f *Fiber, fd int, network string) *Conn {
+	// Latency over batching, as package net does for TCP.
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	c := &Conn{f: f, nfd: netFD{sh: f.sh, fd: fd, net: network}}
+	if sa, err := unix.Getsockname(fd); err == nil {
+		c.nfd.laddr = sockaddrToTCP(sa)
+	}
+	if sa, err := unix.Getpeername(fd); err == nil {
+		c.nfd.raddr = sockaddrToTCP(sa)
+	}
+	f.sh.trackSocket(&c.nfd)
+	return c
+}
+
+// Dial connects to address on network ("tcp", "tcp4" or "tcp6") and returns
+// the connection bound to f. The connect is non-blocking: f parks until the
+// socket is writable and then reads SO_ERROR. A host name is resolved with
+// package net, which blocks the shard for the lookup.
+func Dial(f *Fiber, network, address string) (*Conn, error) {
+	f.charge(1)
+	raddr, err := resolveTCP("dial", network, address)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
+	}
+	if raddr.IP == nil {
+		raddr.IP = net.IPv4(127, 0, 0, 1) // ":port" dials the local host, as package net does
+	}
+	family, sa, err := tcpSockaddr(network, raddr)
+	if err != nil {
+		return fail(err)
+	}
+	fd, err := newSocket(family)
+	if err != nil {
+		return fail(err)
+	}
+	for {
+		err = unix.Connect(fd, sa)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == unix.EINPROGRESS || err == unix.EINTR {
+		// Park until the handshake ends, then ask the socket how it went.
+		pending := &netFD{sh: f.sh, fd: fd, net: network, raddr: raddr}
+		f.sh.trackSocket(pending)
+		res := pending.do(f, &pending.w, sockPollOut, nil)
+		delete(f.sh.sockets, pending)
+		if res < 0 {
+			if pending.r.tok == 0 && pending.w.tok == 0 {
+				unix.Close(fd)
+			} else {
+				_ = pending.close()
+			}
+			return fail(pending.resError("connect", res))
+		}
+		var soerr int
+		soerr, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err == nil && soerr != 0 {
+			err = unix.Errno(soerr)
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return fail(os.NewSyscallError("connect", err))
+	}
+	return newConn(f, fd, network), nil
+}
+
+// Conn is a TCP connection on one shard whose Read and Write park the fiber
+// they are bound to. It implements net.Conn (so io.Reader, io.Writer, bufio,
+// net/http's ReadRequest and WebSocket libraries work on a fiber), with
+// these rules:
+//
+//   - Read and Write must be called by the bound fiber: the one that dialed
+//     or accepted the connection, or the one named by the last Bind. Any
+//     other caller (another fiber, another shard, a goroutine outside the
+//     runtime) gets an error wrapping ErrWrongFiber.
+//   - Close and the deadline setters may be called by any fiber of the
+//     connection's shard; Close cancels a parked Read or Write, which then
+//     returns an error wrapping net.ErrClosed.
+//   - A passed deadline makes a parked call return an error satisfying
+//     errors.Is(err, os.ErrDeadlineExceeded) and net.Error's Timeout().
+//   - EOF is io.EOF; a reset peer is an error wrapping syscall.ECONNRESET
+//     (or EPIPE on a write), never a hang.
+//   - When the runtime stops, a fiber parked on the connection is unwound
+//     and the connection is closed by its shard.
+type Conn struct {
+	f   *Fiber
+	nfd netFD
+}
+
+var _ net.Conn = (*Conn)(nil)
+
+// Bind hands the connection to f, another fiber of the same shard, which
+// becomes the only one allowed to Read and Write it.
+func (c *Conn) Bind(f *Fiber) error {
+	if f.sh != c.nfd.sh {
+		return c.nfd.opError("bind", errShardMismatch(c.nfd.sh))
+	}
+	if !callerOnShard(&c.nfd, c.f) {
+		return c.nfd.opError("bind", errShardMismatch(c.nfd.sh))
+	}
+	if c.nfd.r.tok != 0 || c.nfd.w.tok != 0 {
+		return c.nfd.opError("bind", errors.New("wo: an operation is parked on the connection"))
+	}
+	c.f = f
+	return nil
+}
+
+// Read reads up to len(p) bytes, parking the bound fiber until some arrive.
+// At the end of the stream it returns 0, io.EOF.
+func (c *Conn) Read(p []byte) (int, error) {
+	f, err := ownerOf(&c.nfd, c.f)
+	if err != nil {
+		return 0, c.nfd.opError("read", err)
+	}
+	f.charge(1)
+	if c.nfd.closed {
+		return 0, c.nfd.opError("read", net.ErrClosed)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	res := c.nfd.do(f, &c.nfd.r, sockRecv, p)
+	switch {
+	case res > 0:
+		return int(res), nil
+	case res == 0:
+		return 0, io.EOF
+	}
+	return 0, c.nfd.opError("read", c.nfd.resError("recv", res))
+}
+
+// Write writes all of p, parking the bound fiber while the socket buffer is
+// full (short sends are continued). It returns len(p) and nil, or how much
+// was sent before the error.
+func (c *Conn) Write(p []byte) (int, error) {
+	f, err := ownerOf(&c.nfd, c.f)
+	if err != nil {
+		return 0, c.nfd.opError("write", err)
+	}
+	f.charge(1)
+	n := 0
+	for n < len(p) {
+		if c.nfd.closed {
+			return n, c.nfd.opError("write", net.ErrClosed)
+		}
+		res := c.nfd.do(f, &c.nfd.w, sockSend, p[n:])
+		if res < 0 {
+			return n, c.nfd.opError("write", c.nfd.resError("send", res))
+		}
+		if res == 0 {
+			return n, c.nfd.opError("write", io.ErrShortWrite)
+		}
+		n += int(res)
+	}
+	if len(p) == 0 && c.nfd.closed {
+		return 0, c.nfd.opError("write", net.ErrClosed)
+	}
+	return n, nil
+}
+
+// Close closes the connection, first cancelling a parked Read or Write
+// (which returns an error wrapping net.ErrClosed). Closing twice returns an
+// error wrapping net.ErrClosed. It must be called on the connection's shard.
+func (c *Conn) Close() error {
+	if !callerOnShard(&c.nfd, c.f) {
+		return c.nfd.opError("close", errShardMismatch(c.nfd.sh))
+	}
+	if err := c.nfd.close(); err != nil {
+		return c.nfd.opError("close", err)
+	}
+	return nil
+}
+
+// CloseWrite shuts down the sending side (the peer reads EOF); reading goes
+// on.
+func (c *Conn) CloseWrite() error {
+	if !callerOnShard(&c.nfd, c.f) {
+		return c.nfd.opError("close", errShardMismatch(c.nfd.sh))
+	}
+	if c.nfd.closed {
+		return c.nfd.opError("close", net.ErrClosed)
+	}
+	if err := unix.Shutdown(c.nfd.fd, unix.SHUT_WR); err != nil {
+		return c.nfd.opError("close", os.NewSyscallError("shutdown", err))
+	}
+	return nil
+}
+
+// LocalAddr returns the local address (a *net.TCPAddr).
+func (c *Conn) LocalAddr() net.Addr { return c.nfd.laddr }
+
+// RemoteAddr returns the peer's address (a *net.TCPAddr).
+func (c *Conn) RemoteAddr() net.Addr { return c.nfd.raddr }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the moment after which Read fails with an error
+// wrapping os.ErrDeadlineExceeded, including a Read parked now; the zero
+// time clears it. A deadline is a shard timer that cancels the parked recv.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	return c.setDeadline(&c.nfd.r, t)
+}
+
+// SetWriteDeadline is SetReadDeadline for Write.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	return c.setDeadline(&c.nfd.w, t)
+}
+
+func (c *Conn) setDeadline(d *direction, t time.Time) error {
+	if !callerOnShard(&c.nfd, c.f) {
+		return c.nfd.opError("set", errShardMismatch(c.nfd.sh))
+	}
+	if c.nfd.closed {
+		return c.nfd.opError("set", net.ErrClosed)
+	}
+	c.nfd.setDeadline(d, t)
+	return nil
+}

@@ -1,0 +1,237 @@
+package runtime
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// quietActorSystem is a protoactor-go system that does not log to stdout
+// (its default logger would interleave with the benchmark lines).
+func quietActorSystem() *actor.ActorSystem {
+	return actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	})))
+}
+
+// paddedCount is a counter on its own cache line, so two shards counting
+// their deliveries do not contend on one line (which would measure the cache,
+// not the runtime).
+type paddedCount struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+// countSink counts deliveries so the benchmark can tell when every message has
+// arrived.
+type countSink struct{ seen *paddedCount }
+
+func (c *countSink) Receive(f *Fiber, m int) { c.seen.Add(1) }
+
+// BenchmarkCrossShardSend: on 2 shards, a fiber on each shard sends to an
+// actor on the other, half of b.N each; one op is one message crossing shards.
+// Beside it: buffered channels between goroutine pairs, and protoactor-go.
+func BenchmarkCrossShardSend(b *testing.B) {
+	b.Run("wo-2-shards", func(b *testing.B) {
+		var seen [2]paddedCount
+		var wakes uint64
+		bench(b, 2, func(f *Fiber) {
+			sinks := []Addr[int]{SpawnOn[int](f, 0, &countSink{&seen[0]}), SpawnOn[int](f, 1, &countSink{&seen[1]})}
+			half := b.N / 2
+			b.ResetTimer()
+			start := f.Runtime().Stats().WakeWrites
+			for s := 0; s < 2; s++ {
+				goOn(f, s, func(f *Fiber) {
+					to := sinks[1-s]
+					for i := 0; i < half; i++ {
+						Send(f, to, i)
+					}
+				})
+			}
+			for seen[0].Load()+seen[1].Load() < int64(2*half) {
+				Sleep(f, 50*time.Microsecond)
+			}
+			b.StopTimer()
+			wakes = f.Runtime().Stats().WakeWrites - start
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		b.ReportMetric(float64(wakes)*1000/float64(b.N), "wakes/1k-msgs")
+	})
+	b.Run("baseline-buffered-chan", func(b *testing.B) {
+		half := b.N / 2
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		for s := 0; s < 2; s++ {
+			ch := make(chan int, 4096)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < half; i++ {
+					ch <- i
+				}
+				close(ch)
+			}()
+			go func() {
+				defer wg.Done()
+				for range ch {
+				}
+			}()
+		}
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+	b.Run("baseline-protoactor", func(b *testing.B) {
+		sys := quietActorSystem()
+		defer sys.Shutdown()
+		var seen [2]paddedCount
+		counting := func(c *paddedCount) *actor.Props {
+			return actor.PropsFromFunc(func(ctx actor.Context) {
+				if _, ok := ctx.Message().(int); ok {
+					c.Add(1)
+				}
+			})
+		}
+		pids := []*actor.PID{sys.Root.Spawn(counting(&seen[0])), sys.Root.Spawn(counting(&seen[1]))}
+		half := b.N / 2
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		for s := 0; s < 2; s++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < half; i++ {
+					sys.Root.Send(pids[1-s], i)
+				}
+			}()
+		}
+		wg.Wait()
+		for seen[0].Load()+seen[1].Load() < int64(2*half) {
+			time.Sleep(50 * time.Microsecond)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+}
+
+// BenchmarkCrossShardAsk: a fiber on shard 0 asks an actor on shard 1 and
+// parks until the reply; one op is one round trip.
+func BenchmarkCrossShardAsk(b *testing.B) {
+	b.Run("wo-2-shards", func(b *testing.B) {
+		bench(b, 2, func(f *Fiber) {
+			c := SpawnOn[counterMsg](f, 1, &counter{})
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				Ask(f, c, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} })
+			}
+		})
+	})
+	b.Run("baseline-goroutine-chan", func(b *testing.B) {
+		req := make(chan chan int)
+		go func() {
+			n := 0
+			for r := range req {
+				n++
+				r <- n
+			}
+		}()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			r := make(chan int, 1)
+			req <- r
+			<-r
+		}
+		close(req)
+	})
+	b.Run("baseline-protoactor", func(b *testing.B) {
+		sys := quietActorSystem()
+		defer sys.Shutdown()
+		n := 0
+		pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if _, ok := c.Message().(int); ok {
+				n++
+				c.Respond(n)
+			}
+		}))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := sys.Root.RequestFuture(pid, i, time.Minute).Result(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// work is the CPU-bound job of one message: about 20µs of arithmetic.
+func work(f *Fiber, rounds int) uint64 {
+	x := uint64(88172645463325252)
+	for i := 0; i < rounds; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		if f != nil && i%1024 == 1023 {
+			Checkpoint(f)
+		}
+	}
+	return x
+}
+
+const workRounds = 20000
+
+type worker struct {
+	done *atomic.Int64
+	sink uint64
+}
+
+func (w *worker) Receive(f *Fiber, m int) {
+	w.sink += work(f, workRounds)
+	w.done.Add(1)
+}
+
+// BenchmarkCPUBound: 64 actors share b.N CPU-bound messages, at 1 shard and at
+// 2; one op is one message. The ratio of the two is the scaling.
+func BenchmarkCPUBound(b *testing.B) {
+	for _, shards := range []int{1, 2} {
+		b.Run(map[int]string{1: "wo-1-shard", 2: "wo-2-shards"}[shards], func(b *testing.B) {
+			var done atomic.Int64
+			bench(b, shards, func(f *Fiber) {
+				actors := make([]Addr[int], 64)
+				for i := range actors {
+					actors[i] = Spawn[int](f, &worker{done: &done})
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					Send(f, actors[i%len(actors)], i)
+				}
+				for done.Load() < int64(b.N) {
+					Sleep(f, 100*time.Microsecond)
+				}
+			})
+		})
+	}
+	b.Run("baseline-protoactor", func(b *testing.B) {
+		sys := quietActorSystem()
+		defer sys.Shutdown()
+		var done atomic.Int64
+		pids := make([]*actor.PID, 64)
+		for i := range pids {
+			var sink uint64
+			pids[i] = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+				if _, ok := c.Message().(int); ok {
+					sink += work(nil, workRounds)
+					done.Add(1)
+				}
+			}))
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			sys.Root.Send(pids[i%len(pids)], i)
+		}
+		for done.Load() < int64(b.N) {
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+}
