@@ -114,7 +114,6 @@ func serve(c config) error {
 	}
 	r := &operator.Reconciler{
 		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("wo-operator"),
 		Options:  operator.Options{DefaultImage: c.workerImage},
 	}

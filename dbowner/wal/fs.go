@@ -31,6 +31,22 @@ type File interface {
 	Close() error
 }
 
+// SyncWriter is an optional File method: write all of p at off and make it
+// durable as one unit (on io_uring, one WRITE linked to one FSYNC(DATASYNC)
+// in a single submission, so a group commit costs one kernel round trip).
+// AppendBatch uses it when the active segment's File has it, instead of
+// WriteAt followed by Datasync.
+//
+// Contract: a failure of the sync half must be returned wrapping
+// ErrFsyncFailed (it is fatal to the log); any other error means the write
+// failed and nothing of it may be assumed durable, and the log rolls it
+// back with Truncate exactly as for a failed WriteAt. Short writes are the
+// implementation's to finish (a broken link must never be reported as
+// durable).
+type SyncWriter interface {
+	WriteAtSync(p []byte, off int64) error
+}
+
 // FS is the directory the log lives in. Names are full paths.
 type FS interface {
 	// Create creates a new, empty file for writing; it fails if name exists.

@@ -426,7 +426,8 @@ func (l *Log) Segments() []string {
 
 // AppendBatch logs records as one group commit: all of them are encoded into
 // one contiguous buffer, written with one File.WriteAt (looping only over
-// short writes) and made durable with one File.Datasync. It returns the LSN
+// short writes) and made durable with one File.Datasync, or both at once
+// with SyncWriter.WriteAtSync when the File has it. It returns the LSN
 // of the first record; the others follow in order. When it returns nil,
 // every record is durable.
 //
@@ -468,6 +469,20 @@ func (l *Log) AppendBatch(typ byte, payloads [][]byte) (LSN, error) {
 		}
 	}
 	name := l.segs[len(l.segs)-1].name
+	if sw, ok := l.active.(SyncWriter); ok {
+		if err := sw.WriteAtSync(buf, l.off); err != nil {
+			if errors.Is(err, ErrFsyncFailed) {
+				l.failed = &FatalError{Op: "fdatasync", File: name, Err: err}
+				return 0, l.failed
+			}
+			if terr := l.active.Truncate(l.off); terr != nil {
+				l.failed = &FatalError{Op: "truncate", File: name, Err: errors.Join(err, terr)}
+				return 0, l.failed
+			}
+			return 0, classifyWrite("write", name, err)
+		}
+		return l.appended(len(buf), len(payloads)), nil
+	}
 	if err := writeFull(l.active, buf, l.off); err != nil {
 		// Roll back to the last good offset so that no partial record stays
 		// in front of the next append.
@@ -481,12 +496,18 @@ func (l *Log) AppendBatch(typ byte, payloads [][]byte) (LSN, error) {
 		l.failed = fsyncFailed("fdatasync", name, err)
 		return 0, l.failed
 	}
+	return l.appended(len(buf), len(payloads)), nil
+}
+
+// appended advances the log past a durable group of n records in size bytes
+// and returns the LSN of its first record.
+func (l *Log) appended(size, n int) LSN {
 	first := l.next
-	l.off += int64(len(buf))
-	l.next += LSN(len(payloads))
-	l.bytesSinceSnap += int64(len(buf))
-	l.recordsSinceSnap += int64(len(payloads))
-	return first, nil
+	l.off += int64(size)
+	l.next += LSN(n)
+	l.bytesSinceSnap += int64(size)
+	l.recordsSinceSnap += int64(n)
+	return first
 }
 
 // SnapshotDue reports whether the configured snapshot interval has passed.

@@ -95,7 +95,7 @@ func findEvent(ns, regarding, reason string) error {
 func TestWorkerBecomesStatefulSet(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
-	startOperator(t, ns, restConfig)
+	startOperator(t, ns, operatorConfig)
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "2", wov1.PinningExclusive)
@@ -196,7 +196,7 @@ func condition(w wov1.Worker, typ string) *metav1.Condition {
 func TestCPULimitChangeRollsShards(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
-	startOperator(t, ns, restConfig)
+	startOperator(t, ns, operatorConfig)
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "2", wov1.PinningExclusive)
@@ -267,7 +267,7 @@ func TestCPULimitChangeRollsShards(t *testing.T) {
 func TestSharedPinningIsBurstableWithFlooredShards(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
-	startOperator(t, ns, restConfig)
+	startOperator(t, ns, operatorConfig)
 
 	w := newWorker(ns, workerName(), "1500m", wov1.PinningNone)
 	w.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
@@ -286,7 +286,7 @@ func TestSharedPinningIsBurstableWithFlooredShards(t *testing.T) {
 func TestKubectlScaleAndGetWorkers(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
-	startOperator(t, ns, restConfig)
+	startOperator(t, ns, operatorConfig)
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "2", wov1.PinningNone)
@@ -471,7 +471,7 @@ func TestCELRulesRejectBadSpecs(t *testing.T) {
 func TestOwnerReferencesForGarbageCollection(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
-	startOperator(t, ns, restConfig)
+	startOperator(t, ns, operatorConfig)
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
@@ -517,7 +517,7 @@ func TestOwnerReferencesForGarbageCollection(t *testing.T) {
 func TestConflictingObjectIsNotAdopted(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
-	startOperator(t, ns, restConfig)
+	startOperator(t, ns, operatorConfig)
 	ctx := context.Background()
 
 	name := workerName()
@@ -569,7 +569,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &operator.Reconciler{Client: c, Scheme: scheme, Options: operator.Options{DefaultImage: "example/wo:1"}}
+	r := &operator.Reconciler{Client: c, Options: operator.Options{DefaultImage: "example/wo:1"}}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w)}
 
 	if _, err := r.Reconcile(ctx, req); err != nil {
@@ -597,7 +597,7 @@ func TestRestartedOperatorMakesNoWrites(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 
-	first := startOperator(t, ns, restConfig)
+	first := startOperator(t, ns, operatorConfig)
 	w := newWorker(ns, workerName(), "2", wov1.PinningNone)
 	if err := k8s.Create(ctx, w); err != nil {
 		t.Fatal(err)
@@ -617,7 +617,7 @@ func TestRestartedOperatorMakesNoWrites(t *testing.T) {
 
 	versions := resourceVersions(t, ns, w.Name)
 	var counter writeCounter
-	second := startOperator(t, ns, counter.wrap(restConfig))
+	second := startOperator(t, ns, counter.wrap(operatorConfig))
 	eventually(t, "the restarted operator reconciled the Worker", func() error {
 		if n := second.Reconciler.Reconciles(); n < 1 {
 			return fmt.Errorf("%d reconciles", n)
@@ -658,4 +658,64 @@ func resourceVersions(t *testing.T, ns, name string) map[string]string {
 		out[k] = o.GetResourceVersion()
 	}
 	return out
+}
+
+// TestManifestsApply checks the install manifests and the sample against the
+// real API server with the real kubectl (server-side dry run: the CRD and
+// RBAC are validated by the API server, the sample by the CEL rules).
+func TestManifestsApply(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	sys := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wo-system"}}
+	if err := k8s.Create(ctx, sys); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	out := runKubectl(t, "apply", "--dry-run=server", "-k", "../../config/default")
+	for _, want := range []string{
+		"customresourcedefinition.apiextensions.k8s.io/workers.wo.writeonce.dev",
+		"clusterrole.rbac.authorization.k8s.io/wo-operator",
+		"deployment.apps/wo-operator",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply -k config/default lacks %s:\n%s", want, out)
+		}
+	}
+	ns := newNamespace(t)
+	out = runKubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", "../../config/samples/wo_v1alpha1_worker.yaml")
+	if !strings.Contains(out, "worker.wo.writeonce.dev/chat created (server dry run)") {
+		t.Errorf("sample: %s", out)
+	}
+}
+
+// TestHandEditIsReverted: the operator owns the fields it renders; editing
+// the StatefulSet by hand is undone, while labels others add are kept.
+func TestHandEditIsReverted(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, operatorConfig)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "2", wov1.PinningNone)
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	sts := getStatefulSet(t, ns, w.Name)
+	sts.Spec.Template.Spec.Containers[0].Env[0].Value = "64" // WO_SHARDS
+	sts.Labels["team"] = "chat"
+	if err := k8s.Update(ctx, sts); err != nil {
+		t.Fatalf("hand edit: %v", err)
+	}
+	eventually(t, "the hand edit is reverted", func() error {
+		var got appsv1.StatefulSet
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), &got); err != nil {
+			return err
+		}
+		if env := containerEnv(&got); env["WO_SHARDS"] != "2" {
+			return fmt.Errorf("WO_SHARDS %q", env["WO_SHARDS"])
+		}
+		if got.Labels["team"] != "chat" {
+			return fmt.Errorf("foreign label dropped: %v", got.Labels)
+		}
+		return nil
+	})
 }

@@ -18,11 +18,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 )
 
-// The operator's permissions, generated into config/rbac by hack/gen.sh.
+// The operator's permissions, generated into config/rbac by hack/gen.sh: a
+// ClusterRole for Workers and what they own, and a Role for the leader
+// election Lease in the operator's own namespace (wo-system in config/).
+// The envtest suite runs the operator as a user bound to exactly the
+// ClusterRole, so a missing verb fails a test.
 // workers/finalizers is needed to set blockOwnerDeletion on owned objects
 // where the OwnerReferencesPermissionEnforcement admission plugin runs.
 //
@@ -32,12 +37,12 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wo-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Reconciler turns Workers into their StatefulSet, Services and ConfigMap.
 type Reconciler struct {
-	Client   client.Client
-	Scheme   *runtime.Scheme
+	Client client.Client
+	// Recorder receives an event for each decision; nil records none.
 	Recorder events.EventRecorder
 	Options  Options
 
@@ -112,25 +117,37 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.S
 	objs, err := Render(w, r.Options)
 	if err != nil {
 		r.event(w, nil, corev1.EventTypeWarning, "InvalidSpec", "Render", err.Error())
-		return nil, 0, fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err)
+		// Retrying cannot help: only a change of the Worker (which
+		// triggers a reconcile) or of the operator's flags can.
+		return nil, 0, reconcile.TerminalError(fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err))
 	}
 	// The ConfigMap first: the pods mount it.
-	if _, _, err := r.sync(ctx, w, objs.ConfigMap, &corev1.ConfigMap{}); err != nil {
-		return nil, objs.Shards, err
+	for _, o := range []struct{ desired, existing client.Object }{
+		{objs.ConfigMap, &corev1.ConfigMap{}},
+		{objs.Headless, &corev1.Service{}},
+		{objs.Client, &corev1.Service{}},
+	} {
+		if _, err := r.sync(ctx, w, o.desired, o.existing); err != nil {
+			return nil, objs.Shards, err
+		}
 	}
-	if _, _, err := r.sync(ctx, w, objs.Headless, &corev1.Service{}); err != nil {
-		return nil, objs.Shards, err
-	}
-	if _, _, err := r.sync(ctx, w, objs.Client, &corev1.Service{}); err != nil {
-		return nil, objs.Shards, err
-	}
-	current, before, err := r.sync(ctx, w, objs.StatefulSet, &appsv1.StatefulSet{})
+	res, err := r.sync(ctx, w, objs.StatefulSet, &appsv1.StatefulSet{})
 	if err != nil {
 		return nil, objs.Shards, err
 	}
-	sts := current.(*appsv1.StatefulSet)
-	r.explainStatefulSet(w, objs, sts, before, before == nil && current == client.Object(objs.StatefulSet))
+	sts := res.current.(*appsv1.StatefulSet)
+	r.explainStatefulSet(w, objs, sts, res)
 	return sts, objs.Shards, nil
+}
+
+// syncResult is what sync did to one object.
+type syncResult struct {
+	// current is the object as it now is on the server.
+	current client.Object
+	// created is true when sync created it.
+	created bool
+	// before is a copy from before an update, nil when sync did not update.
+	before client.Object
 }
 
 // conflictError is an object of a Worker's name that the Worker does not
@@ -143,9 +160,9 @@ func (e *conflictError) Error() string {
 	return fmt.Sprintf("%s %s exists and is not controlled by this Worker; delete or rename it", e.kind, e.name)
 }
 
-// sync creates desired or updates the existing object to it. It returns the
-// object as it now is and, after an update, a copy of it from before.
-func (r *Reconciler) sync(ctx context.Context, w *wov1.Worker, desired, existing client.Object) (client.Object, client.Object, error) {
+// sync creates desired, or updates the existing object to it when they
+// differ, or does nothing.
+func (r *Reconciler) sync(ctx context.Context, w *wov1.Worker, desired, existing client.Object) (syncResult, error) {
 	kind := desired.GetObjectKind().GroupVersionKind().Kind
 	key := client.ObjectKeyFromObject(desired)
 	err := r.Client.Get(ctx, key, existing)
@@ -155,41 +172,41 @@ func (r *Reconciler) sync(ctx context.Context, w *wov1.Worker, desired, existing
 			if apierrors.IsAlreadyExists(err) {
 				err = &conflictError{kind, key.Name}
 				r.event(w, nil, corev1.EventTypeWarning, "Conflict", "Create", err.Error())
-				return nil, nil, err
+				return syncResult{}, err
 			}
-			return nil, nil, fmt.Errorf("create %s %s: %w", kind, key, err)
+			return syncResult{}, fmt.Errorf("create %s %s: %w", kind, key, err)
 		}
 		r.event(w, desired, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("created %s %s", kind, key.Name))
-		return desired, nil, nil
+		return syncResult{current: desired, created: true}, nil
 	case err != nil:
-		return nil, nil, fmt.Errorf("get %s %s: %w", kind, key, err)
+		return syncResult{}, fmt.Errorf("get %s %s: %w", kind, key, err)
 	}
 	if !metav1.IsControlledBy(existing, w) {
 		err := &conflictError{kind, key.Name}
 		r.event(w, nil, corev1.EventTypeWarning, "Conflict", "Update", err.Error())
-		return nil, nil, err
+		return syncResult{}, err
 	}
 	if UpToDate(existing, desired) {
-		return existing, nil, nil
+		return syncResult{current: existing}, nil
 	}
 	before := existing.DeepCopyObject().(client.Object)
 	MergeInto(existing, desired)
 	if err := r.Client.Update(ctx, existing); err != nil {
-		return nil, nil, fmt.Errorf("update %s %s: %w", kind, key, err)
+		return syncResult{}, fmt.Errorf("update %s %s: %w", kind, key, err)
 	}
 	if kind != "StatefulSet" { // explainStatefulSet tells why
 		r.event(w, existing, corev1.EventTypeNormal, "Updated", "Update", fmt.Sprintf("updated %s %s to the Worker's spec", kind, key.Name))
 	}
-	return existing, before, nil
+	return syncResult{current: existing, before: before}, nil
 }
 
 // explainStatefulSet records an event for each decision a StatefulSet write
 // carried: the shard count and pinning on creation; a shard change (which
 // rolls the pods: pinned pods cannot resize in place, and the worker reads
 // WO_SHARDS only at start), a scale, a storage change that cannot apply.
-func (r *Reconciler) explainStatefulSet(w *wov1.Worker, objs *Objects, sts *appsv1.StatefulSet, before client.Object, created bool) {
+func (r *Reconciler) explainStatefulSet(w *wov1.Worker, objs *Objects, sts *appsv1.StatefulSet, res syncResult) {
 	cpu := w.Spec.Resources.Limits.Cpu()
-	if created {
+	if res.created {
 		note := fmt.Sprintf("limits.cpu %s gives WO_SHARDS=%d (one shard per whole CPU, rounded down); pinning %s, WO_PIN=%s",
 			cpu, objs.Shards, pinningName(w.Spec.Pinning), pinEnv(w.Spec.Pinning))
 		if w.Spec.Pinning == wov1.PinningExclusive {
@@ -198,10 +215,10 @@ func (r *Reconciler) explainStatefulSet(w *wov1.Worker, objs *Objects, sts *apps
 		r.event(w, sts, corev1.EventTypeNormal, "Sized", "Create", note)
 		return
 	}
-	if before == nil {
+	if res.before == nil {
 		return // unchanged
 	}
-	old := before.(*appsv1.StatefulSet)
+	old := res.before.(*appsv1.StatefulSet)
 	said := false
 	if oldShards := envValue(old, "WO_SHARDS"); oldShards != "" && oldShards != fmt.Sprint(objs.Shards) {
 		r.event(w, sts, corev1.EventTypeNormal, "ShardsChanged", "Update",

@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
@@ -48,7 +50,11 @@ var (
 	scheme     = runtime.NewScheme()
 	kubeconfig string // a kubeconfig file for the real kubectl
 	kubectl    string // path of the kubectl binary
-	skipReason string
+	// operatorConfig authenticates as a user bound only to the ClusterRole
+	// in config/rbac/role.yaml, so the tests prove the generated RBAC is
+	// enough.
+	operatorConfig *rest.Config
+	skipReason     string
 )
 
 func init() {
@@ -129,6 +135,9 @@ func setup(assets string) error {
 	if _, err := os.Stat(kubectl); err != nil {
 		return fmt.Errorf("kubectl binary: %w", err)
 	}
+	if err := bindOperatorRole(); err != nil {
+		return err
+	}
 	user, err := testEnv.AddUser(envtest.User{Name: "wo-test-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return fmt.Errorf("add kubectl user: %w", err)
@@ -145,6 +154,47 @@ func setup(assets string) error {
 	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
+	return nil
+}
+
+// bindOperatorRole installs the generated ClusterRole and binds it to a new
+// user whose config the operator under test uses.
+func bindOperatorRole() error {
+	ctx := context.Background()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		return fmt.Errorf("read generated role: %w", err)
+	}
+	var role *rbacv1.ClusterRole
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var r rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+			return fmt.Errorf("parse role.yaml: %w", err)
+		}
+		if r.Kind == "ClusterRole" {
+			role = &r
+		}
+	}
+	if role == nil {
+		return errors.New("config/rbac/role.yaml has no ClusterRole")
+	}
+	if err := k8s.Create(ctx, role); err != nil {
+		return fmt.Errorf("create ClusterRole: %w", err)
+	}
+	const userName = "wo-operator-under-test"
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "wo-operator-under-test"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: userName}},
+	}
+	if err := k8s.Create(ctx, binding); err != nil {
+		return fmt.Errorf("create ClusterRoleBinding: %w", err)
+	}
+	user, err := testEnv.AddUser(envtest.User{Name: userName}, nil)
+	if err != nil {
+		return fmt.Errorf("add operator user: %w", err)
+	}
+	operatorConfig = user.Config()
 	return nil
 }
 
@@ -236,7 +286,6 @@ func startOperator(t *testing.T, ns string, cfg *rest.Config) *runningOperator {
 	}
 	r := &operator.Reconciler{
 		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("wo-operator"),
 		Options:  operator.Options{DefaultImage: "example/wo-worker:test"},
 	}

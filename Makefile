@@ -1,0 +1,51 @@
+# wo: the two commands are `make run` (the main job on embedded defaults) and
+# `make test` (every test). Both need only Go; whatever else the tests need is
+# built from the Go module proxy by the scripts in hack/.
+
+GO ?= go
+# Packages whose behaviour depends on the shard count: the suite runs them at
+# every core (the default) and again at one shard, the serial debug mode.
+SHARDED := ./runtime/... ./dbowner/... ./examples/...
+
+.PHONY: all run test vet test-unit test-one-shard test-epoll test-operator bench envtest-binaries fuzz fmt
+
+all: test
+
+## run: the employee example on the runtime at every core, with defaults.
+run:
+	$(GO) run ./examples/employee
+
+## test: vet, then every test under the race detector: the whole module at the
+## default shard count (operator tests against a real kube-apiserver and etcd),
+## the sharded packages again at one shard, and the runtime with epoll forced.
+test: vet envtest-binaries
+	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" $(GO) test -race -count=1 -timeout 30m ./...
+	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
+	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/...
+
+vet:
+	$(GO) vet ./...
+
+## envtest-binaries: build (or reuse from the cache) kube-apiserver, etcd and kubectl.
+envtest-binaries:
+	bash hack/envtest-binaries.sh >/dev/null
+
+test-operator:
+	bash hack/operator-test.sh
+
+## bench: every benchmark beside its baseline; see docs/benchmarks.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./runtime/ ./iobackend/ ./dbowner/...
+	$(GO) test -run '^$$' -bench IdleActorFootprint -benchtime 1x ./runtime/
+
+## fuzz: a short run of every fuzz target.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseCPUMax -fuzztime 10s ./sizing/
+	$(GO) test -run '^$$' -fuzz FuzzParseMode -fuzztime 10s ./iobackend/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 10s ./dbowner/wal/
+	$(GO) test -run '^$$' -fuzz FuzzSegment -fuzztime 10s ./dbowner/wal/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeMutation -fuzztime 10s ./dbowner/engine/
+	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')

@@ -1,0 +1,364 @@
+package dbowner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/runtime"
+)
+
+// OwnerShard is the shard the engine and the WAL live on.
+const OwnerShard = 0
+
+// ExitFatal is the exit status of the default Options.Fatal hook: the WAL
+// could no longer promise durability (EX_SOFTWARE).
+const ExitFatal = 70
+
+var (
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errors.New("dbowner: closed")
+	// ErrFatal is wrapped by every write error once the WAL has failed
+	// fatally (a failed fdatasync): the database no longer acknowledges
+	// writes and the process is being stopped. It also wraps wal.ErrFatal.
+	ErrFatal = errors.New("dbowner: the log failed; writes are no longer acknowledged")
+	// ErrNoSpace is wal.ErrNoSpace: a commit refused for lack of disk space.
+	// Nothing of it was written, and reads keep working.
+	ErrNoSpace = wal.ErrNoSpace
+)
+
+// Options configure Open. Only Dir is required.
+type Options struct {
+	// Dir is the data directory (WO_DATA_DIR), created if missing.
+	Dir string
+	// FS is the file layer under the WAL. Nil means the OS file system with
+	// the log's writes and fdatasyncs on the owner shard's I/O backend
+	// (io_uring WRITE linked to FSYNC(DATASYNC), or blocking pwrite +
+	// fdatasync on epoll). Tests pass a faultfs.FS; any other wal.FS is
+	// used with blocking calls on the owner shard.
+	FS wal.FS
+	// WAL configures segments and snapshot intervals.
+	WAL wal.Options
+	// TracerProvider makes the spans; nil means otel.GetTracerProvider(),
+	// read once at Open (install a global provider before opening). A
+	// provider whose spans are not recording turns tracing off entirely:
+	// no span, no context injection, no allocation.
+	TracerProvider trace.TracerProvider
+	// Fatal is called once, on the owner shard, when the WAL fails fatally.
+	// Every waiting and later write has already been failed with ErrFatal.
+	// The default logs err and exits the process with ExitFatal: after a
+	// failed fsync nothing this process acknowledged later could be
+	// trusted. Tests inject their own.
+	Fatal func(err error)
+	// Logger receives recovery and failure reports (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// DB is a handle to the database. It is a small value: copy it, store it,
+// pass it to fibers on any shard. Every method takes the calling fiber: on
+// the owner shard reads run inline and writes join the group commit
+// directly; on other shards the call is sent to the owner and the fiber
+// parks until the (copied) answer arrives.
+type DB struct {
+	o    *owner // touched only on the owner shard
+	addr runtime.Addr[request]
+	tr   trace.Tracer    // nil: tracing off
+	ctx  context.Context // parent of the calls' spans; see WithContext
+}
+
+// Stats are the owner's counters, readable from anywhere.
+type Stats struct {
+	Commits    uint64 // acknowledged write transactions (durable)
+	Groups     uint64 // group commits: one WAL write + one fdatasync each
+	Failed     uint64 // commits failed by the WAL (ENOSPC, fatal)
+	Snapshots  uint64
+	LastLSN    uint64
+	Recovered  int // records replayed at Open
+	MaxGroup   uint64
+	GroupBytes uint64 // bytes written by group commits
+}
+
+// CommitsPerGroup is Commits/Groups (0 before any commit).
+func (s Stats) CommitsPerGroup() float64 {
+	if s.Groups == 0 {
+		return 0
+	}
+	return float64(s.Commits) / float64(s.Groups)
+}
+
+// Open starts the database's owner on shard OwnerShard, recovers the engine
+// from the WAL in opts.Dir there (snapshot plus log replay; a torn tail is
+// truncated, a corrupt middle refused), and returns a handle. f is the
+// calling fiber, on any shard.
+func Open(f *runtime.Fiber, opts Options) (*DB, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("dbowner: open: Options.Dir is empty")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Fatal == nil {
+		log := opts.Logger
+		opts.Fatal = func(err error) {
+			log.Error("dbowner: the WAL failed; exiting so that nothing more is acknowledged", "err", err)
+			os.Exit(ExitFatal)
+		}
+	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	tr := tp.Tracer(instrumentation)
+	if _, probe := tr.Start(context.Background(), "dbowner.probe"); !probe.IsRecording() {
+		tr = nil
+	} else {
+		// Mark the probe as such; it ends with no children and no links.
+		probe.SetAttributes(attrSystem)
+		probe.End()
+	}
+	o := &owner{opts: opts, tr: tr}
+	o.fs = opts.FS
+	if o.fs == nil {
+		o.ring = &ringFS{}
+		o.fs = o.ring
+	}
+	o.addr = runtime.SpawnOn(f, OwnerShard, &ownerActor{o})
+	o.committer = runtime.SpawnOn(f, OwnerShard, &committerActor{o})
+	resp, err := runtime.Ask(f, o.committer, 0, func(r runtime.Reply[response]) ctl {
+		return ctl{kind: ctlOpen, reply: r}
+	})
+	if err == nil {
+		err = resp.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &DB{o: o, addr: o.addr, tr: tr, ctx: context.Background()}, nil
+}
+
+// WithContext returns a copy of the handle whose calls' spans are children
+// of the span in ctx. Only the trace context is used; ctx's deadline is not
+// (a call cannot be abandoned once the owner has it).
+func (d *DB) WithContext(ctx context.Context) *DB {
+	c := *d
+	c.ctx = ctx
+	return &c
+}
+
+// Stats returns the owner's counters.
+func (d *DB) Stats() Stats { return d.o.stats.load() }
+
+// CreateTable creates a table (a logged, durable operation).
+func (d *DB) CreateTable(f *runtime.Fiber, s engine.Schema) error {
+	_, err := d.write(f, "create_table", s.Name, engine.Batch{engine.CreateTable(s)})
+	return err
+}
+
+// CreateIndex adds a secondary index on a field.
+func (d *DB) CreateIndex(f *runtime.Fiber, table, field string) error {
+	_, err := d.write(f, "create_index", table, engine.Batch{engine.CreateIndex(table, field)})
+	return err
+}
+
+// Insert adds a record and returns its version once it is durable.
+func (d *DB) Insert(f *runtime.Fiber, table string, fields map[string]engine.Value) (uint64, error) {
+	return d.write(f, "insert", table, engine.Batch{engine.Insert(table, fields)})
+}
+
+// Update sets fields of the record with the given key and returns its new
+// version once durable.
+func (d *DB) Update(f *runtime.Fiber, table string, key engine.Value, set map[string]engine.Value) (uint64, error) {
+	return d.write(f, "update", table, engine.Batch{engine.Update(table, key, set)})
+}
+
+// Delete removes the record with the given key, durably.
+func (d *DB) Delete(f *runtime.Fiber, table string, key engine.Value) error {
+	_, err := d.write(f, "delete", table, engine.Batch{engine.Delete(table, key)})
+	return err
+}
+
+// Tx applies a batch atomically, all or nothing, as one WAL record, and
+// returns its sequence number (the Version of every record it wrote) once it
+// is durable. Preconditions (engine.Op.IfVersion, IfNotExists, IfExists,
+// engine.Check) are evaluated on the owner against every earlier commit,
+// durable or not yet.
+func (d *DB) Tx(f *runtime.Fiber, b engine.Batch) (uint64, error) {
+	table := ""
+	if len(b) > 0 {
+		table = b[0].Table
+	}
+	return d.write(f, "transaction", table, b)
+}
+
+// Get returns a copy of the record with the given key.
+func (d *DB) Get(f *runtime.Fiber, table string, key engine.Value) (engine.Record, error) {
+	resp := d.read(f, request{kind: reqGet, op: "get", table: table, key: key})
+	return resp.rec, resp.err
+}
+
+// Query runs a query and returns one page of copied records.
+func (d *DB) Query(f *runtime.Fiber, q engine.Query) (engine.Result, error) {
+	resp := d.read(f, request{kind: reqQuery, op: "query", table: q.Table, query: q})
+	return resp.res, resp.err
+}
+
+// Close waits for every commit already submitted, closes the WAL, and makes
+// every later call fail with ErrClosed. Every acknowledged write is already
+// durable, so Close has nothing else to flush.
+func (d *DB) Close(f *runtime.Fiber) error {
+	resp, err := runtime.Ask(f, d.o.committer, 0, func(r runtime.Reply[response]) ctl {
+		return ctl{kind: ctlClose, reply: r}
+	})
+	if err != nil {
+		return fmt.Errorf("dbowner: close: %w", err)
+	}
+	return resp.err
+}
+
+// read runs a Get or Query: inline on the owner shard, by message elsewhere.
+func (d *DB) read(f *runtime.Fiber, req request) response {
+	if f.Shard() == OwnerShard {
+		runtime.Checkpoint(f)
+		var sp trace.Span
+		if d.tr != nil {
+			_, sp = d.tr.Start(d.ctx, spanName(req.op, req.table), trace.WithSpanKind(trace.SpanKindInternal),
+				trace.WithAttributes(callAttrs(req.op, req.table, f.Shard())...))
+		}
+		resp := d.o.serveRead(&req)
+		endSpan(sp, resp.err)
+		return resp
+	}
+	if req.kind == reqQuery {
+		req.query.Where = slices.Clone(req.query.Where)
+		req.query.After = slices.Clone(req.query.After)
+	}
+	return d.remote(f, req)
+}
+
+// write runs a write transaction. On the owner shard the batch is prepared
+// inline and the fiber parks only for the group commit; elsewhere the batch
+// goes to the owner in a message.
+func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, error) {
+	if f.Shard() != OwnerShard {
+		req := request{kind: reqWrite, op: op, table: table, batch: cloneBatch(b)}
+		resp := d.remote(f, req)
+		return resp.seq, resp.err
+	}
+	o := d.o
+	var sp trace.Span
+	if d.tr != nil {
+		_, sp = d.tr.Start(d.ctx, spanName(op, table), trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(callAttrs(op, table, f.Shard())...))
+	}
+	if err := o.writable(op, table); err != nil {
+		endSpan(sp, err)
+		return 0, err
+	}
+	m, err := o.eng.Prepare(b)
+	if err != nil {
+		endSpan(sp, err)
+		return 0, err
+	}
+	// No runtime call between Prepare and the enqueue inside mk: the commit
+	// queue stays in Prepare order, which is the order Apply needs.
+	resp, err := runtime.Ask(f, o.committer, 0, func(r runtime.Reply[response]) ctl {
+		return o.enqueue(commit{m: m, reply: r, op: op, table: table, span: sp})
+	})
+	if err != nil {
+		// The runtime is stopping; the commit may still happen, but this
+		// fiber will never know.
+		return 0, fmt.Errorf("dbowner: %s %q: %w", op, table, err)
+	}
+	return resp.seq, resp.err
+}
+
+// remote sends req to the owner and parks until the answer, with a CLIENT
+// span on this shard whose context travels in the request.
+func (d *DB) remote(f *runtime.Fiber, req request) response {
+	req.from = f.Shard()
+	var sp trace.Span
+	if d.tr != nil {
+		var ctx context.Context
+		ctx, sp = d.tr.Start(d.ctx, spanName(req.op, req.table), trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(callAttrs(req.op, req.table, f.Shard())...))
+		req.trace = propagation.MapCarrier{}
+		propagator.Inject(ctx, req.trace)
+	}
+	resp, err := runtime.Ask(f, d.addr, 0, func(r runtime.Reply[response]) request {
+		req.reply = r
+		return req
+	})
+	if err != nil {
+		resp.err = fmt.Errorf("dbowner: %s %q: %w", req.op, req.table, err)
+	}
+	endSpan(sp, resp.err)
+	return resp
+}
+
+// cloneBatch copies the maps of a batch that is about to cross shards, so
+// that no map is shared between the caller's shard and the owner's.
+func cloneBatch(b engine.Batch) engine.Batch {
+	c := slices.Clone(b)
+	for i := range c {
+		if c[i].Fields != nil {
+			c[i].Fields = maps.Clone(c[i].Fields)
+		}
+		c[i].Schema.Fields = slices.Clone(c[i].Schema.Fields)
+		c[i].Schema.Indexes = slices.Clone(c[i].Schema.Indexes)
+	}
+	return c
+}
+
+type reqKind uint8
+
+const (
+	reqGet reqKind = iota + 1
+	reqQuery
+	reqWrite
+)
+
+// request is the message a non-owner shard sends to the owner. Its maps and
+// slices are owned by the message once sent (cloned by the client).
+type request struct {
+	kind  reqKind
+	op    string
+	table string
+	key   engine.Value
+	query engine.Query
+	batch engine.Batch
+	from  int
+	trace propagation.MapCarrier // nil when tracing is off
+	reply runtime.Reply[response]
+}
+
+// response is the owner's answer: copies only (engine results are copies).
+type response struct {
+	rec engine.Record
+	res engine.Result
+	seq uint64
+	err error
+}
+
+type counters struct {
+	commits, groups, failed, snapshots, lastLSN, maxGroup, groupBytes atomic.Uint64
+	recovered                                                         atomic.Int64
+}
+
+func (c *counters) load() Stats {
+	return Stats{
+		Commits: c.commits.Load(), Groups: c.groups.Load(), Failed: c.failed.Load(),
+		Snapshots: c.snapshots.Load(), LastLSN: c.lastLSN.Load(), Recovered: int(c.recovered.Load()),
+		MaxGroup: c.maxGroup.Load(), GroupBytes: c.groupBytes.Load(),
+	}
+}
