@@ -7,7 +7,7 @@ GO ?= go
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/...
 
-.PHONY: all run test vet test-unit test-one-shard test-epoll test-operator bench envtest-binaries fuzz fmt
+.PHONY: all run test vet test-operator generate verify-generated bench envtest-binaries fuzz fmt
 
 all: test
 
@@ -32,6 +32,13 @@ envtest-binaries:
 
 test-operator:
 	bash hack/operator-test.sh
+
+## generate: deepcopy, CRD and RBAC from the kubebuilder markers (controller-gen).
+generate:
+	bash hack/gen.sh
+
+verify-generated: generate
+	git diff --exit-code -- api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml
 
 ## bench: every benchmark beside its baseline; see docs/benchmarks.md.
 bench:

@@ -131,7 +131,7 @@ func TestConnWriteLargerThanTheBuffers(t *testing.T) {
 				return 1
 			}
 			defer c.Close()
-			const size = 16 << 20
+			const size = 8 << 20
 			msg := pattern(size, 3)
 			Go(f, func(g *Fiber) {
 				defer s.Close()

@@ -1,0 +1,48 @@
+package runtime_test
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/writeonce/wo/runtime"
+)
+
+// An echo server: a fiber per connection, each parked in Read on the shard's
+// backend between messages. The client here is a fiber too.
+func ExampleListen() {
+	runtime.Run(runtime.Config{Shards: 1}, func(f *runtime.Fiber) int {
+		l, err := runtime.Listen(f, "tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer l.Close()
+		runtime.Go(f, func(f *runtime.Fiber) {
+			for {
+				c, err := l.Accept(f)
+				if err != nil {
+					return // closed
+				}
+				runtime.Go(f, func(g *runtime.Fiber) {
+					defer c.Close()
+					if c.Bind(g) == nil {
+						io.Copy(c, c)
+					}
+				})
+			}
+		})
+
+		c, err := runtime.Dial(f, "tcp", l.Addr().String())
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer c.Close()
+		io.WriteString(c, "hello, fiber")
+		buf := make([]byte, 64)
+		n, _ := io.ReadAtLeast(c, buf, len("hello, fiber"))
+		fmt.Println(string(buf[:n]))
+		return 0
+	})
+	// Output: hello, fiber
+}
