@@ -119,7 +119,18 @@ func (c *actorCell[M]) enqueue(msg M) {
 }
 
 func (c *actorCell[M]) deliverRemote(sh *shard, msg any) {
-	c.enqueue(msg.(M))
+	c.enqueue(unbox[M](msg))
+}
+
+// unbox recovers a T that crossed shards as an any. A nil interface value (a
+// nil error reply, say) boxes to a nil any, which a plain type assertion
+// would reject.
+func unbox[T any](v any) T {
+	if v == nil {
+		var zero T
+		return zero
+	}
+	return v.(T)
 }
 
 func (c *actorCell[M]) runTurn(f *Fiber) {

@@ -68,7 +68,7 @@ func (w *replyWaiter[T]) complete(v T) {
 	w.sh.ready(w.f)
 }
 
-func (w *replyWaiter[T]) deliverRemote(_ *shard, msg any) { w.complete(msg.(T)) }
+func (w *replyWaiter[T]) deliverRemote(_ *shard, msg any) { w.complete(unbox[T](msg)) }
 
 func (w *replyWaiter[T]) fire(*shard) {
 	if w.state != waiting {

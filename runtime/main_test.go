@@ -44,3 +44,9 @@ func run(t testing.TB, cfg Config, main func(f *Fiber) int) int {
 	}
 	return rt.Wait()
 }
+
+// startRuntime starts a runtime from a test goroutine (for tests that talk to
+// it from outside).
+func startRuntime(cfg Config, main func(f *Fiber) int) (*Runtime, error) {
+	return Start(context.Background(), cfg, main)
+}

@@ -1,0 +1,213 @@
+package runtime
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+)
+
+// AcceptMode says how ServeTCP spreads connections over the shards.
+type AcceptMode string
+
+const (
+	// AcceptReusePort opens one listener per shard with SO_REUSEPORT; the
+	// kernel hashes each new connection to one of them, and the connection
+	// lives on the shard whose listener took it. No shard touches another's
+	// sockets. This is the default: see docs/benchmarks.md, "Connections on
+	// every shard", for the measurement behind the choice.
+	AcceptReusePort AcceptMode = "reuseport"
+	// AcceptHandoff opens one listener on the caller's shard, which accepts
+	// every connection and hands it to the shards round-robin: an exactly even
+	// spread, at the price of one accept loop for the whole process and a
+	// cross-shard message per connection.
+	AcceptHandoff AcceptMode = "handoff"
+)
+
+// ServeOption configures ServeTCP.
+type ServeOption func(*serveConfig)
+
+type serveConfig struct {
+	mode AcceptMode
+}
+
+// WithAcceptMode picks how connections are spread over shards.
+func WithAcceptMode(m AcceptMode) ServeOption { return func(c *serveConfig) { c.mode = m } }
+
+// Server is a TCP service running on every shard: each accepted connection
+// gets a fiber of its own, on the shard that accepted it (or was handed it),
+// and handle runs there.
+type Server struct {
+	network  string
+	addr     net.Addr
+	mode     AcceptMode
+	handle   func(f *Fiber, c *Conn)
+	acceptor []Addr[serveCtl]
+	accepted []atomic.Int64 // connections started per shard
+}
+
+type serveCtlKind uint8
+
+const (
+	ctlListen serveCtlKind = iota // open this shard's listener, start its accept loop
+	ctlConn                       // a handed-off connection fd to serve here
+	ctlClose                      // close this shard's listener
+)
+
+type serveCtl struct {
+	kind    serveCtlKind
+	address string
+	fd      int
+	reply   Reply[error]
+}
+
+// acceptor is the per-shard half of a Server.
+type acceptor struct {
+	srv   *Server
+	shard int
+	l     *Listener
+	next  int // round-robin cursor for handoff
+}
+
+// ServeTCP starts serving network/address on every shard. With port 0 the
+// kernel picks one port, which every shard then shares (see Addr).
+func ServeTCP(f *Fiber, network, address string, handle func(f *Fiber, c *Conn), opts ...ServeOption) (*Server, error) {
+	cfg := serveConfig{mode: AcceptReusePort}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch cfg.mode {
+	case AcceptReusePort, AcceptHandoff:
+	default:
+		return nil, fmt.Errorf("wo: ServeTCP: accept mode %q: want %q or %q", cfg.mode, AcceptReusePort, AcceptHandoff)
+	}
+	n := f.Shards()
+	s := &Server{network: network, mode: cfg.mode, handle: handle, accepted: make([]atomic.Int64, n)}
+	for i := 0; i < n; i++ {
+		s.acceptor = append(s.acceptor, SpawnOn[serveCtl](f, i, &acceptor{srv: s, shard: i}))
+	}
+	// The first listener resolves the address (and a port 0); the others bind
+	// the same one. Handoff opens only the first.
+	first := f.Shard()
+	order := []int{first}
+	if cfg.mode == AcceptReusePort {
+		for i := 0; i < n; i++ {
+			if i != first {
+				order = append(order, i)
+			}
+		}
+	}
+	for k, i := range order {
+		if k > 0 {
+			address = s.addr.String()
+		}
+		err, askErr := Ask(f, s.acceptor[i], 0, func(r Reply[error]) serveCtl {
+			return serveCtl{kind: ctlListen, address: address, reply: r}
+		})
+		if askErr != nil {
+			err = askErr
+		}
+		if err != nil {
+			s.Close(f)
+			return nil, fmt.Errorf("wo: ServeTCP on shard %d: %w", i, err)
+		}
+	}
+	return s, nil
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// Mode returns how the server spreads connections.
+func (s *Server) Mode() AcceptMode { return s.mode }
+
+// Accepted returns how many connections each shard has served so far.
+func (s *Server) Accepted() []int64 {
+	out := make([]int64, len(s.accepted))
+	for i := range s.accepted {
+		out[i] = s.accepted[i].Load()
+	}
+	return out
+}
+
+// Close stops accepting on every shard. Connections already served go on
+// until their handlers return.
+func (s *Server) Close(f *Fiber) {
+	for _, a := range s.acceptor {
+		Send(f, a, serveCtl{kind: ctlClose})
+	}
+}
+
+func (a *acceptor) Receive(f *Fiber, m serveCtl) {
+	switch m.kind {
+	case ctlListen:
+		var opts []ListenOption
+		if a.srv.mode == AcceptReusePort {
+			opts = append(opts, ReusePort())
+		}
+		l, err := Listen(f, a.srv.network, m.address, opts...)
+		if err == nil {
+			a.l = l
+			if a.srv.addr == nil {
+				a.srv.addr = l.Addr()
+			}
+			Go(f, a.acceptLoop)
+		}
+		m.reply.Send(f, err)
+	case ctlConn:
+		a.start(f, func(f *Fiber) *Conn { return newConn(f, m.fd, a.srv.network) })
+	case ctlClose:
+		if a.l != nil {
+			_ = a.l.Close()
+			a.l = nil
+		}
+	}
+}
+
+func (a *acceptor) acceptLoop(f *Fiber) {
+	l := a.l
+	for {
+		c, err := l.Accept(f)
+		if err != nil {
+			return // closed, or the runtime stops
+		}
+		target := a.shard
+		if a.srv.mode == AcceptHandoff {
+			target = a.next % len(a.srv.acceptor)
+			a.next++
+		}
+		if target == a.shard {
+			a.start(f, func(nf *Fiber) *Conn {
+				if err := c.Bind(nf); err != nil {
+					_ = c.Close()
+					return nil
+				}
+				return c
+			})
+			continue
+		}
+		Send(f, a.srv.acceptor[target], serveCtl{kind: ctlConn, fd: c.detach()})
+	}
+}
+
+// start runs the server's handler on a new fiber of this shard for the
+// connection open returns, and closes the connection when the handler
+// returns.
+func (a *acceptor) start(f *Fiber, open func(f *Fiber) *Conn) {
+	a.srv.accepted[a.shard].Add(1)
+	Go(f, func(f *Fiber) {
+		c := open(f)
+		if c == nil {
+			return
+		}
+		defer c.Close()
+		a.srv.handle(f, c)
+	})
+}
+
+// detach takes the socket away from this shard without closing it, so its fd
+// can be handed to another shard, which wraps it with newConn.
+func (c *Conn) detach() int {
+	delete(c.nfd.sh.sockets, &c.nfd)
+	c.nfd.closed = true
+	return c.nfd.fd
+}

@@ -1,0 +1,121 @@
+package runtime
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoHandler copies the connection back to itself.
+func echoHandler(f *Fiber, c *Conn) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// startServer runs ServeTCP in a runtime and returns the server once it is
+// listening; stop ends the runtime.
+func startServer(t testing.TB, cfg Config, mode AcceptMode) (srv *Server, stop func()) {
+	t.Helper()
+	ready := make(chan *Server, 1)
+	errs := make(chan error, 1)
+	r, err := startRuntime(cfg, func(f *Fiber) int {
+		s, err := ServeTCP(f, "tcp", "127.0.0.1:0", echoHandler, WithAcceptMode(mode))
+		if err != nil {
+			errs <- err
+			return 1
+		}
+		ready <- s
+		for !f.Stopping() {
+			Sleep(f, time.Hour)
+		}
+		return 0
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-ready:
+		return s, func() { r.Stop() }
+	case err := <-errs:
+		r.Wait()
+		t.Fatal(err)
+	}
+	return nil, nil
+}
+
+func TestServeTCPOnEveryShard(t *testing.T) {
+	for _, mode := range []AcceptMode{AcceptReusePort, AcceptHandoff} {
+		t.Run(string(mode), func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, cfg Config) {
+				if cfg.Shards == 0 {
+					cfg.Shards = 2
+				}
+				srv, stop := startServer(t, cfg, mode)
+				defer stop()
+				const conns = 40
+				var wg sync.WaitGroup
+				for i := 0; i < conns; i++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						c, err := net.Dial("tcp", srv.Addr().String())
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						defer c.Close()
+						msg := fmt.Sprintf("hello %d\n", i)
+						if _, err := io.WriteString(c, msg); err != nil {
+							t.Error(err)
+							return
+						}
+						got, err := bufio.NewReader(c).ReadString('\n')
+						if err != nil || got != msg {
+							t.Errorf("echo %q, %v; want %q", got, err, msg)
+						}
+					}()
+				}
+				wg.Wait()
+				per := srv.Accepted()
+				total := int64(0)
+				for _, n := range per {
+					total += n
+				}
+				if total != conns {
+					t.Fatalf("served %d connections (%v), want %d", total, per, conns)
+				}
+				if mode == AcceptHandoff {
+					for i, n := range per {
+						if n != conns/int64(len(per)) {
+							t.Fatalf("handoff served %v; shard %d should have %d", per, i, conns/len(per))
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestServeTCPRejectsABadMode(t *testing.T) {
+	cfg := testConfig(t)
+	run(t, cfg, func(f *Fiber) int {
+		if _, err := ServeTCP(f, "tcp", "127.0.0.1:0", echoHandler, WithAcceptMode("random")); err == nil {
+			t.Error("ServeTCP accepted mode \"random\"")
+		}
+		return 0
+	})
+}
