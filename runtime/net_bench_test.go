@@ -1,0 +1,308 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/writeonce/wo/iobackend"
+)
+
+// TCP echo over loopback, side by side: the server on the runtime (a fiber
+// per connection) on io_uring and on epoll, and the baseline, the same echo
+// on package net with a goroutine per connection.
+//
+// The load comes from a separate process (this test binary re-executed as
+// TestNetEchoBenchClient): a wo runtime with one shard and a fiber per
+// connection, each in a closed loop (write 64 bytes, read the echo, record
+// the round trip). A separate process keeps the client's threads, heap and
+// GC out of the server's process, gives each side its own RLIMIT_NOFILE
+// (10,000 connections are 20,000 descriptors in all, the hard limit here),
+// and is the same generator for all three servers, so the comparison is of
+// the servers alone. The server's syscalls are its backend's counters over
+// the client's measured window.
+//
+//	go test -run '^$' -bench NetEcho -benchtime 1x -count 3 ./runtime/
+//
+// WO_NETBENCH_DURATION (default 1s) sets the measured window. The wo server
+// has one shard; the Go server has GOMAXPROCS Ps but shares the machine with
+// the client process the same way.
+func BenchmarkNetEcho(b *testing.B) {
+	for _, server := range []string{"uring", "epoll", "gonet"} {
+		b.Run(server, func(b *testing.B) {
+			if server != "gonet" {
+				if _, err := iobackend.Select(iobackend.Mode(server)); err != nil {
+					b.Skipf("backend %s unusable here: %v", server, err)
+				}
+			}
+			for _, conns := range []int{1, 100, 10000} {
+				b.Run(fmt.Sprintf("conns=%d", conns), func(b *testing.B) {
+					benchEcho(b, server, conns)
+				})
+			}
+		})
+	}
+}
+
+const echoMsgSize = 64
+
+// raiseNoFile raises RLIMIT_NOFILE to the hard limit and reports the soft
+// limit now in force.
+func raiseNoFile() uint64 {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	if rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &rl)
+		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
+	}
+	return rl.Cur
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+func benchEcho(b *testing.B, server string, conns int) {
+	if lim := raiseNoFile(); lim < uint64(conns)+256 {
+		b.Skipf("%d connections need RLIMIT_NOFILE ≥ %d per process; the hard limit is %d", conns, conns+256, lim)
+	}
+	dur := envDuration("WO_NETBENCH_DURATION", time.Second)
+
+	var addr string
+	var syscalls func() uint64
+	var stop func()
+	if server == "gonet" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		addr = ln.Addr().String()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					buf := make([]byte, 4096)
+					for {
+						n, err := c.Read(buf)
+						if err != nil {
+							return
+						}
+						if _, err := c.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}()
+			}
+		}()
+		syscalls = func() uint64 { return 0 }
+		stop = func() { ln.Close(); <-done }
+	} else {
+		cfg := testConfig(b)
+		cfg.IO = iobackend.Mode(server)
+		cfg.Shards = 1 // one core's worth of server: the client needs the other
+		cfg.Pin = PinOff
+		cfg.Watchdog = -1
+		addrCh := make(chan string, 1)
+		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
+			serve := func(f *Fiber, l *Listener) {
+				for {
+					c, err := l.Accept(f)
+					if err != nil {
+						return
+					}
+					Go(f, func(g *Fiber) {
+						defer c.Close()
+						if c.Bind(g) != nil {
+							return
+						}
+						buf := make([]byte, 4096)
+						for {
+							n, err := c.Read(buf)
+							if err != nil {
+								return
+							}
+							if _, err := c.Write(buf[:n]); err != nil {
+								return
+							}
+						}
+					})
+				}
+			}
+			l, err := Listen(f, "tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Error(err)
+				addrCh <- ""
+				return 1
+			}
+			addrCh <- l.Addr().String()
+			serve(f, l)
+			return 0
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if addr = <-addrCh; addr == "" {
+			rt.Stop()
+			b.FailNow()
+		}
+		syscalls = func() uint64 {
+			var n uint64
+			for _, s := range rt.Stats().PerShard {
+				n += s.Backend.Syscalls
+			}
+			return n
+		}
+		stop = func() { rt.Stop() }
+	}
+	defer stop()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNetEchoBenchClient$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("WO_NETBENCH_CLIENT=%s %d %d", addr, conns, dur.Nanoseconds()))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var sys0, sys1 uint64
+	var msgs, p99, elapsed float64
+	var lines []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 1 && f[0] == "START":
+			sys0 = syscalls()
+		case len(f) == 4 && f[0] == "RESULT":
+			sys1 = syscalls()
+			msgs, _ = strconv.ParseFloat(f[1], 64)
+			p99, _ = strconv.ParseFloat(f[2], 64)
+			elapsed, _ = strconv.ParseFloat(f[3], 64)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("client: %v", err)
+	}
+	b.StopTimer()
+	if msgs == 0 {
+		b.Fatalf("the client reported no messages:\n%s", strings.Join(lines, "\n"))
+	}
+	b.ReportMetric(msgs/(elapsed/1e9), "msgs/s")
+	b.ReportMetric(p99/1e3, "p99-µs")
+	b.ReportMetric(elapsed/msgs, "ns/op")
+	if server != "gonet" {
+		b.ReportMetric(float64(sys1-sys0)/msgs*1000, "syscalls/1k-msgs")
+	}
+}
+
+// TestNetEchoBenchClient is BenchmarkNetEcho's load generator, run in a
+// child process; it skips in a normal test run.
+func TestNetEchoBenchClient(t *testing.T) {
+	spec := os.Getenv("WO_NETBENCH_CLIENT")
+	if spec == "" {
+		t.Skip("the load generator of BenchmarkNetEcho; runs only in its child process")
+	}
+	var addr string
+	var conns int
+	var dur time.Duration
+	if _, err := fmt.Sscanf(spec, "%s %d %d", &addr, &conns, &dur); err != nil {
+		t.Fatalf("WO_NETBENCH_CLIENT=%q: %v", spec, err)
+	}
+	raiseNoFile()
+	cfg := testConfig(t)
+	cfg.Shards, cfg.Pin, cfg.Watchdog = 1, PinOff, -1
+	run(t, cfg, func(f *Fiber) int {
+		connected, failed := 0, 0
+		measuring, stopping := false, false
+		var lat []int64
+		msgs := 0
+		running := 0
+		const wave = 256 // dials in flight: keeps the accept queue from overflowing
+		for i := 0; i < conns; i++ {
+			for i-connected-failed >= wave {
+				Sleep(f, 100*time.Microsecond)
+			}
+			running++
+			Go(f, func(f *Fiber) {
+				defer func() { running-- }()
+				c, err := Dial(f, "tcp", addr)
+				if err != nil {
+					failed++
+					t.Errorf("dial: %v", err)
+					return
+				}
+				connected++
+				defer c.Close()
+				msg := make([]byte, echoMsgSize)
+				buf := make([]byte, echoMsgSize)
+				for !stopping {
+					start := time.Now()
+					if _, err := c.Write(msg); err != nil {
+						t.Errorf("write: %v", err)
+						return
+					}
+					if _, err := io.ReadFull(c, buf); err != nil {
+						t.Errorf("read: %v", err)
+						return
+					}
+					if measuring {
+						lat = append(lat, int64(time.Since(start)))
+						msgs++
+					}
+				}
+			})
+		}
+		for connected+failed < conns {
+			Sleep(f, time.Millisecond)
+		}
+		if failed > 0 {
+			stopping = true
+			return 1
+		}
+		Sleep(f, 200*time.Millisecond) // warm up
+		fmt.Println("START")
+		measuring = true
+		start := time.Now()
+		Sleep(f, dur)
+		measuring = false
+		elapsed := time.Since(start)
+		stopping = true
+		slices.Sort(lat)
+		p99 := int64(0)
+		if len(lat) > 0 {
+			p99 = lat[len(lat)*99/100]
+		}
+		fmt.Printf("RESULT %d %d %d\n", msgs, p99, elapsed.Nanoseconds())
+		for running > 0 {
+			Sleep(f, time.Millisecond)
+		}
+		return 0
+	})
+}
