@@ -135,6 +135,7 @@ func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 	}
 	o.addr = runtime.SpawnOn(f, OwnerShard, &ownerActor{o})
 	o.committer = runtime.SpawnOn(f, OwnerShard, &committerActor{o})
+	o.sink = runtime.SpawnOn(f, OwnerShard, sink{})
 	resp, err := runtime.Ask(f, o.committer, 0, func(r runtime.Reply[response]) ctl {
 		return ctl{kind: ctlOpen, reply: r}
 	})
@@ -273,7 +274,7 @@ func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, 
 	// No runtime call between Prepare and the enqueue inside mk: the commit
 	// queue stays in Prepare order, which is the order Apply needs.
 	resp, err := runtime.Ask(f, o.committer, 0, func(r runtime.Reply[response]) ctl {
-		return o.enqueue(commit{m: m, reply: r, op: op, table: table, span: sp})
+		return o.enqueue(f, commit{m: m, reply: r, op: op, table: table, span: sp})
 	})
 	if err != nil {
 		// The runtime is stopping; the commit may still happen, but this

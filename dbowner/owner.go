@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -46,6 +47,14 @@ type owner struct {
 	fatal   error // sticky: the WAL failed fatally
 	closed  bool
 	payload []byte // encoding buffer, reused
+
+	// Group gathering (see gather).
+	sink        runtime.Addr[struct{}]
+	concurrency int           // writers active in the last cycle
+	lastSync    time.Duration // duration of the last group's write+sync
+	gathering   bool
+	gatherWant  int
+	gatherWake  runtime.Reply[struct{}]
 
 	stats counters
 }
@@ -102,15 +111,20 @@ func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 		req.reply.Send(f, response{err: err})
 		return
 	}
-	if k := o.enqueue(commit{m: m, reply: req.reply, op: req.op, table: req.table, span: sp}); k.kind == ctlKick {
+	if k := o.enqueue(f, commit{m: m, reply: req.reply, op: req.op, table: req.table, span: sp}); k.kind == ctlKick {
 		runtime.Send(f, o.committer, k)
 	}
 }
 
 // enqueue adds a prepared commit to the queue and returns the message for
-// the committer: a kick if none is pending, else a no-op.
-func (o *owner) enqueue(c commit) ctl {
+// the committer: a kick if none is pending, else a no-op. f is the calling
+// fiber (to wake a gathering committer).
+func (o *owner) enqueue(f *runtime.Fiber, c commit) ctl {
 	o.queue = append(o.queue, c)
+	if o.gathering && len(o.queue) >= o.gatherWant {
+		o.gathering = false
+		o.gatherWake.Send(f, struct{}{})
+	}
 	if o.kicked {
 		return ctl{kind: ctlNop}
 	}
@@ -174,14 +188,53 @@ func (a *committerActor) Receive(f *runtime.Fiber, c ctl) {
 // of them, which is the group commit.
 func (o *owner) drain(f *runtime.Fiber) {
 	for len(o.queue) > 0 {
+		o.gather(f)
 		group := o.queue
 		o.queue = o.spare[:0]
+		t0 := time.Now()
 		o.commitGroup(f, group)
+		o.lastSync = time.Since(t0)
+		// Everyone answered now will likely commit again at once; with the
+		// commits that queued meanwhile, that is how many writers are
+		// active (see gather).
+		o.concurrency = len(group) + len(o.queue)
 		clear(group)
 		o.spare = group[:0]
 	}
 	o.kicked = false
 }
+
+// gather waits, briefly, for the writers just answered to rejoin the queue
+// before the next group starts.
+//
+// Without it, N steady writers split into two alternating groups: while
+// group A is syncing, group B queues; B starts the moment A finishes, before
+// A's writers (answered just now, some of them a cross-shard round trip
+// away) have committed again, so each fsync carries N/2 commits. Waiting
+// until as many commits are queued as there were active writers in the
+// last cycle merges them into one group of N. The wait is bounded by half
+// the last group's write+sync time (and at least a timer tick, which is 1ms
+// on epoll), and skipped when the queue already holds that many, so one
+// writer never waits at all.
+func (o *owner) gather(f *runtime.Fiber) {
+	want := o.concurrency
+	if len(o.queue) >= want || o.lastSync <= 0 {
+		return
+	}
+	o.gathering, o.gatherWant = true, want
+	_, _ = runtime.Ask(f, o.sink, max(o.lastSync/2, 20*time.Microsecond), func(r runtime.Reply[struct{}]) struct{} {
+		o.gatherWake = r
+		return struct{}{}
+	})
+	o.gathering = false
+	o.gatherWake = runtime.Reply[struct{}]{}
+}
+
+// sink is the addressee of gather's Ask: the wake-up comes from enqueue (or
+// the timeout), never from the sink.
+type sink struct{}
+
+func (sink) Receive(*runtime.Fiber, struct{}) {}
 
 func (o *owner) open() error {
 	log, rec, err := wal.Open(o.fs, o.opts.Dir, o.opts.WAL)

@@ -100,6 +100,13 @@ type Backend interface {
 	// from any goroutine.
 	Wake() error
 
+	// Forget says the caller is about to close fd: drop what the backend
+	// keeps for it; ops still parked on it must have been cancelled first.
+	// The number may then be reused by a new fd, which must not inherit the
+	// old one's state (the epoll backend registers each fd once, and the
+	// kernel drops a closed fd from its epoll set).
+	Forget(fd int)
+
 	// Stats returns counters since the backend was created.
 	Stats() Stats
 

@@ -11,8 +11,9 @@
 //     the same ring, and one io_uring_enter per Wait submits the batch and
 //     waits.
 //   - epoll (KindEpoll), the portable path for kernels or seccomp profiles
-//     that refuse io_uring: one-shot epoll readiness, the socket syscall
-//     performed when ready, an eventfd in the epoll set, and blocking
+//     that refuse io_uring: each fd registered once, edge-triggered, the
+//     socket syscall tried at once and retried on the next edge after an
+//     EAGAIN, an eventfd in the epoll set, and blocking
 //     pwrite/fdatasync on the shard thread.
 //
 // Both give the same results for the same calls; the tests run every case on

@@ -11,22 +11,48 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// epollOp is a parked operation: waiting for readiness on its fd.
+// epollOp is a parked operation: waiting for an edge on its fd.
 type epollOp struct {
 	token  uint64
 	opcode uint8 // the io_uring opcode of the same operation: opPollAdd, opRecv, opSend, opAccept
 	fd     int
 	buf    []byte
-	events uint32 // readiness it waits for
+	events uint32 // PollAdd: the poll events asked for
 }
 
-// epollFD is the interest state of one fd. Several ops may wait on one fd (a
-// reader and a writer fiber on one connection); the registration is the union
-// of their events, EPOLLONESHOT, re-armed while waiters remain.
+// epollFD is what the backend keeps for one fd number. The fd is registered
+// once, edge-triggered, for every event; the kernel then reports each change
+// of readiness and the backend never touches the registration again (one
+// epoll_ctl per fd instead of one per parked op, as Go's netpoller does).
+// With edge triggering an op that got EAGAIN must wait for the next edge of
+// its direction, so the waiters are kept per direction, in arrival order.
 type epollFD struct {
 	registered bool
-	waiters    []*epollOp
+	// verify says the registration may be gone without us knowing: the fd
+	// number was closed (the kernel dropped it from the epoll set) and reused
+	// by a caller that did not call Forget. The next park re-adds the fd; a
+	// live registration answers EEXIST and costs nothing else. It is set
+	// where such closes happen: after a Cancel (a timed-out connect is closed
+	// without Forget) and after ERR/HUP (a refused connect is).
+	verify bool
+	// readable and writable say an edge was seen in that direction since the
+	// last EAGAIN. They start true: an unknown fd is tried before parking.
+	readable, writable bool
+	readers            []*epollOp // Recv, Accept
+	writers            []*epollOp // Send
+	polls              []*epollOp // PollAdd, any events
 }
+
+// epollMask is the one registration of every fd: all events, edge-triggered.
+// EPOLLPRI is included so that PollAdd(POLLPRI) sees urgent data.
+const epollMask = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET
+
+// The events that make a parked reader or writer worth retrying. ERR and HUP
+// wake both sides: the syscall then reports the error (or EOF) itself.
+const (
+	epollReadEvents  = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
+	epollWriteEvents = unix.EPOLLOUT | unix.EPOLLHUP | unix.EPOLLERR
+)
 
 // epollBackend is the portable backend: epoll readiness, the syscall itself
 // performed once the fd is ready, an eventfd for wake-ups, and blocking file
@@ -42,7 +68,8 @@ type epollBackend struct {
 	fds    map[int]*epollFD
 	live   map[uint64]*epollOp
 	ready  []Completion
-	broken map[int]bool // fd had a failed or short Write since its last Fsync
+	broken map[int]bool   // fd had a failed or short Write since its last Fsync
+	pfd    [1]unix.PollFd // poll(2)'s argument, kept here so it does not escape per call
 
 	stats counters
 }
@@ -145,86 +172,147 @@ func (b *epollBackend) try(opcode uint8, fd int, buf []byte) (res int32, again b
 	}
 }
 
-func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64, events uint32) (int32, bool) {
+// queue returns the waiter list of st that an op of opcode parks on, and the
+// readiness flag of that direction.
+func (st *epollFD) queue(opcode uint8) (*[]*epollOp, *bool) {
+	if opcode == opSend {
+		return &st.writers, &st.writable
+	}
+	return &st.readers, &st.readable
+}
+
+func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (int32, bool) {
 	if e := b.check(token); e != 0 {
 		return -int32(e), true
 	}
 	b.stats.submitted.Add(1)
+	op := &epollOp{token: token, opcode: opcode, fd: fd, buf: buf}
+	if st := b.fds[fd]; st != nil && st.registered && !st.verify {
+		q, ready := st.queue(opcode)
+		if len(*q) > 0 || !*ready {
+			// No edge since the last EAGAIN in this direction: the syscall
+			// would fail again, and an op already waiting goes first.
+			*q = append(*q, op)
+			b.live[token] = op
+			return 0, false
+		}
+	}
 	res, again := b.try(opcode, fd, buf)
 	if !again {
 		return res, true
 	}
-	b.park(&epollOp{token: token, opcode: opcode, fd: fd, buf: buf, events: events})
+	st, errno := b.register(fd)
+	if errno != 0 {
+		return -int32(errno), true
+	}
+	q, ready := st.queue(opcode)
+	*ready = false
+	*q = append(*q, op)
+	b.live[token] = op
 	return 0, false
 }
 
 func (b *epollBackend) Recv(fd int, buf []byte, token uint64) (int32, bool) {
-	return b.start(opRecv, fd, buf, token, unix.EPOLLIN|unix.EPOLLRDHUP)
+	return b.start(opRecv, fd, buf, token)
 }
 
 func (b *epollBackend) Send(fd int, buf []byte, token uint64) (int32, bool) {
-	return b.start(opSend, fd, buf, token, unix.EPOLLOUT)
+	return b.start(opSend, fd, buf, token)
 }
 
 func (b *epollBackend) Accept(fd int, token uint64) (int32, bool) {
-	return b.start(opAccept, fd, nil, token, unix.EPOLLIN)
+	return b.start(opAccept, fd, nil, token)
 }
 
+// PollAdd asks poll(2) first: with edge triggering an fd that is ready now
+// (data that arrived before, a pipe's empty write end) produces no new edge,
+// so a waiter parked on it would never be woken. Only a not-ready fd parks;
+// its next edge is checked with poll(2) again, so every completion reports
+// the events that hold at that moment, like IORING_OP_POLL_ADD.
 func (b *epollBackend) PollAdd(fd int, events uint32, token uint64) error {
 	if e := b.check(token); e != 0 {
 		return fmt.Errorf("iobackend: poll_add fd %d token %d: %w", fd, token, e)
 	}
 	b.stats.submitted.Add(1)
 	// The POLL* and EPOLL* bits are the same values on Linux.
-	b.park(&epollOp{token: token, opcode: opPollAdd, fd: fd, events: events})
+	revents, errno := b.poll(fd, events)
+	switch {
+	case errno != 0:
+		b.ready = append(b.ready, Completion{Token: token, Res: -int32(errno)})
+		return nil
+	case revents != 0:
+		b.ready = append(b.ready, Completion{Token: token, Res: pollRes(revents)})
+		return nil
+	}
+	st, errno := b.register(fd)
+	if errno != 0 {
+		b.ready = append(b.ready, Completion{Token: token, Res: -int32(errno)})
+		return nil
+	}
+	op := &epollOp{token: token, opcode: opPollAdd, fd: fd, events: events}
+	st.polls = append(st.polls, op)
+	b.live[token] = op
 	return nil
 }
 
-// park adds op to its fd's waiters and (re-)arms the fd.
-func (b *epollBackend) park(op *epollOp) {
-	st := b.fds[op.fd]
-	if st == nil {
-		st = &epollFD{}
-		b.fds[op.fd] = st
+// pollRes turns poll(2) revents into a PollAdd result: POLLNVAL (a closed
+// fd) is -EBADF, as io_uring and epoll_ctl report it.
+func pollRes(revents uint32) int32 {
+	if revents&unix.POLLNVAL != 0 {
+		return -int32(unix.EBADF)
 	}
-	st.waiters = append(st.waiters, op)
-	b.live[op.token] = op
-	b.arm(op.fd, st)
+	return int32(revents)
 }
 
-// arm registers the union of the waiters' events, one-shot. If the kernel
-// refuses (EBADF: the fd is closed; EPERM: a regular file), every waiter on
-// the fd completes with that error, as the io_uring backend would report it.
-func (b *epollBackend) arm(fd int, st *epollFD) {
-	var mask uint32
-	for _, w := range st.waiters {
-		mask |= w.events
+// poll is a zero-timeout poll(2) of one fd: the events of mask (and ERR, HUP,
+// NVAL) that hold now.
+func (b *epollBackend) poll(fd int, mask uint32) (uint32, unix.Errno) {
+	b.pfd[0] = unix.PollFd{Fd: int32(fd), Events: int16(mask)}
+	for {
+		b.stats.syscalls.Add(1)
+		_, err := unix.Poll(b.pfd[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, errnoOf(err)
+		}
+		return uint32(uint16(b.pfd[0].Revents)), 0
 	}
-	ev := unix.EpollEvent{Events: mask | unix.EPOLLONESHOT, Fd: int32(fd)}
-	op := unix.EPOLL_CTL_ADD
-	if st.registered {
-		op = unix.EPOLL_CTL_MOD
+}
+
+// register makes sure fd is in the epoll set, edge-triggered for every
+// event, and returns its state. The kernel refusing (EPERM: a regular file)
+// is the op's result, as the io_uring backend would report it.
+func (b *epollBackend) register(fd int) (*epollFD, unix.Errno) {
+	st := b.fds[fd]
+	if st == nil {
+		st = &epollFD{readable: true, writable: true}
+		b.fds[fd] = st
 	}
+	if st.registered && !st.verify {
+		return st, 0
+	}
+	ev := unix.EpollEvent{Events: epollMask, Fd: int32(fd)}
 	b.stats.syscalls.Add(1)
-	err := unix.EpollCtl(b.epfd, op, fd, &ev)
-	// The registration can disagree with ours when the fd was closed and its
-	// number reused (the kernel dropped the old one): retry the other verb.
-	if err == unix.ENOENT && op == unix.EPOLL_CTL_MOD {
-		b.stats.syscalls.Add(1)
-		err = unix.EpollCtl(b.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
-	} else if err == unix.EEXIST && op == unix.EPOLL_CTL_ADD {
-		b.stats.syscalls.Add(1)
-		err = unix.EpollCtl(b.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
+	err := unix.EpollCtl(b.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	switch err {
+	case nil:
+		// A new registration (first use, or a reused number): the kernel
+		// queues an edge at once if the fd is ready, so nothing is missed
+		// between the EAGAIN and here.
+	case unix.EEXIST:
+		// Still registered: verify was a false alarm, or the state was
+		// forgotten while the fd stayed open. Either way later changes of
+		// readiness arrive as edges.
+	default:
+		if len(st.readers)+len(st.writers)+len(st.polls) == 0 {
+			delete(b.fds, fd)
+		}
+		return nil, errnoOf(err)
 	}
-	if err == nil {
-		st.registered = true
-		return
-	}
-	errno := errnoOf(err)
-	for _, w := range st.waiters {
-		b.finish(w, -int32(errno))
-	}
-	delete(b.fds, fd)
+	st.registered, st.verify = true, false
+	return st, 0
 }
 
 // finish retires op and queues its completion.
@@ -234,40 +322,114 @@ func (b *epollBackend) finish(op *epollOp, res int32) {
 	b.ready = append(b.ready, Completion{Token: op.token, Res: res})
 }
 
-// ready handles an epoll event on fd: every waiter the events satisfy runs
-// its syscall; those that still get EAGAIN keep waiting.
+// onEvent handles an edge on fd: the waiters of each direction it concerns
+// retry their syscalls in order until one gets EAGAIN (the rest would too:
+// they wait for the next edge), and parked PollAdds are checked with poll(2).
 func (b *epollBackend) onEvent(fd int, revents uint32) {
+	st := b.fds[fd]
+	if st == nil {
+		return // forgotten, or never parked on: nothing waits
+	}
+	if revents&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		// A dead socket is often closed without Forget (a refused connect
+		// in Dial); re-check the registration before trusting it again.
+		st.verify = true
+	}
+	if revents&epollReadEvents != 0 {
+		st.readable = true
+		b.retry(&st.readers, &st.readable)
+	}
+	if revents&epollWriteEvents != 0 {
+		st.writable = true
+		b.retry(&st.writers, &st.writable)
+	}
+	if len(st.polls) > 0 {
+		b.checkPolls(fd, st)
+	}
+}
+
+// retry runs the waiters of q in order; the first EAGAIN clears ready and
+// leaves it and the ones behind it parked.
+func (b *epollBackend) retry(q *[]*epollOp, ready *bool) {
+	ws := *q
+	i := 0
+	for ; i < len(ws); i++ {
+		w := ws[i]
+		res, again := b.try(w.opcode, w.fd, w.buf)
+		if again {
+			*ready = false
+			break
+		}
+		b.finish(w, res)
+	}
+	if i == 0 {
+		return
+	}
+	n := copy(ws, ws[i:])
+	clear(ws[n:])
+	*q = ws[:n]
+}
+
+// checkPolls completes the parked PollAdds of fd whose events hold now. An
+// edge is a hint, not a guarantee (the data may be gone again), so poll(2)
+// decides.
+func (b *epollBackend) checkPolls(fd int, st *epollFD) {
+	var mask uint32
+	for _, w := range st.polls {
+		mask |= w.events
+	}
+	revents, errno := b.poll(fd, mask)
+	keep := st.polls[:0]
+	for _, w := range st.polls {
+		switch {
+		case errno != 0:
+			b.finish(w, -int32(errno))
+		case revents&unix.POLLNVAL != 0:
+			b.finish(w, -int32(unix.EBADF))
+		default:
+			hit := revents & (w.events | unix.POLLERR | unix.POLLHUP)
+			if hit == 0 {
+				keep = append(keep, w)
+				continue
+			}
+			b.finish(w, int32(hit))
+		}
+	}
+	clear(st.polls[len(keep):])
+	st.polls = keep
+}
+
+// remove takes op out of q; it reports whether op was there.
+func remove(q *[]*epollOp, op *epollOp) bool {
+	ws := *q
+	for i, w := range ws {
+		if w == op {
+			copy(ws[i:], ws[i+1:])
+			ws[len(ws)-1] = nil
+			*q = ws[:len(ws)-1]
+			return true
+		}
+	}
+	return false
+}
+
+// Forget drops the state of fd, which the caller is about to close. The
+// kernel removes a closed fd from the epoll set by itself, so no epoll_ctl is
+// needed; what matters is that a new fd given the same number starts fresh
+// (registered again) rather than trusting a registration that is gone. Ops
+// still parked on fd (the caller should have cancelled them) complete with
+// -ECANCELED rather than wait forever.
+func (b *epollBackend) Forget(fd int) {
 	st := b.fds[fd]
 	if st == nil {
 		return
 	}
-	keep := st.waiters[:0]
-	for _, w := range st.waiters {
-		hit := revents & (w.events | unix.EPOLLERR | unix.EPOLLHUP)
-		if hit == 0 {
-			keep = append(keep, w)
-			continue
+	for _, q := range [][]*epollOp{st.readers, st.writers, st.polls} {
+		for _, w := range q {
+			b.finish(w, -int32(unix.ECANCELED))
 		}
-		if w.opcode == opPollAdd {
-			b.finish(w, int32(hit))
-			continue
-		}
-		res, again := b.try(w.opcode, w.fd, w.buf)
-		if again {
-			keep = append(keep, w)
-			continue
-		}
-		b.finish(w, res)
 	}
-	for i := len(keep); i < len(st.waiters); i++ {
-		st.waiters[i] = nil
-	}
-	st.waiters = keep
-	if len(st.waiters) > 0 {
-		b.arm(fd, st)
-	}
-	// With no waiters the one-shot registration stays disarmed; the next
-	// park re-arms it with MOD.
+	delete(b.fds, fd)
 }
 
 // ---- file I/O: synchronous ----
@@ -341,14 +503,11 @@ func (b *epollBackend) Cancel(token uint64) error {
 		return fmt.Errorf("iobackend: cancel token %d: %w", token, unix.ENOENT)
 	}
 	if st := b.fds[op.fd]; st != nil {
-		for i, w := range st.waiters {
-			if w == op {
-				st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
-				break
-			}
-		}
-		// Leaving the remaining events armed is harmless: an event nobody
-		// waits for is ignored and not re-armed.
+		_ = remove(&st.readers, op) || remove(&st.writers, op) || remove(&st.polls, op)
+		// A cancelled op is often followed by a close without Forget (a
+		// timed-out connect in Dial): re-check the registration at the next
+		// park. On a live fd that is one EEXIST.
+		st.verify = true
 	}
 	b.finish(op, -int32(unix.ECANCELED))
 	return nil

@@ -249,6 +249,11 @@ func (b *uringBackend) Kind() Kind { return KindUring }
 
 func (b *uringBackend) Stats() Stats { return b.stats.snapshot() }
 
+// Forget has nothing to drop: io_uring keeps no per-fd state between
+// requests (each request holds its own file reference, which is why parked
+// ones must be cancelled before the close).
+func (b *uringBackend) Forget(int) {}
+
 // ---- submission queue ----
 
 // sqSpace is how many SQE slots are free.

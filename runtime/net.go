@@ -102,6 +102,7 @@ func (nfd *netFD) close() error {
 		}
 	}
 	delete(nfd.sh.sockets, nfd)
+	nfd.sh.be.Forget(nfd.fd)
 	if err := unix.Close(nfd.fd); err != nil {
 		return os.NewSyscallError("close", err)
 	}

@@ -1,0 +1,52 @@
+package dbowner_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/runtime"
+)
+
+// A database opened from main, written from the owner shard and read from
+// another shard, with a transaction whose precondition fails.
+func Example() {
+	dir, _ := os.MkdirTemp("", "dbowner-example")
+	defer os.RemoveAll(dir)
+	runtime.Run(runtime.Config{Shards: 2}, func(f *runtime.Fiber) int {
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir})
+		if err != nil {
+			panic(err)
+		}
+		defer db.Close(f)
+		err = db.CreateTable(f, engine.Schema{
+			Name:   "employees",
+			Fields: []engine.Field{{Name: "id", Kind: engine.KindInt}, {Name: "name", Kind: engine.KindString}},
+			Key:    "id",
+		})
+		if err != nil {
+			panic(err)
+		}
+		v, _ := db.Insert(f, "employees", map[string]engine.Value{"id": engine.Int(1), "name": engine.String("ada")})
+
+		// From shard 1 the same calls go to the owner and back.
+		onShard(f, 1, func(f *runtime.Fiber) {
+			r, _ := db.Get(f, "employees", engine.Int(1))
+			fmt.Println(r.Get("name").Str(), r.Version == v)
+			_, err := db.Tx(f, engine.Batch{
+				engine.Update("employees", engine.Int(1), map[string]engine.Value{"name": engine.String("bob")}).IfVersion(v + 100),
+				engine.Insert("employees", map[string]engine.Value{"id": engine.Int(2), "name": engine.String("cy")}),
+			})
+			fmt.Println(errors.Is(err, engine.ErrPrecondition))
+			res, _ := db.Query(f, engine.Query{Table: "employees"})
+			fmt.Println(len(res.Records))
+		})
+		return 0
+	})
+	// Output:
+	// ada true
+	// true
+	// 1
+}
