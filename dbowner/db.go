@@ -135,7 +135,6 @@ func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 	}
 	o.addr = runtime.SpawnOn(f, OwnerShard, &ownerActor{o})
 	o.committer = runtime.SpawnOn(f, OwnerShard, &committerActor{o})
-	o.sink = runtime.SpawnOn(f, OwnerShard, sink{})
 	resp, err := runtime.Ask(f, o.committer, 0, func(r runtime.Reply[response]) ctl {
 		return ctl{kind: ctlOpen, reply: r}
 	})

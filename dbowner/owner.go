@@ -49,7 +49,6 @@ type owner struct {
 	payload []byte // encoding buffer, reused
 
 	// Group gathering (see gather).
-	sink        runtime.Addr[struct{}]
 	concurrency int           // writers active in the last cycle
 	lastSync    time.Duration // duration of the last group's write+sync
 	gathering   bool
@@ -222,19 +221,12 @@ func (o *owner) gather(f *runtime.Fiber) {
 		return
 	}
 	o.gathering, o.gatherWant = true, want
-	_, _ = runtime.Ask(f, o.sink, max(o.lastSync/2, 20*time.Microsecond), func(r runtime.Reply[struct{}]) struct{} {
-		o.gatherWake = r
-		return struct{}{}
-	})
+	wake, arrived := runtime.NewFuture[struct{}](f)
+	o.gatherWake = wake
+	_, _ = arrived.Wait(f, max(o.lastSync/2, 20*time.Microsecond))
 	o.gathering = false
 	o.gatherWake = runtime.Reply[struct{}]{}
 }
-
-// sink is the addressee of gather's Ask: the wake-up comes from enqueue (or
-// the timeout), never from the sink.
-type sink struct{}
-
-func (sink) Receive(*runtime.Fiber, struct{}) {}
 
 func (o *owner) open() error {
 	log, rec, err := wal.Open(o.fs, o.opts.Dir, o.opts.WAL)

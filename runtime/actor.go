@@ -55,6 +55,18 @@ type actorCell[M any] struct {
 	kind  *string // the receiver's type name, for logs and the watchdog
 	state actorState
 	mbox  fifo[M]
+	// askers are the requests (Ask, Call) delivered since the actor was last
+	// idle: if it dies, they are failed with ErrDeadActor instead of waiting
+	// out their deadlines. Kept beside the mailbox, not in it, so a plain
+	// Send carries nothing extra; answered askers ignore the failure.
+	askers []undeliverable
+}
+
+// undeliverable is the asking side of a request; the runtime calls it on the
+// dead actor's shard when the request can never be handled, so the asker
+// fails fast with ErrDeadActor instead of waiting out its timeout.
+type undeliverable interface {
+	undeliverable(sh *shard)
 }
 
 // Spawn starts r as an actor and returns its address. Actors are placed
@@ -92,25 +104,38 @@ func spawnOn[M any](sh *shard, r Receiver[M]) Addr[M] {
 // it points to) afterwards: on another shard it is read concurrently. Sending
 // to a dead actor or the zero Addr drops the message and counts it.
 func Send[M any](f *Fiber, to Addr[M], msg M) {
+	sendMail(f, to, msg, nil)
+}
+
+func sendMail[M any](f *Fiber, to Addr[M], msg M, ask undeliverable) {
 	f.charge(1)
 	c := to.c
 	if c == nil {
 		f.sh.rt.dropped.Add(1)
+		if ask != nil {
+			ask.undeliverable(f.sh)
+		}
 		return
 	}
 	if c.sh == f.sh {
-		c.enqueue(msg)
+		c.enqueue(msg, ask)
 		return
 	}
-	f.sh.sendRemote(c.sh, remoteItem{to: c, msg: msg})
+	f.sh.sendRemote(c.sh, remoteItem{to: c, msg: msg, ask: ask})
 }
 
-func (c *actorCell[M]) enqueue(msg M) {
+func (c *actorCell[M]) enqueue(msg M, ask undeliverable) {
 	if c.state == actorDead {
 		c.sh.rt.dropped.Add(1)
+		if ask != nil {
+			ask.undeliverable(c.sh)
+		}
 		return
 	}
 	c.mbox.push(msg)
+	if ask != nil {
+		c.askers = append(c.askers, ask)
+	}
 	if c.state == actorIdle {
 		c.state = actorQueued
 		c.sh.readyActors.push(c)
@@ -118,8 +143,8 @@ func (c *actorCell[M]) enqueue(msg M) {
 	}
 }
 
-func (c *actorCell[M]) deliverRemote(sh *shard, msg any) {
-	c.enqueue(unbox[M](msg))
+func (c *actorCell[M]) deliverRemote(sh *shard, it remoteItem) {
+	c.enqueue(unbox[M](it.msg), it.ask)
 }
 
 // unbox recovers a T that crossed shards as an any. A nil interface value (a
@@ -154,12 +179,21 @@ func (c *actorCell[M]) runTurn(f *Fiber) {
 		// that arrives later.
 		sh.rt.dropped.Add(uint64(c.mbox.len()))
 		c.mbox.reset()
+		for _, a := range c.askers {
+			a.undeliverable(sh)
+		}
+		c.askers = nil
 	case c.mbox.len() > 0:
 		c.state = actorQueued
 		sh.readyActors.push(c)
 	default:
+		// Idle: every request delivered so far has been handled.
 		c.state = actorIdle
 		c.mbox.shrinkIfIdle()
+		if c.askers != nil {
+			clear(c.askers)
+			c.askers = c.askers[:0]
+		}
 	}
 }
 

@@ -217,10 +217,10 @@ func TestAskTimesOut(t *testing.T) {
 		if !errors.Is(err, ErrTimeout) {
 			t.Errorf("Ask to a silent actor: %v, want ErrTimeout", err)
 		}
-		// A dead Addr also times out rather than hanging.
-		_, err = Ask(f, Addr[counterMsg]{}, 5*time.Millisecond, func(r Reply[int]) counterMsg { return counterMsg{query: r} })
-		if !errors.Is(err, ErrTimeout) {
-			t.Errorf("Ask to the zero Addr: %v, want ErrTimeout", err)
+		// Nobody at the zero Addr: fail at once, not at the deadline.
+		_, err = Ask(f, Addr[counterMsg]{}, time.Hour, func(r Reply[int]) counterMsg { return counterMsg{query: r} })
+		if !errors.Is(err, ErrDeadActor) {
+			t.Errorf("Ask to the zero Addr: %v, want ErrDeadActor", err)
 		}
 		return 0
 	})
@@ -311,4 +311,76 @@ func TestStopFromContextUnwindsEverything(t *testing.T) {
 	if unwound.Load() < 2 {
 		t.Fatalf("%d defers ran, want at least main's and the fiber's", unwound.Load())
 	}
+}
+
+// dying panics on its first message; requests already in its mailbox, and
+// requests sent later, fail with ErrDeadActor on every shard.
+type dying struct{}
+
+type dyingMsg struct {
+	boom  bool
+	reply Reply[int]
+}
+
+func (dying) Receive(f *Fiber, m dyingMsg) {
+	if m.boom {
+		panic("dying")
+	}
+	m.reply.Send(f, 1)
+}
+
+func TestAskADeadActorFailsFast(t *testing.T) {
+	cfg := multiShardConfig(t)
+	rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
+		for shard := 0; shard < f.Shards(); shard++ {
+			d := SpawnOn[dyingMsg](f, shard, dying{})
+			Send(f, d, dyingMsg{boom: true})
+			// Queued behind the fatal message, or sent after the death:
+			// either way the answer is ErrDeadActor, long before the hour.
+			for i := 0; i < 3; i++ {
+				_, err := Ask(f, d, time.Hour, func(r Reply[int]) dyingMsg { return dyingMsg{reply: r} })
+				if !errors.Is(err, ErrDeadActor) {
+					t.Errorf("shard %d, ask %d: %v, want ErrDeadActor", shard, i, err)
+				}
+			}
+		}
+		Register(f.Runtime(), "dead", SpawnOn[dyingMsg](f, f.Shards()-1, dying{}))
+		d, _ := Lookup[dyingMsg](f.Runtime(), "dead")
+		Send(f, d, dyingMsg{boom: true})
+		for !f.Stopping() {
+			Sleep(f, time.Hour)
+		}
+		return 0
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop()
+	d, ok := Lookup[dyingMsg](rt, "dead")
+	for !ok {
+		time.Sleep(time.Millisecond)
+		d, ok = Lookup[dyingMsg](rt, "dead")
+	}
+	for rt.Stats().ActorDeaths < uint64(rt.Shards()+1) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := Call(context.Background(), rt, d, func(r Reply[int]) dyingMsg { return dyingMsg{reply: r} }); !errors.Is(err, ErrDeadActor) {
+		t.Fatalf("Call to a dead actor: %v, want ErrDeadActor", err)
+	}
+}
+
+func TestFutureWakesOnAReplyOrTimesOut(t *testing.T) {
+	cfg := testConfig(t)
+	run(t, cfg, func(f *Fiber) int {
+		r, fu := NewFuture[string](f)
+		Go(f, func(f *Fiber) { r.Send(f, "signalled") })
+		if v, err := fu.Wait(f, time.Hour); v != "signalled" || err != nil {
+			t.Errorf("Wait = %q, %v", v, err)
+		}
+		_, fu2 := NewFuture[string](f)
+		if _, err := fu2.Wait(f, time.Millisecond); !errors.Is(err, ErrTimeout) {
+			t.Errorf("unanswered Wait: %v, want ErrTimeout", err)
+		}
+		return 0
+	})
 }

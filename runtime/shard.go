@@ -64,11 +64,12 @@ type shard struct {
 type remoteItem struct {
 	to  remoteTarget
 	msg any
+	ask undeliverable // set for a request made with Ask or Call
 }
 
 // remoteTarget receives an item on its home shard's thread.
 type remoteTarget interface {
-	deliverRemote(sh *shard, msg any)
+	deliverRemote(sh *shard, it remoteItem)
 }
 
 // inbox is the multi-producer queue other shards and outside goroutines push
@@ -330,7 +331,7 @@ func (sh *shard) spinForInbox(timeout time.Duration) bool {
 func (sh *shard) drainInbox() {
 	items := sh.inbox.take()
 	for _, it := range items {
-		it.to.deliverRemote(sh, it.msg)
+		it.to.deliverRemote(sh, it)
 	}
 	sh.inbox.recycle(items)
 }
