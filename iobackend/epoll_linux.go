@@ -322,9 +322,10 @@ func (b *epollBackend) finish(op *epollOp, res int32) {
 	b.ready = append(b.ready, Completion{Token: op.token, Res: res})
 }
 
-// onEvent handles an edge on fd: the waiters of each direction it concerns
-// retry their syscalls in order until one gets EAGAIN (the rest would too:
-// they wait for the next edge), and parked PollAdds are checked with poll(2).
+// onEvent handles an edge on fd: parked PollAdds are checked with poll(2),
+// and the waiters of each direction the edge concerns retry their syscalls
+// in order until one gets EAGAIN (the rest would too: they wait for the
+// next edge).
 func (b *epollBackend) onEvent(fd int, revents uint32) {
 	st := b.fds[fd]
 	if st == nil {
@@ -335,6 +336,11 @@ func (b *epollBackend) onEvent(fd int, revents uint32) {
 		// in Dial); re-check the registration before trusting it again.
 		st.verify = true
 	}
+	// Polls first: they see the readiness that caused the edge, before a
+	// parked recv consumes it, as io_uring wakes every poll on the file.
+	if len(st.polls) > 0 {
+		b.checkPolls(fd, st)
+	}
 	if revents&epollReadEvents != 0 {
 		st.readable = true
 		b.retry(&st.readers, &st.readable)
@@ -342,9 +348,6 @@ func (b *epollBackend) onEvent(fd int, revents uint32) {
 	if revents&epollWriteEvents != 0 {
 		st.writable = true
 		b.retry(&st.writers, &st.writable)
-	}
-	if len(st.polls) > 0 {
-		b.checkPolls(fd, st)
 	}
 }
 
