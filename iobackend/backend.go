@@ -48,7 +48,8 @@ type Completion struct {
 //
 // The caller must Cancel an fd's parked operations (and reap their
 // completions) before closing the fd: an io_uring request holds its own
-// reference to the file, so closing the descriptor does not finish it.
+// reference to the file, so closing the descriptor does not finish it. It
+// then calls Forget(fd) and closes it.
 type Backend interface {
 	// Kind says which implementation this is.
 	Kind() Kind

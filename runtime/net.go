@@ -275,6 +275,13 @@ func errShardMismatch(want *shard) error {
 // fiber running on the socket's shard. The fast check is two atomic loads;
 // only a failure pays for gettid to tell "another fiber of this shard" (or
 // an unwinding owner in a deferred call) from "another thread".
+//
+// The check is a guard, not a lock: it catches a use from elsewhere whenever
+// the bound fiber is not running at that instant (it is parked, or another
+// fiber runs). A use from another goroutine at the very moment the bound
+// fiber runs cannot be told apart without a gettid per call, which would
+// double the syscalls of the io_uring path; that use is undefined, like
+// sharing a buffer between goroutines.
 func ownerOf(nfd *netFD, bound *Fiber) (*Fiber, error) {
 	sh := nfd.sh
 	if sh.currentFiber.Load() == bound.id && sh.sliceStart.Load() != 0 {

@@ -35,14 +35,17 @@ import (
 //
 //	go test -run '^$' -bench NetEcho -benchtime 1x -count 3 ./runtime/
 //
-// WO_NETBENCH_DURATION (default 1s) sets the measured window. The wo server
-// has one shard; the Go server has GOMAXPROCS Ps but shares the machine with
-// the client process the same way.
+// WO_NETBENCH_DURATION (default 1s) sets the measured window. The plain
+// "uring" and "epoll" servers have one shard; the "-all-shards" ones run the
+// default deployment (a shard per CPU, connections spread by ServeTCP). The
+// Go server has GOMAXPROCS Ps; every server shares the machine with the
+// client process the same way.
 func BenchmarkNetEcho(b *testing.B) {
-	for _, server := range []string{"uring", "epoll", "gonet"} {
+	for _, server := range []string{"uring", "epoll", "uring-all-shards", "epoll-all-shards", "gonet"} {
 		b.Run(server, func(b *testing.B) {
 			if server != "gonet" {
-				if _, err := iobackend.Select(iobackend.Mode(server)); err != nil {
+				backend, _ := strings.CutSuffix(server, "-all-shards")
+				if _, err := iobackend.Select(iobackend.Mode(backend)); err != nil {
 					b.Skipf("backend %s unusable here: %v", server, err)
 				}
 			}
@@ -121,12 +124,32 @@ func benchEcho(b *testing.B, server string, conns int) {
 		stop = func() { ln.Close(); <-done }
 	} else {
 		cfg := testConfig(b)
-		cfg.IO = iobackend.Mode(server)
+		backend, allShards := strings.CutSuffix(server, "-all-shards")
+		cfg.IO = iobackend.Mode(backend)
 		cfg.Shards = 1 // one core's worth of server: the client needs the other
+		if allShards {
+			// The default deployment: a shard per CPU, connections spread by
+			// ServeTCP, competing with the client for the same cores as the
+			// goroutine-per-connection baseline does.
+			cfg.Shards = 0
+		}
 		cfg.Pin = PinOff
 		cfg.Watchdog = -1
 		addrCh := make(chan string, 1)
 		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
+			if allShards {
+				srv, err := ServeTCP(f, "tcp", "127.0.0.1:0", echoHandler)
+				if err != nil {
+					b.Error(err)
+					addrCh <- ""
+					return 1
+				}
+				addrCh <- srv.Addr().String()
+				for !f.Stopping() {
+					Sleep(f, time.Hour)
+				}
+				return 0
+			}
 			serve := func(f *Fiber, l *Listener) {
 				for {
 					c, err := l.Accept(f)
