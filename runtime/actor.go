@@ -74,7 +74,7 @@ type undeliverable interface {
 // the runtime: after Spawn only the actor touches it.
 func Spawn[M any](f *Fiber, r Receiver[M]) Addr[M] {
 	f.charge(1)
-	return spawnOn(f.sh.rt.placeRoundRobin(f.sh), r)
+	return spawnOn(f.sh.rt.placeRoundRobin(), r)
 }
 
 // SpawnKeyed starts r on the shard that key maps to, so that a named thing (a

@@ -288,7 +288,7 @@ func (rt *Runtime) now() int64 { return int64(time.Since(rt.epoch)) }
 
 func (rt *Runtime) nextFiberID() uint64 { return rt.fiberIDs.Add(1) - 1 }
 
-func (rt *Runtime) placeRoundRobin(from *shard) *shard {
+func (rt *Runtime) placeRoundRobin() *shard {
 	if len(rt.shards) == 1 {
 		return rt.shards[0]
 	}

@@ -1,0 +1,256 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/runtime"
+)
+
+// clearEnv unsets every WO_* setting variable for the test, so that the
+// developer's shell does not leak into the precedence checks.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, s := range settings {
+		t.Setenv(s.env, "") // registers the restore
+		os.Unsetenv(s.env)
+	}
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "worker.toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func load(t *testing.T, args ...string) (Config, error) {
+	t.Helper()
+	var out bytes.Buffer
+	return Load(args, &out)
+}
+
+func TestDefaults(t *testing.T) {
+	clearEnv(t)
+	// An explicit path to a missing file would be an error; the default
+	// path is tried and may be missing. Point it at an empty file so the
+	// test does not depend on /etc/wo on this machine.
+	c, err := load(t, "--config", writeFile(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
+		DataDir: "./data", HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text"}
+	got := c
+	got.File, got.Sources = "", nil
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", got, want)
+	}
+	for k, src := range c.Sources {
+		if src != "default" {
+			t.Errorf("%s from %s, want default", k, src)
+		}
+	}
+}
+
+func TestMissingDefaultFileIsFine(t *testing.T) {
+	clearEnv(t)
+	if _, err := os.Stat(DefaultFile); err == nil {
+		t.Skipf("%s exists on this machine", DefaultFile)
+	}
+	c, err := load(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.File != "" {
+		t.Fatalf("File = %q, want none", c.File)
+	}
+}
+
+func TestMissingExplicitFileIsAnError(t *testing.T) {
+	clearEnv(t)
+	p := filepath.Join(t.TempDir(), "nope.toml")
+	_, err := load(t, "--config", p)
+	var ce *Error
+	if !errors.As(err, &ce) || !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("err = %v, want a not-exist *Error naming %s", err, p)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	clearEnv(t)
+	p := writeFile(t, `
+[runtime]
+shards = 3
+pin = "off"
+io = "epoll"
+reductions = 100
+
+[data]
+dir = "/from/file"
+
+[log]
+format = "json"
+`)
+	// file only
+	c, err := load(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Shards != 3 || c.Pin != runtime.PinOff || c.IO != iobackend.ModeEpoll || c.Reductions != 100 || c.DataDir != "/from/file" || c.LogFormat != "json" {
+		t.Fatalf("file: %+v", c)
+	}
+	if c.Sources["runtime.shards"] != "file "+p || c.Sources["http.addr"] != "default" {
+		t.Fatalf("sources: %v", c.Sources)
+	}
+
+	// env beats file
+	t.Setenv("WO_SHARDS", "2")
+	t.Setenv("WO_IO", "auto")
+	t.Setenv("WO_DATA_DIR", "/from/env")
+	c, err = load(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Shards != 2 || c.IO != iobackend.ModeAuto || c.DataDir != "/from/env" || c.Pin != runtime.PinOff {
+		t.Fatalf("env over file: %+v", c)
+	}
+	if c.Sources["runtime.shards"] != "env WO_SHARDS" {
+		t.Fatalf("sources: %v", c.Sources)
+	}
+
+	// flag beats env
+	c, err = load(t, "--config", p, "--shards", "1", "--data-dir=/from/flag", "--http-addr", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Shards != 1 || c.DataDir != "/from/flag" || c.HTTPAddr != "127.0.0.1:0" || c.IO != iobackend.ModeAuto {
+		t.Fatalf("flag over env: %+v", c)
+	}
+	if c.Sources["runtime.shards"] != "flag --shards" {
+		t.Fatalf("sources: %v", c.Sources)
+	}
+
+	// an empty env var is unset: the file's value shows through
+	t.Setenv("WO_SHARDS", "")
+	c, err = load(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Shards != 3 {
+		t.Fatalf("empty WO_SHARDS: shards = %d, want the file's 3", c.Shards)
+	}
+}
+
+// The operator's rendered worker.toml must load as is.
+func TestOperatorFile(t *testing.T) {
+	clearEnv(t)
+	p := writeFile(t, "# Rendered by the wo operator for Worker default/w.\n\n[runtime]\nshards = 4\npin = \"on\"\nio = \"auto\"\nreductions = 2000\n")
+	c, err := load(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := c.Runtime(nil)
+	if rc.Shards != 4 || rc.Pin != runtime.PinOn || rc.IO != iobackend.ModeAuto || rc.Reductions != 2000 {
+		t.Fatalf("runtime config %+v", rc)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string            // "" = an empty file
+		env  map[string]string // set for the case
+		args []string
+		want []string // substrings of the error
+	}{
+		{name: "unknown key", file: "[runtime]\nshardz = 2\n", want: []string{"runtime.shardz", "unknown key", "file "}},
+		{name: "unknown table", file: "[chat]\naddr = \":7070\"\n", want: []string{"chat.addr", "unknown key"}},
+		{name: "scalar where a table is", file: "runtime = 3\n", want: []string{"runtime", "unknown key"}},
+		{name: "toml syntax", file: "[runtime\nshards = 1\n", want: []string{"file "}},
+		{name: "shards string in file", file: "[runtime]\nshards = \"4\"\n", want: []string{"runtime.shards", `"4"`, "want an integer, got a string"}},
+		{name: "shards float in file", file: "[runtime]\nshards = 1.5\n", want: []string{"runtime.shards", "1.5", "a float"}},
+		{name: "shards negative in file", file: "[runtime]\nshards = -1\n", want: []string{"runtime.shards", "-1", "file "}},
+		{name: "shards too many", file: "[runtime]\nshards = 100000\n", want: []string{"runtime.shards", "100000"}},
+		{name: "pin int in file", file: "[runtime]\npin = 1\n", want: []string{"runtime.pin", "want a string, got an integer"}},
+		{name: "pin bool in file", file: "[runtime]\npin = true\n", want: []string{"runtime.pin", "a boolean"}},
+		{name: "bad pin in file", file: "[runtime]\npin = \"always\"\n", want: []string{"runtime.pin", `"always"`, "auto, on or off"}},
+		{name: "bad io in file", file: "[runtime]\nio = \"kqueue\"\n", want: []string{"runtime.io", `"kqueue"`, "file "}},
+		{name: "reductions zero in file", file: "[runtime]\nreductions = 0\n", want: []string{"runtime.reductions", "positive"}},
+		{name: "array", file: "[runtime]\nshards = [1]\n", want: []string{"runtime.shards", "an array"}},
+		{name: "bad addr in file", file: "[http]\naddr = \"8080\"\n", want: []string{"http.addr", `"8080"`, "host:port"}},
+		{name: "bad port in file", file: "[ops]\naddr = \":http\"\n", want: []string{"ops.addr", "numeric port"}},
+		{name: "bad log level", file: "[log]\nlevel = \"loud\"\n", want: []string{"log.level", `"loud"`}},
+		{name: "bad log format", file: "[log]\nformat = \"xml\"\n", want: []string{"log.format", `"xml"`, "text or json"}},
+		{name: "empty data dir", file: "[data]\ndir = \"\"\n", want: []string{"data.dir", "directory"}},
+
+		{name: "env shards", env: map[string]string{"WO_SHARDS": "many"}, want: []string{"runtime.shards", "env WO_SHARDS", `"many"`}},
+		{name: "env pin", env: map[string]string{"WO_PIN": "sometimes"}, want: []string{"runtime.pin", "env WO_PIN", `"sometimes"`}},
+		{name: "env io", env: map[string]string{"WO_IO": "bogus"}, want: []string{"runtime.io", "env WO_IO", `"bogus"`}},
+		{name: "env reductions", env: map[string]string{"WO_REDUCTIONS": "-5"}, want: []string{"runtime.reductions", "env WO_REDUCTIONS", `"-5"`}},
+		{name: "env hidden by flag still checked", env: map[string]string{"WO_IO": "bogus"}, args: []string{"--io", "epoll"}, want: []string{"env WO_IO"}},
+		{name: "file hidden by env still checked", file: "[runtime]\nio = \"bogus\"\n", env: map[string]string{"WO_IO": "epoll"}, want: []string{"runtime.io", "file "}},
+
+		{name: "flag shards", args: []string{"--shards", "x"}, want: []string{"runtime.shards", "flag --shards", `"x"`}},
+		{name: "flag io", args: []string{"--io=uringg"}, want: []string{"runtime.io", "flag --io", `"uringg"`}},
+		{name: "unknown flag", args: []string{"--shard", "1"}, want: []string{"unknown flag", "--shard"}},
+		{name: "stray argument", args: []string{"serve"}, want: []string{`"serve"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			p := writeFile(t, tc.file)
+			_, err := load(t, append([]string{"--config", p}, tc.args...)...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				w = strings.ReplaceAll(w, "file ", "file "+p)
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestHelpListsEverySetting(t *testing.T) {
+	clearEnv(t)
+	var out bytes.Buffer
+	_, err := Load([]string{"--help"}, &out)
+	if !errors.Is(err, ErrHelp) {
+		t.Fatalf("err = %v, want ErrHelp", err)
+	}
+	for _, s := range settings {
+		for _, w := range []string{s.key, s.env, "--" + s.flag, s.def} {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("--help lacks %q:\n%s", w, out.String())
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "--config") {
+		t.Error("--help lacks --config")
+	}
+}
+
+func TestLogger(t *testing.T) {
+	var buf bytes.Buffer
+	c := Config{LogFormat: "json", LogLevel: slog.LevelWarn}
+	l := c.Logger(&buf)
+	l.Info("hidden")
+	l.Warn("shown", "k", 1)
+	if s := buf.String(); strings.Contains(s, "hidden") || !strings.HasPrefix(s, "{") || !strings.Contains(s, `"shown"`) {
+		t.Fatalf("log output %q", s)
+	}
+}

@@ -1,0 +1,169 @@
+package ops
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/runtime"
+)
+
+// State is the worker's readiness.
+type State int32
+
+const (
+	// Starting: the process serves /healthz, the database may be recovering.
+	Starting State = iota
+	// Ready: the database has recovered and the services are serving.
+	Ready
+	// Draining: a stop was asked for; in-flight requests are finishing.
+	Draining
+)
+
+func (s State) String() string {
+	switch s {
+	case Starting:
+		return "starting"
+	case Ready:
+		return "ready"
+	case Draining:
+		return "draining"
+	}
+	return "unknown"
+}
+
+// Server holds what the ops endpoints report. Its handlers run on ordinary
+// goroutines and touch no shard state: runtime and database Stats are atomic
+// snapshots (runtime.Runtime.Stats loads atomic counters and each backend's
+// atomic counters; dbowner.DB.Stats loads the owner's atomic counters and is
+// documented as readable from anywhere), so no call into the runtime is
+// needed.
+type Server struct {
+	state atomic.Int32
+	rt    atomic.Pointer[runtime.Runtime]
+	db    atomic.Pointer[dbowner.DB]
+	reg   *prometheus.Registry
+	mux   *http.ServeMux
+}
+
+// New returns a Server in state Starting, with nothing attached yet: /healthz
+// answers from the start (the operator's startup probe covers WAL recovery),
+// /readyz says 503 and /metrics has only the Go and process collectors until
+// Attach.
+func New() *Server {
+	s := &Server{reg: prometheus.NewRegistry(), mux: http.NewServeMux()}
+	s.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&collector{s: s},
+	)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	s.mux.HandleFunc("GET /debug/runtime", s.debugRuntime)
+	// pprof on our own mux: the worker never serves http.DefaultServeMux.
+	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return s
+}
+
+// Handler serves the ops endpoints.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Registry is the Prometheus registry, for services that add their own
+// metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Attach publishes the runtime and the database once main has them. The
+// atomic pointers are the happens-before edge between main's fiber and the
+// handler goroutines. db may be nil (no database yet).
+func (s *Server) Attach(rt *runtime.Runtime, db *dbowner.DB) {
+	s.rt.Store(rt)
+	if db != nil {
+		s.db.Store(db)
+	}
+}
+
+// SetState moves readiness. Draining is final: a late SetState(Ready) from a
+// racing start-up does not undo a drain.
+func (s *Server) SetState(st State) {
+	for {
+		cur := s.state.Load()
+		if State(cur) == Draining {
+			return
+		}
+		if s.state.CompareAndSwap(cur, int32(st)) {
+			return
+		}
+	}
+}
+
+// State returns the current readiness.
+func (s *Server) State() State { return State(s.state.Load()) }
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	st := s.State()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if st != Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	w.Write([]byte(st.String() + "\n"))
+}
+
+// RuntimeInfo is the JSON of /debug/runtime.
+type RuntimeInfo struct {
+	State   string         `json:"state"`
+	Backend BackendInfo    `json:"backend"`
+	Runtime *runtime.Stats `json:"runtime,omitempty"`
+	DB      *dbowner.Stats `json:"db,omitempty"`
+}
+
+// BackendInfo is the probe's selection.
+type BackendInfo struct {
+	Kind        iobackend.Kind `json:"kind"`
+	Reason      string         `json:"reason"`
+	ProbeReason string         `json:"probeReason,omitempty"`
+	ProbeError  string         `json:"probeError,omitempty"`
+}
+
+// Info gathers /debug/runtime.
+func (s *Server) Info() RuntimeInfo {
+	info := RuntimeInfo{State: s.State().String()}
+	if rt := s.rt.Load(); rt != nil {
+		st := rt.Stats()
+		info.Runtime = &st
+		sel := rt.Backend()
+		info.Backend = BackendInfo{Kind: sel.Kind, Reason: sel.Reason}
+		if sel.Probe != nil {
+			info.Backend.ProbeReason = string(sel.Probe.Reason)
+			info.Backend.ProbeError = sel.Probe.Error()
+		}
+	}
+	if db := s.db.Load(); db != nil {
+		st := db.Stats()
+		info.DB = &st
+	}
+	return info
+}
+
+func (s *Server) debugRuntime(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(s.Info())
+}
