@@ -34,7 +34,7 @@ type Completion struct {
 // socket operations in completion form and durable file writes. A Backend is owned
 // by one shard thread; only Wake may be called from other goroutines.
 //
-// Operations that take a buffer keep a reference to it (and pin it) until their
+// Operations that take a buffer keep a reference to it until their
 // completion has been returned by Wait, so the caller must not reuse the buffer
 // before then.
 //
