@@ -1,8 +1,11 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
+	"time"
 
 	"github.com/writeonce/wo/runtime"
 )
@@ -45,4 +48,41 @@ func ExampleListen() {
 		return 0
 	})
 	// Output: hello, fiber
+}
+
+// A service on every shard: each shard accepts on its own SO_REUSEPORT
+// listener and serves its connections on fibers of its own. The client is a
+// plain goroutine outside the runtime.
+func ExampleServeTCP() {
+	ready := make(chan string, 1)
+	rt, err := runtime.Start(context.Background(), runtime.Config{}, func(f *runtime.Fiber) int {
+		srv, err := runtime.ServeTCP(f, "tcp", "127.0.0.1:0", func(f *runtime.Fiber, c *runtime.Conn) {
+			io.Copy(c, c) // echo until the client closes
+		})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		ready <- srv.Addr().String()
+		for !f.Stopping() {
+			runtime.Sleep(f, time.Hour)
+		}
+		return 0
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rt.Stop()
+	c, err := net.Dial("tcp", <-ready)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	io.WriteString(c, "hello, every shard")
+	buf := make([]byte, 64)
+	n, _ := io.ReadAtLeast(c, buf, len("hello, every shard"))
+	fmt.Println(string(buf[:n]))
+	// Output: hello, every shard
 }
