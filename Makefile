@@ -11,9 +11,9 @@ SHARDED := ./runtime/... ./dbowner/... ./examples/...
 
 all: test
 
-## run: the employee example on the runtime at every core, with defaults.
+## run: the worker at every core on embedded defaults (no config file needed).
 run:
-	$(GO) run ./examples/employee
+	$(GO) run ./cmd/worker --data-dir ./data
 
 ## test: vet, then every test under the race detector: the whole module at the
 ## default shard count (operator tests against a real kube-apiserver and etcd),
@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzSegment -fuzztime 10s ./dbowner/wal/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMutation -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
+	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -100,7 +100,7 @@ type setting struct {
 
 var settings = []setting{
 	{key: "runtime.shards", flag: "shards", env: "WO_SHARDS", def: "0", kind: kindInt,
-		help: "shard count; 0 = every CPU the process may use (affinity and cgroup cpu.max aware)",
+		help: "shard `count`; 0 = every CPU the process may use (affinity and cgroup cpu.max aware)",
 		apply: func(c *Config, s string) error {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 0 || n > MaxShards {
@@ -110,19 +110,19 @@ var settings = []setting{
 			return nil
 		}},
 	{key: "runtime.pin", flag: "pin", env: "WO_PIN", def: "auto",
-		help: "pin shard threads to CPUs: auto, on or off",
+		help: "CPU pinning `mode` of shard threads: auto, on or off",
 		apply: func(c *Config, s string) (err error) {
 			c.Pin, err = runtime.ParsePinMode(s)
 			return err
 		}},
 	{key: "runtime.io", flag: "io", env: "WO_IO", def: "auto",
-		help: "I/O backend: auto (io_uring if the probe passes, else epoll), uring or epoll",
+		help: "I/O backend `mode`: auto (io_uring if the probe passes, else epoll), uring or epoll",
 		apply: func(c *Config, s string) (err error) {
 			c.IO, err = iobackend.ParseMode(s)
 			return err
 		}},
 	{key: "runtime.reductions", flag: "reductions", env: "WO_REDUCTIONS", def: strconv.Itoa(runtime.DefaultReductions), kind: kindInt,
-		help: "fiber budget: runtime calls before a fiber yields its turn",
+		help: "fiber budget: runtime `calls` before a fiber yields its turn",
 		apply: func(c *Config, s string) error {
 			n, err := strconv.Atoi(s)
 			if err != nil || n <= 0 {
@@ -132,7 +132,7 @@ var settings = []setting{
 			return nil
 		}},
 	{key: "data.dir", flag: "data-dir", env: "WO_DATA_DIR", def: "./data",
-		help: "database directory (WAL and snapshots), created if missing",
+		help: "database `dir` (WAL and snapshots), created if missing",
 		apply: func(c *Config, s string) error {
 			if strings.TrimSpace(s) == "" {
 				return errors.New("want a directory path")
@@ -141,19 +141,19 @@ var settings = []setting{
 			return nil
 		}},
 	{key: "http.addr", flag: "http-addr", env: "WO_HTTP_ADDR", def: ":8080",
-		help: "data-plane listen address (records API)",
+		help: "data-plane listen `address` (records API)",
 		apply: func(c *Config, s string) (err error) {
 			c.HTTPAddr, err = parseAddr(s)
 			return err
 		}},
 	{key: "ops.addr", flag: "ops-addr", env: "WO_OPS_ADDR", def: ":9090",
-		help: "ops listen address (/healthz, /readyz, /metrics, /debug)",
+		help: "ops listen `address` (/healthz, /readyz, /metrics, /debug)",
 		apply: func(c *Config, s string) (err error) {
 			c.OpsAddr, err = parseAddr(s)
 			return err
 		}},
 	{key: "log.level", flag: "log-level", env: "WO_LOG_LEVEL", def: "info",
-		help: "log level: debug, info, warn or error",
+		help: "log `level`: debug, info, warn or error",
 		apply: func(c *Config, s string) error {
 			// slog's own parser, so "warn+2" style levels work as documented
 			// there; an empty value is refused rather than read as info.
@@ -163,7 +163,7 @@ var settings = []setting{
 			return nil
 		}},
 	{key: "log.format", flag: "log-format", env: "WO_LOG_FORMAT", def: "text",
-		help: "log format: text or json",
+		help: "log `format`: text or json",
 		apply: func(c *Config, s string) error {
 			switch f := strings.ToLower(strings.TrimSpace(s)); f {
 			case "text", "json":

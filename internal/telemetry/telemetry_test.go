@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 )
 

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var workerBin string
+
+// TestMain builds the worker once; each test runs it as a child process on
+// real sockets and a real data directory. No goroutine of this process
+// outlives a test except HTTP keep-alives, closed in stopWorker.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wo-worker-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	workerBin = filepath.Join(dir, "worker")
+	args := []string{"build", "-o", workerBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	// The test's own goroutines (log readers, waiters, HTTP keep-alives)
+	// must all be gone once every worker has exited.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+type worker struct {
+	cmd       *exec.Cmd
+	ops, http string // base URLs
+	logs      *strings.Builder
+	exited    chan error
+}
+
+var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+)`)
+
+// startWorker runs the worker with free ports (":0", read back from its
+// log) and waits for /readyz 200.
+func startWorker(t *testing.T, dataDir string, env ...string) *worker {
+	t.Helper()
+	cmd := exec.Command(workerBin, "--config", filepath.Join(t.TempDir(), "none.toml"),
+		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0")
+	// A config file the test names must exist.
+	os.WriteFile(cmd.Args[2], nil, 0o644)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{cmd: cmd, logs: &strings.Builder{}, exited: make(chan error, 1)}
+	addrs := make(chan [2]string, 1)
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			w.logs.WriteString(line + "\n")
+			if m := listening.FindStringSubmatch(line); m != nil {
+				addrs <- [2]string{m[1], m[2]}
+			}
+		}
+	}()
+	go func() {
+		<-logDone // Wait closes the pipe; read it all first
+		w.exited <- cmd.Wait()
+	}()
+	select {
+	case a := <-addrs:
+		w.ops, w.http = "http://"+a[0], "http://"+a[1]
+	case err := <-w.exited:
+		t.Fatalf("worker exited before listening: %v\n%s", err, w.logs)
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("worker did not report its ports")
+	}
+	// After Wait, Kill returns os.ErrProcessDone: safe on an exited child.
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		code, _, err := get(w.ops + "/readyz")
+		if err == nil && code == 200 {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker not ready: %d %v\n%s", code, err, w.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var client = &http.Client{Timeout: time.Minute}
+
+func get(url string) (int, string, error) { return do("GET", url, "") }
+
+func do(method, url, body string) (int, string, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func must(t *testing.T, method, url, body string, want int) string {
+	t.Helper()
+	code, got, err := do(method, url, body)
+	if err != nil || code != want {
+		t.Fatalf("%s %s: %d %v, want %d\n%s", method, url, code, err, want, got)
+	}
+	return got
+}
+
+// stop sends SIGTERM and checks the drain: /readyz stops answering 200
+// (503, or the port closed) and the process exits 0.
+func (w *worker) stop(t *testing.T) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sawNotReady := false
+	for !sawNotReady {
+		code, _, err := get(w.ops + "/readyz")
+		if err != nil || code == 503 {
+			sawNotReady = true
+			break
+		}
+		select {
+		case <-w.exited:
+			t.Fatalf("worker exited while /readyz still said %d", code)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	select {
+	case err := <-w.exited:
+		if err != nil {
+			t.Fatalf("worker exit: %v\n%s", err, w.logs)
+		}
+	case <-time.After(2 * time.Minute):
+		w.cmd.Process.Kill()
+		t.Fatalf("worker did not exit after SIGTERM\n%s", w.logs)
+	}
+	client.CloseIdleConnections()
+	if strings.Contains(w.logs.String(), "DATA RACE") {
+		t.Fatalf("race in the worker:\n%s", w.logs)
+	}
+}
+
+func exercise(t *testing.T, env ...string) {
+	dataDir := t.TempDir()
+	w := startWorker(t, dataDir, env...)
+
+	must(t, "GET", w.ops+"/healthz", "", 200)
+	must(t, "PUT", w.http+"/v1/records/ada", `{"name":"Ada","team":"db"}`, 201)
+	must(t, "PUT", w.http+"/v1/records/bob", `{"name":"Bob"}`, 201)
+	must(t, "PUT", w.http+"/v1/records/gone", `{"x":"y"}`, 201)
+	must(t, "PUT", w.http+"/v1/records/ada", `{"name":"Ada","team":"runtime"}`, 200)
+	must(t, "DELETE", w.http+"/v1/records/gone", "", 204)
+	must(t, "GET", w.http+"/v1/records/gone", "", 404)
+	must(t, "PUT", w.http+"/v1/records/bad", `{"name":`, 400)
+	if body := must(t, "GET", w.http+"/v1/records/ada", "", 200); !strings.Contains(body, `"team":"runtime"`) {
+		t.Fatalf("get ada: %s", body)
+	}
+	list := must(t, "GET", w.http+"/v1/records?prefix=&limit=10", "", 200)
+
+	metrics := must(t, "GET", w.ops+"/metrics", "", 200)
+	for _, m := range []string{"wo_ready 1", "wo_runtime_info{", "wo_runtime_shards", "wo_shard_backend_syscalls_total", "wo_db_commits_total", "go_goroutines"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	var info struct {
+		State   string
+		Backend struct{ Kind string }
+		Runtime struct{ Shards int }
+		DB      struct{ Commits uint64 }
+	}
+	if err := json.Unmarshal([]byte(must(t, "GET", w.ops+"/debug/runtime", "", 200)), &info); err != nil {
+		t.Fatalf("/debug/runtime: %v", err)
+	}
+	if info.State != "ready" || info.Runtime.Shards < 1 || info.Backend.Kind == "" || info.DB.Commits < 5 {
+		t.Fatalf("/debug/runtime: %+v", info)
+	}
+	for _, kv := range env {
+		if kv == "WO_SHARDS=1" && info.Runtime.Shards != 1 {
+			t.Fatalf("WO_SHARDS=1 but %d shards", info.Runtime.Shards)
+		}
+		if strings.HasPrefix(kv, "WO_IO=") && info.Backend.Kind != strings.TrimPrefix(kv, "WO_IO=") {
+			t.Fatalf("%s but backend %s", kv, info.Backend.Kind)
+		}
+	}
+	w.stop(t)
+
+	// Restart on the same directory: everything acknowledged is there.
+	w = startWorker(t, dataDir, env...)
+	if got := must(t, "GET", w.http+"/v1/records?prefix=&limit=10", "", 200); got != list {
+		t.Fatalf("after restart the list is\n%s\nwant\n%s", got, list)
+	}
+	must(t, "GET", w.http+"/v1/records/gone", "", 404)
+	w.stop(t)
+}
+
+func TestWorkerDefault(t *testing.T)       { exercise(t) }
+func TestWorkerOneShard(t *testing.T)      { exercise(t, "WO_SHARDS=1") }
+func TestWorkerEpoll(t *testing.T)         { exercise(t, "WO_IO=epoll") }
+func TestWorkerEpollOneShard(t *testing.T) { exercise(t, "WO_SHARDS=1", "WO_IO=epoll") }
+
+func TestWorkerUring(t *testing.T) {
+	if !uringUsable() {
+		t.Skip("io_uring unusable here")
+	}
+	exercise(t, "WO_IO=uring")
+}
+
+// uringUsable asks the ring probe through a throwaway worker at one shard:
+// with WO_IO=uring a worker that cannot get a ring exits (status 3) before
+// it logs "worker: ready".
+func uringUsable() bool {
+	dir, _ := os.MkdirTemp("", "wo-uring-probe")
+	defer os.RemoveAll(dir)
+	cmd := exec.Command(workerBin, "--config", os.DevNull, "--io", "uring", "--shards", "1", "--data-dir", dir,
+		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil || cmd.Start() != nil {
+		return false
+	}
+	ready := false
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "worker: ready") {
+			ready = true
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	return cmd.Wait() == nil && ready
+}
+
+func TestBadConfigExits2(t *testing.T) {
+	out, err := exec.Command(workerBin, "--config", os.DevNull, "--io", "kqueue").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "runtime.io") || !strings.Contains(string(out), "kqueue") {
+		t.Fatalf("bad config: %v\n%s", err, out)
+	}
+	out, err = exec.Command(workerBin, "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "WO_SHARDS") {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+}
+
+func TestPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	out, err := exec.Command(workerBin, "--config", os.DevNull, "--data-dir", t.TempDir(),
+		"--http-addr", ln.Addr().String(), "--ops-addr", "127.0.0.1:0").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("port in use: %v\n%s", err, out)
+	}
+}

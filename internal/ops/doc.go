@@ -1,0 +1,33 @@
+// Package ops is the worker's ops HTTP server (port 9090 in a pod):
+//
+//	/healthz        200 as soon as the process serves, also during WAL recovery
+//	/readyz         200 once the database has recovered and the services serve;
+//	                503 while starting and while draining (body: the state)
+//	/metrics        Prometheus: wo_* runtime, per-shard backend and database
+//	                metrics, plus the Go and process collectors
+//	/debug/runtime  JSON: readiness, backend selection, runtime.Stats, dbowner.Stats
+//	/debug/pprof/   the standard pprof handlers
+//
+// The handlers are ordinary goroutines and never touch shard state. They need
+// no runtime.Call either: runtime.Runtime.Stats and dbowner.DB.Stats read
+// atomic counters (the database's are documented as readable from anywhere),
+// and the metrics collector reads them at scrape time instead of mirroring
+// them, so the shards pay nothing for metrics.
+//
+// Metrics:
+//
+//	wo_ready                                 gauge   1 when ready
+//	wo_runtime_info{backend,reason}          gauge   always 1
+//	wo_runtime_shards                        gauge
+//	wo_runtime_dropped_messages_total        counter
+//	wo_runtime_actor_deaths_total            counter
+//	wo_runtime_panics_total                  counter
+//	wo_runtime_actors_spawned_total          counter
+//	wo_runtime_wake_writes_total             counter
+//	wo_runtime_watchdog_reports_total        counter
+//	wo_shard_cpu{shard}                      gauge   pinned CPU or -1
+//	wo_shard_backend_{syscalls,enters,submitted,completed,wake_writes,wake_drains}_total{shard}
+//	wo_db_commits_total, wo_db_group_commits_total, wo_db_failed_commits_total,
+//	wo_db_snapshots_total, wo_db_group_commit_bytes_total   counters
+//	wo_db_last_lsn, wo_db_recovered_records, wo_db_max_group_commit_size   gauges
+package ops

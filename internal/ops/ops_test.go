@@ -1,0 +1,111 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/runtime"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The endpoints against a real runtime and database: readiness follows the
+// state, metrics read both Stats, and the handlers (ordinary goroutines)
+// race with nothing on the shards (the race detector is the check).
+func TestEndpoints(t *testing.T) {
+	s := New()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+
+	if code, _ := get(t, srv.URL+"/healthz"); code != 200 {
+		t.Fatalf("healthz before attach: %d", code)
+	}
+	if code, body := get(t, srv.URL+"/readyz"); code != 503 || !strings.Contains(body, "starting") {
+		t.Fatalf("readyz while starting: %d %q", code, body)
+	}
+
+	dir := t.TempDir()
+	handoff := make(chan *dbowner.DB, 1)
+	release := make(chan struct{})
+	rt, err := runtime.Start(context.Background(), runtime.Config{}, func(f *runtime.Fiber) int {
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir})
+		if err != nil {
+			t.Error(err)
+			return 1
+		}
+		defer db.Close(f)
+		handoff <- db
+		// Park until the test is done: poll a channel at safepoints (a
+		// fiber must not block its thread on it).
+		for {
+			select {
+			case <-release:
+				return 0
+			default:
+				runtime.Sleep(f, 5*time.Millisecond)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := <-handoff
+	s.Attach(rt, db)
+	s.SetState(Ready)
+
+	if code, body := get(t, srv.URL+"/readyz"); code != 200 || !strings.Contains(body, "ready") {
+		t.Fatalf("readyz when ready: %d %q", code, body)
+	}
+	code, body := get(t, srv.URL+"/metrics")
+	for _, want := range []string{"wo_ready 1", "wo_runtime_info{backend=", "wo_runtime_shards ", `wo_shard_backend_syscalls_total{shard="0"}`, "wo_db_commits_total", "wo_runtime_dropped_messages_total", "go_goroutines"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics (%d) lacks %q", code, want)
+		}
+	}
+	code, body = get(t, srv.URL+"/debug/runtime")
+	var info RuntimeInfo
+	if err := json.Unmarshal([]byte(body), &info); err != nil || code != 200 {
+		t.Fatalf("/debug/runtime %d: %v\n%s", code, err, body)
+	}
+	if info.Runtime == nil || info.Runtime.Shards != rt.Shards() || info.DB == nil || info.Backend.Kind == "" {
+		t.Fatalf("/debug/runtime: %+v", info)
+	}
+	if code, body := get(t, srv.URL+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Fatalf("pprof: %d", code)
+	}
+
+	s.SetState(Draining)
+	s.SetState(Ready) // a drain is final
+	if code, body := get(t, srv.URL+"/readyz"); code != 503 || !strings.Contains(body, "draining") {
+		t.Fatalf("readyz while draining: %d %q", code, body)
+	}
+	close(release)
+	if code := rt.Wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	// Stats stay readable after the runtime has stopped.
+	if code, _ := get(t, srv.URL+"/metrics"); code != 200 {
+		t.Fatalf("metrics after stop: %d", code)
+	}
+}
