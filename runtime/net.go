@@ -255,7 +255,7 @@ func (nfd *netFD) onShard() bool { return unix.Gettid() == nfd.sh.tid }
 // on the shard without asking the kernel.
 func callerOnShard(nfd *netFD, bound *Fiber) bool {
 	sh := nfd.sh
-	if bound != nil && sh.currentFiber.Load() == bound.id && sh.sliceStart.Load() != 0 {
+	if bound != nil && sh.runningFiber(bound.id) {
 		return true
 	}
 	return nfd.onShard()
@@ -284,7 +284,7 @@ func errShardMismatch(want *shard) error {
 // sharing a buffer between goroutines.
 func ownerOf(nfd *netFD, bound *Fiber) (*Fiber, error) {
 	sh := nfd.sh
-	if sh.currentFiber.Load() == bound.id && sh.sliceStart.Load() != 0 {
+	if sh.runningFiber(bound.id) {
 		return bound, nil
 	}
 	if !nfd.onShard() {

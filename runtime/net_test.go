@@ -770,10 +770,12 @@ func TestConnFromOutsideIsAnError(t *testing.T) {
 			}
 			defer c.Close()
 			defer s.Close()
-			connCh <- c
-			// Parked for the whole check: a misuse is detected whenever the
-			// bound fiber is not running (see ownerOf); while it runs, use
-			// from elsewhere is undefined, so the test does not race it.
+			// c is bound to main, which must be parked for the whole check: a
+			// misuse is detected whenever the bound fiber is not running (see
+			// ownerOf); while it runs, use from elsewhere is undefined, so the
+			// test does not race it. Another fiber hands c out, and it runs
+			// only once main has parked.
+			Go(f, func(*Fiber) { connCh <- c })
 			Sleep(f, time.Hour)
 			return 0
 		})

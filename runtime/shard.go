@@ -340,12 +340,22 @@ func (sh *shard) drainInbox() {
 	sh.inbox.recycle(items)
 }
 
+// runningFiber reports whether fiber id is running on the shard at this
+// moment, as far as another thread can tell: a slice is running and it is
+// that fiber's. The loads are in the opposite order of switchTo's stores.
+func (sh *shard) runningFiber(id uint64) bool {
+	return sh.sliceStart.Load() != 0 && sh.currentFiber.Load() == id
+}
+
 // switchTo runs f until its next safepoint.
 func (sh *shard) switchTo(f *Fiber) {
 	f.state = fiberRunning
 	f.budget = sh.rt.cfg.Reductions
-	sh.sliceStart.Store(sh.rt.now())
+	// currentFiber before sliceStart: a reader that sees a slice running
+	// (sliceStart first, then currentFiber; see runningFiber) then sees this
+	// fiber or a later one, never the one that ran before.
 	sh.currentFiber.Store(f.id)
+	sh.sliceStart.Store(sh.rt.now())
 	_, alive := f.resume()
 	sh.sliceStart.Store(0)
 	if !alive {
