@@ -3,6 +3,7 @@ package sizing
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -107,5 +108,14 @@ func ParseCPUMax(s string) (int64, error) {
 			return 0, fmt.Errorf("cpu.max %q: period %q is not a positive integer", s, fields[1])
 		}
 	}
-	return quota * 1000 / period, nil
+	// Divide first: quota*1000 overflows int64 for quotas the file can
+	// legally hold (the fuzzer found 8e18).
+	whole := quota / period
+	if whole > math.MaxInt64/1000-1 {
+		return 0, fmt.Errorf("cpu.max %q: quota %d over period %d is too large", s, quota, period)
+	}
+	if period > math.MaxInt64/1000 {
+		return 0, fmt.Errorf("cpu.max %q: period %q is too large", s, fields[1])
+	}
+	return whole*1000 + (quota%period)*1000/period, nil
 }

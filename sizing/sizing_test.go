@@ -89,3 +89,14 @@ func FuzzParseCPUMax(f *testing.F) {
 		}
 	})
 }
+
+func TestParseCPUMaxHugeQuota(t *testing.T) {
+	// Found by FuzzParseCPUMax: quota*1000 used to overflow to a negative
+	// millicore count.
+	if q, err := ParseCPUMax("8000000000000000000"); err != nil || q != 80000000000000000 {
+		t.Fatalf("ParseCPUMax(8e18) = %d, %v; want 8e16 millicores", q, err)
+	}
+	if _, err := ParseCPUMax("9223372036854775807 1"); err == nil {
+		t.Fatal("a quota whose millicores overflow int64 was accepted")
+	}
+}
