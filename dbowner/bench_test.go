@@ -97,6 +97,10 @@ func parallel(f *runtime.Fiber, n int, fn func(f *runtime.Fiber, w int)) {
 	_, _ = runtime.Ask(f, c, 0, func(r runtime.Reply[struct{}]) collect { return collect{wait: r, waiting: true} })
 }
 
+// work carries a benchmark body to run on the target shard; its closure
+// captures only atomics and values set before the send.
+//
+//wo:shardsafe
 type work struct {
 	fn   func(f *runtime.Fiber)
 	done runtime.Addr[collect]

@@ -70,6 +70,8 @@ type Options struct {
 // the owner shard reads run inline and writes join the group commit
 // directly; on other shards the call is sent to the owner and the fiber
 // parks until the (copied) answer arrives.
+//
+//wo:shardsafe
 type DB struct {
 	o    *owner // touched only on the owner shard
 	addr runtime.Addr[request]
@@ -330,6 +332,8 @@ const (
 
 // request is the message a non-owner shard sends to the owner. Its maps and
 // slices are owned by the message once sent (cloned by the client).
+//
+//wo:shardsafe
 type request struct {
 	kind  reqKind
 	op    string

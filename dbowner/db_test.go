@@ -68,6 +68,10 @@ func onShard(f *runtime.Fiber, i int, fn func(f *runtime.Fiber)) {
 	})
 }
 
+// job carries a test body to run on the target shard; its closure captures
+// only atomics and values set before the send.
+//
+//wo:shardsafe
 type job struct {
 	fn   func(f *runtime.Fiber)
 	done runtime.Reply[struct{}]

@@ -21,6 +21,10 @@ func multiShardConfig(t testing.TB) Config {
 // onShard runs fn in a fiber on shard i: an actor placed there starts it.
 type starter struct{}
 
+// startMsg carries code to run on the target shard; the closures it is
+// given capture only atomics and values set before the send.
+//
+//wo:shardsafe
 type startMsg struct{ fn func(f *Fiber) }
 
 func (starter) Receive(f *Fiber, m startMsg) { Go(f, m.fn) }

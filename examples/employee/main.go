@@ -125,6 +125,10 @@ type job struct {
 	done runtime.Addr[result]
 }
 
+// result moves a client's printed lines to main: the client builds a fresh
+// slice per result and never touches it after the send.
+//
+//wo:shardsafe
 type result struct {
 	client int
 	lines  []string
