@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -110,6 +111,14 @@ func WriteSync(f File, p []byte, off int64) error {
 	return nil
 }
 
+// ReaderInto is an optional FS method: read a whole file into buf's
+// storage (grown when too small) and return the contents. Recovery with
+// Options.Replay reads every segment into one buffer through it, so its
+// memory is the largest segment, not the sum of them. OS has it.
+type ReaderInto interface {
+	ReadFileInto(name string, buf []byte) ([]byte, error)
+}
+
 // OS is the FS of the operating system, with blocking calls.
 type OS struct{}
 
@@ -151,6 +160,36 @@ func (OS) OpenWrite(name string) (File, error) {
 }
 
 func (OS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+// ReadFileInto reads name into buf's storage (see ReaderInto).
+func (OS) ReadFileInto(name string, buf []byte) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if n := int(fi.Size()) + 1; cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // the file grew: let append grow it
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
 
 func (OS) ReadDir(dir string) ([]Entry, error) {
 	es, err := os.ReadDir(dir)

@@ -252,10 +252,11 @@ func (l *Log) recover() (*Recovered, error) {
 
 	want := LSN(0) // expected first LSN of the next segment; 0: any <= snapshot+1
 	var activeEnd, prevEnd, activeZeroed, prevZeroed int64
+	var rbuf []byte // one buffer for every segment, with Replay (see readSegment)
 	for i := 0; i < len(l.segs); i++ {
 		s := l.segs[i]
 		last := i == len(l.segs)-1
-		data, err := l.fs.ReadFile(s.name)
+		data, err := l.readSegment(s.name, &rbuf)
 		if err != nil {
 			return nil, fmt.Errorf("wal: read segment %s: %w", s.name, err)
 		}
@@ -380,6 +381,20 @@ func (l *Log) recover() (*Recovered, error) {
 	l.bytesSinceSnap = rec.ReplayedBytes
 	l.recordsSinceSnap = int64(rec.Replayed)
 	return rec, nil
+}
+
+// readSegment reads a segment for recovery: into *buf when the records
+// are replayed (Options.Replay: nothing keeps the bytes) and the FS can,
+// else into a fresh slice that Recovered.Records may alias.
+func (l *Log) readSegment(name string, buf *[]byte) ([]byte, error) {
+	if ri, ok := l.fs.(ReaderInto); ok && l.opts.Replay != nil {
+		b, err := ri.ReadFileInto(name, *buf)
+		if err == nil {
+			*buf = b
+		}
+		return b, err
+	}
+	return l.fs.ReadFile(name)
 }
 
 // cut reports a cut recovery is about to make.
