@@ -48,6 +48,7 @@ type owner struct {
 	kicked  bool  // a kick is in the committer's mailbox, or it is running
 	fatal   error // sticky: the WAL failed fatally
 	closed  bool
+	closing bool   // Close is draining: no new snapshot
 	payload []byte // encoding buffer, reused
 
 	// Group gathering (see gather).
@@ -172,9 +173,14 @@ func (a *committerActor) Receive(f *runtime.Fiber, c ctl) {
 		}
 		c.reply.Send(f, response{err: err})
 	case ctlClose:
-		o.kicked = true // no kick needed while we drain here
+		o.closing = true // no new snapshot
+		o.kicked = true  // no kick needed while we drain here
 		o.drain(f)
 		o.waitSnapshot(f)
+		// Commits submitted while the snapshot finished: drain them too.
+		// From here to closed there is no safepoint, so none can follow.
+		o.kicked = true
+		o.drain(f)
 		var err error
 		if !o.closed {
 			o.closed = true
@@ -235,6 +241,9 @@ func (o *owner) gather(f *runtime.Fiber) {
 	o.gatherWake = runtime.Reply[struct{}]{}
 }
 
+// replayYieldBytes is how much log recovery replays between two yields.
+const replayYieldBytes = 256 << 10
+
 // open recovers the engine on the committer's fiber f: the snapshot is
 // loaded and the log replayed one segment at a time, so memory follows the
 // live data and the log since the last snapshot, not the whole history;
@@ -243,15 +252,23 @@ func (o *owner) open(f *runtime.Fiber) error {
 	eng := engine.New()
 	wopts := o.opts.WAL
 	wopts.Restore = func(lsn wal.LSN, body []byte) error {
-		e, err := engine.Load(body)
+		e, err := engine.LoadYield(body, func() { runtime.Checkpoint(f) })
 		if err != nil {
 			return fmt.Errorf("load the engine state at LSN %d: %w", lsn, err)
 		}
 		eng = e
 		return nil
 	}
+	replayed := 0 // bytes since the last yield
 	wopts.Replay = func(r wal.Record) error {
-		runtime.Checkpoint(f)
+		// A safepoint per record, and a yield every replayYieldBytes: a
+		// budget of records alone could be long with large records.
+		if replayed += len(r.Payload); replayed >= replayYieldBytes {
+			replayed = 0
+			runtime.Yield(f)
+		} else {
+			runtime.Checkpoint(f)
+		}
 		if r.Type != wal.TypeMutation {
 			return nil
 		}

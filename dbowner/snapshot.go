@@ -81,7 +81,7 @@ func (y *yieldWriter) Write(p []byte) (int, error) {
 
 // maybeSnapshot starts a snapshot when one is due and none is running.
 func (o *owner) maybeSnapshot(f *runtime.Fiber) {
-	if o.snap.running || o.fatal != nil || o.closed || !o.log.SnapshotDue() {
+	if o.snap.running || o.fatal != nil || o.closed || o.closing || !o.log.SnapshotDue() {
 		return
 	}
 	lsn, err := o.log.BeginSnapshot()
@@ -118,6 +118,9 @@ func (o *owner) waitSnapshot(f *runtime.Fiber) {
 }
 
 func (o *owner) snapshotFailed(err error) {
+	if o.fatal != nil {
+		return // reported once already, when the log failed
+	}
 	if errors.Is(err, wal.ErrFatal) {
 		o.fatal = err
 		o.opts.Fatal(err)
