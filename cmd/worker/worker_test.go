@@ -67,10 +67,22 @@ var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+)`)
 // log) and waits for /readyz 200.
 func startWorker(t *testing.T, dataDir string, env ...string) *worker {
 	t.Helper()
-	cmd := exec.Command(workerBin, "--config", filepath.Join(t.TempDir(), "none.toml"),
-		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--http-drain-grace", "50ms")
+	return startWorkerWrapped(t, dataDir, "", env...)
+}
+
+// startWorkerWrapped is startWorker with the binary run by sh -c wrap
+// (wrap ends with exec "$@"), e.g. to lower a ulimit first.
+func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *worker {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "none.toml")
+	args := []string{workerBin, "--config", conf,
+		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--http-drain-grace", "50ms"}
+	cmd := exec.Command(args[0], args[1:]...)
+	if wrap != "" {
+		cmd = exec.Command("sh", append([]string{"-c", wrap, "worker"}, args...)...)
+	}
 	// A config file the test names must exist.
-	os.WriteFile(cmd.Args[2], nil, 0o644)
+	os.WriteFile(conf, nil, 0o644)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

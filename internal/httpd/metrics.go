@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/writeonce/wo/runtime"
 )
 
 // Metrics are the server's Prometheus collectors: requests by shard, method,
@@ -16,6 +18,9 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	open     []atomic.Int64 // per shard, sized by newMetrics' caller lazily
 	openDesc *prometheus.Desc
+	shedDesc *prometheus.Desc
+	backDesc *prometheus.Desc
+	tcp      atomic.Pointer[runtime.Server]
 	shards   atomic.Int32 // set by Start: how many entries of open are reported
 	// cache is per shard: the resolved series of each label set, so the
 	// hot path does not take the vectors' locks after the first request.
@@ -47,6 +52,8 @@ func newMetrics() *Metrics {
 		}, []string{"method", "route"}),
 		open:     make([]atomic.Int64, maxShards),
 		openDesc: prometheus.NewDesc("wo_http_open_connections", "Connections open on the data port, by shard.", []string{"shard"}, nil),
+		shedDesc: prometheus.NewDesc("wo_http_shed_connections_total", "Connections closed at once because the shard was at http.max_conns_per_shard, by shard.", []string{"shard"}, nil),
+		backDesc: prometheus.NewDesc("wo_http_accept_backoffs_total", "Pauses of a shard's accept loop because the process or the system ran out of file descriptors or memory, by shard.", []string{"shard"}, nil),
 		cache:    make([]map[seriesKey]series, maxShards),
 	}
 }
@@ -105,10 +112,22 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 
 type openCollector struct{ m *Metrics }
 
-func (o openCollector) Describe(ch chan<- *prometheus.Desc) { ch <- o.m.openDesc }
+func (o openCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- o.m.openDesc
+	ch <- o.m.shedDesc
+	ch <- o.m.backDesc
+}
 
 func (o openCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range int(o.m.shards.Load()) {
 		ch <- prometheus.MustNewConstMetric(o.m.openDesc, prometheus.GaugeValue, float64(o.m.open[i].Load()), strconv.Itoa(i))
+	}
+	if tcp := o.m.tcp.Load(); tcp != nil {
+		for i, n := range tcp.Shed() {
+			ch <- prometheus.MustNewConstMetric(o.m.shedDesc, prometheus.CounterValue, float64(n), strconv.Itoa(i))
+		}
+		for i, n := range tcp.AcceptBackoffs() {
+			ch <- prometheus.MustNewConstMetric(o.m.backDesc, prometheus.CounterValue, float64(n), strconv.Itoa(i))
+		}
 	}
 }

@@ -113,6 +113,10 @@ func New(opts Options) *Server {
 // /v1/records/{key}", "/chat"). Call it before Start.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
+// Handler is the route table as a plain http.Handler (for a baseline that
+// runs the same handlers elsewhere); it skips this server's token check.
+func (s *Server) Handler() http.Handler { return s.mux }
+
 // HandleFunc is Handle for a function.
 func (s *Server) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
 	s.mux.HandleFunc(pattern, h)
@@ -133,6 +137,7 @@ func (s *Server) Start(f *runtime.Fiber, address string, opts ...runtime.ServeOp
 		return fmt.Errorf("httpd: %w", err)
 	}
 	s.tcp = tcp
+	s.metrics.tcp.Store(tcp)
 	return nil
 }
 
@@ -159,6 +164,13 @@ type fiberKey struct{}
 func Fiber(ctx context.Context) *runtime.Fiber {
 	f, _ := ctx.Value(fiberKey{}).(*runtime.Fiber)
 	return f
+}
+
+// WithFiber returns ctx carrying f as the request's fiber (what Fiber
+// returns): for code that runs a handler on a fiber of its own, such as a
+// test or a benchmark baseline.
+func WithFiber(ctx context.Context, f *runtime.Fiber) context.Context {
+	return context.WithValue(ctx, fiberKey{}, f)
 }
 
 // ServeConn serves HTTP/1.1 on one connection until the client closes it,
