@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -288,4 +289,42 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Every curl example in docs/api.md, run against a fresh worker, prints
+// what the doc says it prints.
+func TestAPIDocExamples(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	doc, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```console\n")
+	if !ok {
+		t.Fatal("docs/api.md has no console block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	type example struct{ cmd, want string }
+	var examples []example
+	for _, line := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
+		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
+			examples = append(examples, example{cmd: cmd})
+			continue
+		}
+		examples[len(examples)-1].want += line + "\n"
+	}
+	w := startWorker(t, t.TempDir())
+	defer w.stop(t)
+	for _, ex := range examples {
+		cmd := strings.ReplaceAll(ex.cmd, "localhost:8080", hostOf(w.http))
+		out, err := exec.Command("sh", "-c", cmd).Output()
+		if err != nil {
+			t.Errorf("%s: %v", ex.cmd, err)
+		}
+		if string(out) != ex.want {
+			t.Errorf("%s\n got %q\nwant %q", ex.cmd, out, ex.want)
+		}
+	}
 }
