@@ -170,7 +170,7 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 		Token:          token,
 		Logger:         log,
 	})
-	records.Register(srv, db, log)
+	api := records.Register(srv, db, log)
 	maxConns := cfg.HTTP.MaxConnsPerShard
 	if maxConns == 0 {
 		maxConns = autoMaxConns(rt.Shards())
@@ -180,6 +180,7 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 		return 1
 	}
 	opsSrv.Register(srv)
+	opsSrv.Registry().MustRegister(api.Collectors()...)
 	// Tests and humans find the bound ports here (":0" picks one).
 	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "max_conns_per_shard", maxConns)
 	log.Info("worker: database open", "dir", cfg.DataDir, "recovered", db.Stats().Recovered, "shards", rt.Shards(), "backend", rt.Backend().Kind)

@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/writeonce/wo/internal/httpd"
@@ -215,4 +220,59 @@ func FuzzRequest(f *testing.F) {
 			t.Fatalf("after %q the server answers %q", raw, got)
 		}
 	})
+}
+
+// A request's SERVER span continues the caller's W3C traceparent, carries
+// the semantic-convention attributes and the shard, and is the span in the
+// handler's context (so database calls and log lines find it).
+func TestServerSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	defer func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
+	}()
+	inHandler := make(chan trace.SpanContext, 1)
+	addr := serve(t, httpd.Options{}, func(s *httpd.Server) {
+		s.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
+			inHandler <- trace.SpanFromContext(r.Context()).SpanContext()
+			w.WriteHeader(204)
+		})
+	})
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	got := exchange(t, addr, "GET /items/7 HTTP/1.1\r\nHost: x\r\ntraceparent: "+parent+"\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(got, "204 No Content") {
+		t.Fatalf("answer %q", got)
+	}
+	hctx := <-inHandler
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	sp := spans[0]
+	if sp.Name() != "GET /items/{id}" || sp.SpanKind() != trace.SpanKindServer {
+		t.Errorf("span %q kind %v", sp.Name(), sp.SpanKind())
+	}
+	if sp.Parent().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sp.Parent().SpanID().String() != "00f067aa0ba902b7" {
+		t.Errorf("parent %v, want the traceparent's", sp.Parent())
+	}
+	if hctx.SpanID() != sp.SpanContext().SpanID() {
+		t.Errorf("the handler's context has span %v, want the server span %v", hctx.SpanID(), sp.SpanContext().SpanID())
+	}
+	attrs := map[string]string{}
+	for _, kv := range sp.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	for k, v := range map[string]string{"http.request.method": "GET", "http.route": "/items/{id}", "http.response.status_code": "204", "url.path": "/items/7"} {
+		if attrs[k] != v {
+			t.Errorf("attribute %s = %q, want %q", k, attrs[k], v)
+		}
+	}
+	if _, ok := attrs["wo.shard"]; !ok {
+		t.Error("no wo.shard attribute")
+	}
+	_ = tp.Shutdown(context.Background())
 }

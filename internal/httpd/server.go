@@ -93,6 +93,7 @@ type Server struct {
 	opts    Options
 	mux     *http.ServeMux
 	tracer  trace.Tracer
+	tracing bool // the global provider records: set by Start
 	metrics *Metrics
 	tcp     *runtime.Server
 	shards  []shardState
@@ -125,6 +126,10 @@ func (s *Server) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Re
 // Start listens on address on every shard (runtime.ServeTCP; opts are its
 // options, e.g. runtime.WithMaxConns) and serves. f is the calling fiber.
 func (s *Server) Start(f *runtime.Fiber, address string, opts ...runtime.ServeOption) error {
+	// With a provider that records nothing (no exporter configured), a
+	// request pays for no span at all.
+	_, probe := s.tracer.Start(context.Background(), "httpd.probe")
+	s.tracing = probe.IsRecording()
 	n := f.Shards()
 	s.metrics.shards.Store(int32(n))
 	s.shards = make([]shardState, n)
@@ -373,15 +378,23 @@ func (c *conn) serveRequest(req *http.Request) bool {
 	}
 	req.Body = http.MaxBytesReader(w, req.Body, o.MaxBody)
 
-	ctx := otel.GetTextMapPropagator().Extract(c.ctx, propagation.HeaderCarrier(req.Header))
-	ctx, span := c.s.tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer))
-	recording := span.IsRecording()
-	req = req.WithContext(ctx)
+	var span trace.Span
+	recording := false
+	if c.s.tracing {
+		ctx := otel.GetTextMapPropagator().Extract(c.ctx, propagation.HeaderCarrier(req.Header))
+		ctx, span = c.s.tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer))
+		recording = span.IsRecording()
+		req = req.WithContext(ctx)
+	} else {
+		req = req.WithContext(c.ctx)
+	}
 	w.req = req
 
 	c.runHandler(w, req)
 	if c.gone {
-		span.End()
+		if span != nil {
+			span.End()
+		}
 		return false // hijacked: the handler owned the connection
 	}
 
@@ -400,7 +413,9 @@ func (c *conn) serveRequest(req *http.Request) bool {
 			span.SetStatus(codes.Error, http.StatusText(w.status))
 		}
 	}
-	span.End()
+	if span != nil {
+		span.End()
+	}
 
 	// Whatever of the body the handler left is read (up to a bound) so that
 	// the next request starts at its first byte; past the bound, or after
