@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -327,4 +328,33 @@ func TestAPIDocExamples(t *testing.T) {
 			t.Errorf("%s\n got %q\nwant %q", ex.cmd, out, ex.want)
 		}
 	}
+}
+
+// A second signal during the drain exits at once with status 1, and the
+// log says why.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	w := startWorker(t, t.TempDir(), "WO_HTTP_DRAIN_GRACE=10m")
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	for {
+		code, _, err := get(w.ops + "/readyz")
+		if err != nil || code == 503 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-w.exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want status 1\n%s", err, w.logs)
+		}
+	case <-time.After(60 * time.Second): // a guard: the grace is 10 minutes
+		w.cmd.Process.Kill()
+		t.Fatalf("a second signal did not end the worker\n%s", w.logs)
+	}
+	if !strings.Contains(w.logs.String(), "worker: second signal; exiting now without draining") {
+		t.Fatalf("log does not say so:\n%s", w.logs)
+	}
+	client.CloseIdleConnections()
 }
