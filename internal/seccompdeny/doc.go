@@ -10,3 +10,5 @@
 // the same 425-427), kills the process for any other arch rather than guess
 // at its numbering, and returns SECCOMP_RET_ERRNO|EPERM for the three calls.
 package seccompdeny
+
+//go:generate go run gen_sysnum.go
