@@ -89,7 +89,7 @@ func TestImage(t *testing.T) {
 
 	for _, c := range []struct {
 		ref, binary, bin string
-		ports           []string
+		ports            []string
 	}{
 		{want[0], worker, "/usr/local/bin/wo-worker", []string{"8080/tcp", "7070/tcp", "9090/tcp"}},
 		{want[1], operator, "/usr/local/bin/wo-operator", []string{"8080/tcp", "8081/tcp"}},

@@ -224,7 +224,6 @@ func buildImage(o Options, s spec, base v1.Layer) (v1.Image, error) {
 		"org.opencontainers.image.source":      o.Source,
 		"org.opencontainers.image.url":         o.Source,
 		"org.opencontainers.image.created":     o.Created.Format(time.RFC3339),
-		"org.opencontainers.image.licenses":    "Apache-2.0",
 	}
 	if o.Revision != "" {
 		cf.Config.Labels["org.opencontainers.image.revision"] = o.Revision
