@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -33,6 +36,7 @@ type config struct {
 	leaderElectionID string
 	workerImage      string
 	workerPullPolicy string
+	syncCRD          bool
 	namespace        string
 	logLevel         slog.Level
 }
@@ -48,6 +52,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.StringVar(&c.leaderElectionID, "leader-election-id", "wo-operator.wo.writeonce.dev", "name of the leader election Lease")
 	fs.StringVar(&c.workerImage, "worker-image", DefaultWorkerImage, "image for Workers whose spec.image is empty")
 	fs.StringVar(&c.workerPullPolicy, "worker-image-pull-policy", "", `pull policy of the worker containers: Always, IfNotPresent or Never (default: Kubernetes' own, Always for ":latest")`)
+	fs.BoolVar(&c.syncCRD, "sync-crd", false, "at start, server-side apply the Worker CRD this operator was built with (Helm never upgrades a chart's CRDs; the chart turns this on)")
 	fs.StringVar(&c.namespace, "namespace", "", "watch only this namespace (default: all namespaces)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -119,6 +124,19 @@ func serve(c config) error {
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
+	}
+	if c.syncCRD {
+		direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("client for --sync-crd: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = operator.SyncCRD(ctx, direct)
+		cancel()
+		if err != nil {
+			return err
+		}
+		ctrl.Log.WithName("setup").Info("Worker CRD in step with this operator", "crd", operator.CRDName)
 	}
 	r := &operator.Reconciler{
 		Client:   mgr.GetClient(),

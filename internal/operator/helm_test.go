@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,7 +23,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/operator"
 )
 
 // The chart tests run the real helm binary (hack/helm-binary.sh builds it;
@@ -230,29 +234,36 @@ func TestManifestsAgree(t *testing.T) {
 	}
 	for _, ns := range []string{"", "apps"} {
 		objs := docs(t, mustHelm(t, "template", "r", chartDir, "--set", "operator.watchNamespace="+ns))
-		var rules []rbacv1.PolicyRule
-		if ns == "" {
-			cr := find[rbacv1.ClusterRole](t, objs, "ClusterRole")
-			if len(cr) != 1 {
-				t.Fatalf("chart: %d ClusterRoles", len(cr))
-			}
-			rules = cr[0].Rules
+		// The operator's rules are a ClusterRole (a Role in watchNamespace)
+		// plus the CRD's own ClusterRole; together they must be
+		// config/rbac's ClusterRole.
+		var rules, leases []rbacv1.PolicyRule
+		for _, r := range find[rbacv1.ClusterRole](t, objs, "ClusterRole") {
+			rules = append(rules, r.Rules...)
 		}
-		var leases []rbacv1.PolicyRule
 		for _, r := range find[rbacv1.Role](t, objs, "Role") {
 			if strings.HasSuffix(r.Name, "-leader-election") {
 				leases = r.Rules
-			} else if ns != "" {
-				rules = r.Rules
+			} else if r.Namespace == ns {
+				rules = append(rules, r.Rules...)
 			}
 		}
-		if !reflect.DeepEqual(rules, genCluster[0].Rules) {
-			t.Errorf("chart (watchNamespace=%q): operator rules differ from config/rbac/role.yaml:\n%v\n%v", ns, rules, genCluster[0].Rules)
+		if got, want := sortedRules(rules), sortedRules(genCluster[0].Rules); !reflect.DeepEqual(got, want) {
+			t.Errorf("chart (watchNamespace=%q): operator rules differ from config/rbac/role.yaml:\n%v\n%v", ns, got, want)
 		}
 		if !reflect.DeepEqual(leases, genRole[0].Rules) {
 			t.Errorf("chart: leader-election rules differ from config/rbac/role.yaml's Role")
 		}
 	}
+}
+
+func sortedRules(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		out = append(out, fmt.Sprintf("%v", r))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestHelmInstallUpgradeUninstall installs the chart into the real API
@@ -284,6 +295,27 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	asSA := rest.CopyConfig(restConfig)
 	asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
 	startOperator(t, ns, asSA)
+
+	// --sync-crd, as the chart's ServiceAccount: an out-of-date CRD in the
+	// cluster (here: a changed category) is brought back to the operator's.
+	if err := k8s.Patch(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: operator.CRDName}},
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"names":{"categories":["stale"]}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	saClient, err := client.New(asSA, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.SyncCRD(ctx, saClient); err != nil {
+		t.Fatalf("SyncCRD with the chart's RBAC: %v", err)
+	}
+	var synced apiextensionsv1.CustomResourceDefinition
+	if err := k8s.Get(ctx, types.NamespacedName{Name: operator.CRDName}, &synced); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(synced.Spec.Names.Categories, []string{"wo"}) || synced.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("after SyncCRD: categories %v, annotations %v", synced.Spec.Names.Categories, synced.Annotations)
+	}
 
 	sts := getStatefulSet(t, ns, fullname)
 	if env := containerEnv(sts); env["WO_SHARDS"] != "1" || env["OTEL_EXPORTER_OTLP_ENDPOINT"] != "http://otel:4317" {
