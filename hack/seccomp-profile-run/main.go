@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 // Command seccomp-profile-run runs a program under a seccomp profile file in
 // the Docker / OCI JSON format, the way a container runtime would apply a
 // Localhost profile, without one:

@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 // Command seccomp-profiles writes the two seccomp profiles of
 // manifests/seccomp (`make manifests` runs it):
 //
@@ -118,23 +120,29 @@ func build(allowURing bool) *profile {
 func main() {
 	out := flag.String("out", "manifests/seccomp", "directory to write the profiles to")
 	flag.Parse()
-	for file, uring := range map[string]bool{"wo-runtime-default.json": false, "wo-io-uring.json": true} {
-		b, err := json.MarshalIndent(build(uring), "", "  ")
-		if err != nil {
-			fail(err)
-		}
-		path := filepath.Join(*out, file)
-		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-			fail(err)
-		}
-		// What was written must load.
-		if _, err := seccompdeny.LoadProfile(path); err != nil {
-			fail(err)
-		}
+	if err := write(*out); err != nil {
+		fmt.Fprintln(os.Stderr, "seccomp-profiles:", err)
+		os.Exit(1)
 	}
 }
 
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "seccomp-profiles:", err)
-	os.Exit(1)
+// files are the profiles and whether each allows io_uring.
+var files = map[string]bool{"wo-runtime-default.json": false, "wo-io-uring.json": true}
+
+func write(dir string) error {
+	for file, uring := range files {
+		b, err := json.MarshalIndent(build(uring), "", "  ")
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, file)
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		// What was written must load.
+		if _, err := seccompdeny.LoadProfile(path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
