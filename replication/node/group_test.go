@@ -1,0 +1,245 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/writeonce/wo/runtime"
+)
+
+// groupCases are the behaviours every transport must give a group of 3.
+func testGroupBasics(t *testing.T, useTCP bool) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, useTCP)
+		if useTCP {
+			g.tls = groupTLS(t)
+		}
+		defer g.stopAll()
+		g.bootstrap(3)
+		lead := g.leader()
+
+		// Replication: writes through every member (followers forward to
+		// the leader), each answered once applied on the member asked.
+		for i := range 30 {
+			id := uint64(i%3 + 1)
+			key := fmt.Sprintf("k%d", i)
+			g.mustPropose(id, key+"=v")
+			if v, ok := g.members[id].sm.get(key); !ok || v != "v" {
+				fatalf(t, "member %d answered the write of %s before applying it", id, key)
+			}
+		}
+		// A linearizable read on every member sees all 30.
+		for _, id := range sortedIDs(g.members) {
+			if _, err := g.readIndex(id, opWait); err != nil {
+				fatalf(t, "read index on %d: %v", id, err)
+			}
+			if n := g.members[id].sm.len(); n != 30 {
+				fatalf(t, "member %d: %d keys after a read index, want 30", id, n)
+			}
+		}
+
+		// A partitioned minority (the leader alone) cannot commit.
+		var others []uint64
+		for _, id := range sortedIDs(g.members) {
+			if id != lead {
+				others = append(others, id)
+			}
+		}
+		g.faults.Partition([]uint64{lead}, others)
+		if _, err := g.members[lead].node.proposeShort(g, "lost=1"); err == nil {
+			fatal(t, "the isolated old leader committed a write")
+		}
+		if _, err := g.readIndex(lead, 20*testTick); err == nil {
+			fatal(t, "the isolated old leader served a linearizable read")
+		}
+		// The majority elects a new leader and goes on.
+		newLead := g.leader(others...)
+		if newLead == lead {
+			fatalf(t, "leader %d kept leading from a minority", lead)
+		}
+		g.mustPropose(others[0], "after=1")
+
+		// After healing, the old leader catches up and the lost write stays lost.
+		g.faults.Heal()
+		g.waitFor("the old leader to catch up", func() bool {
+			_, ok := g.members[lead].sm.get("after")
+			return ok
+		})
+		for _, m := range g.members {
+			if _, ok := m.sm.get("lost"); ok {
+				fatalf(t, "member %d applied a write proposed in a minority", m.id)
+			}
+		}
+
+		// Leader loss: crash the leader; a new one serves writes; the
+		// crashed member restarts from its durable log and catches up.
+		lead = g.leader()
+		durable := g.stop(lead)
+		rest := sortedIDs(g.members)
+		g.leader(rest...)
+		g.mustPropose(rest[0], "post-crash=1")
+		store, err := Restart(durable)
+		if err != nil {
+			fatal(t, err)
+		}
+		g.start(lead, store, nil, nil)
+		g.waitFor("the restarted member to catch up", func() bool {
+			_, ok := g.members[lead].sm.get("post-crash")
+			return ok && g.members[lead].sm.len() == 32
+		})
+		return 0
+	})
+}
+
+// proposeShort proposes with a short deadline, for writes expected to fail.
+func (n *Node) proposeShort(g *group, cmd string) (uint64, error) {
+	m := g.members[n.ID()]
+	var idx uint64
+	var err error
+	on(g.f, m.shard, func(f *runtime.Fiber) { idx, err = n.Propose(f, []byte(cmd), 30*testTick) })
+	return idx, err
+}
+
+func TestGroupOnMemoryTransport(t *testing.T) { testGroupBasics(t, false) }
+
+func TestGroupOnTCPWithMutualTLS(t *testing.T) { testGroupBasics(t, true) }
+
+func TestSingleMemberGroup(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(1)
+		g.leader()
+		for i := range 10 {
+			g.mustPropose(1, fmt.Sprintf("k%d=%d", i, i))
+		}
+		if _, err := g.readIndex(1, opWait); err != nil {
+			fatal(t, err)
+		}
+		if n := g.members[1].sm.len(); n != 10 {
+			fatalf(t, "%d keys, want 10", n)
+		}
+		return 0
+	})
+}
+
+// TestMembershipChanges adds a learner that must catch up from a snapshot
+// (the log before it is compacted away), promotes it, transfers leadership
+// to it and removes an original member.
+func TestMembershipChanges(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		g.cfg = func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 20, 5 }
+		defer g.stopAll()
+		g.bootstrap(3)
+		lead := g.leader()
+		for i := range 60 {
+			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
+		}
+		if first, _ := g.members[lead].store.FirstIndex(); first <= 1 {
+			fatalf(t, "log not compacted: first index %d", first)
+		}
+		// The learner knows where the members are, nothing else.
+		peers := map[uint64]string{1: "mem-1", 2: "mem-2", 3: "mem-3"}
+		g.start(4, NewMemStorage(), nil, peers)
+		on(f, g.members[lead].shard, func(f *runtime.Fiber) {
+			if err := g.members[lead].node.AddLearner(f, 4, "mem-4", opWait); err != nil {
+				t.Errorf("add learner: %v", err)
+			}
+		})
+		g.waitFor("the learner to catch up", func() bool { return g.members[4].sm.len() == 60 })
+		if st := g.status(g.members[4]); st.Role != RoleLearner {
+			fatalf(t, "member 4 is a %s, want a learner", st.Role)
+		}
+		if g.members[4].store.Durable.Snapshot == nil {
+			fatal(t, "the learner caught up without a snapshot")
+		}
+		on(f, g.members[lead].shard, func(f *runtime.Fiber) {
+			if err := g.members[lead].node.Promote(f, 4, opWait); err != nil {
+				t.Errorf("promote: %v", err)
+			}
+		})
+		g.waitFor("member 4 to be a voter everywhere", func() bool {
+			for _, m := range g.members {
+				for _, mm := range g.status(m).Members {
+					if mm.ID == 4 && mm.Learner {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		on(f, g.members[lead].shard, func(f *runtime.Fiber) {
+			if err := g.members[lead].node.TransferLeader(f, 4, opWait); err != nil {
+				t.Errorf("transfer leadership: %v", err)
+			}
+		})
+		if got := g.leader(); got != 4 {
+			fatalf(t, "leader %d after the transfer, want 4", got)
+		}
+		// Remove an original member (not the leader).
+		victim := uint64(1)
+		on(f, g.members[4].shard, func(f *runtime.Fiber) {
+			if err := g.members[4].node.Remove(f, victim, opWait); err != nil {
+				t.Errorf("remove: %v", err)
+			}
+		})
+		g.waitFor("the removed member to know it", func() bool { return g.status(g.members[victim]).Removed })
+		g.mustPropose(4, "after-remove=1")
+		st := g.status(g.members[4])
+		if len(st.Members) != 3 {
+			fatalf(t, "members after the removal: %+v", st.Members)
+		}
+		for _, m := range st.Members {
+			if m.ID == victim {
+				fatalf(t, "member %d still listed: %+v", victim, st.Members)
+			}
+		}
+		return 0
+	})
+}
+
+// TestStorageFailureStopsTheMember: a failed persist (a failed fsync) must
+// stop the member, never let it answer as if the write were durable.
+func TestStorageFailureStopsTheMember(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(1)
+		g.leader()
+		g.members[1].store.FailSave = errors.New("fdatasync: input/output error")
+		_, err := g.propose(1, "k=v")
+		if !errors.Is(err, ErrStopped) {
+			fatalf(t, "propose after a failed save: %v, want ErrStopped", err)
+		}
+		if _, ok := g.members[1].sm.get("k"); ok {
+			fatal(t, "applied an entry that was never persisted")
+		}
+		var nerr error
+		on(f, g.members[1].shard, func(f *runtime.Fiber) { nerr = g.members[1].node.Err() })
+		if nerr == nil {
+			fatal(t, "Err() is nil after the member stopped")
+		}
+		return 0
+	})
+}
+
+func TestCallFromAnotherShard(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		if f.Shards() < 2 {
+			return 0 // nothing to cross at one shard
+		}
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(1)
+		m := g.members[1]
+		on(f, (m.shard+1)%f.Shards(), func(f *runtime.Fiber) {
+			if _, err := m.node.Propose(f, []byte("k=v"), time.Second); !errors.Is(err, ErrWrongShard) {
+				t.Errorf("propose from another shard: %v, want ErrWrongShard", err)
+			}
+		})
+		return 0
+	})
+}
