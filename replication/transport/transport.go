@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"log/slog"
 	"net"
 	"sync/atomic"
@@ -487,7 +488,11 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 	for {
 		kind, body, err := fr.next()
 		if err != nil {
-			if !t.closed && !isClosed(err) {
+			switch {
+			case t.closed || isClosed(err):
+			case errors.Is(err, io.EOF):
+				t.cfg.Logger.Debug("transport: peer closed its connection", "peer", h.from, "remote", raw.RemoteAddr().String())
+			default:
 				t.refuse(raw, "read failed", err)
 			}
 			return
