@@ -59,6 +59,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMutation -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzParsePeers -fuzztime 10s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./replication/transport/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -49,7 +49,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
-		DataDir: "./data", HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text"}
+		DataDir: "./data", HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
+		Ordinal: -1, ClusterState: "new", PeerAddr: ":7080"}
 	got := c
 	got.File, got.Sources = "", nil
 	if !reflect.DeepEqual(got, want) {
