@@ -243,3 +243,57 @@ func TestCallFromAnotherShard(t *testing.T) {
 		return 0
 	})
 }
+
+// TestReadsShareARound: reads queued together are served by one ReadIndex.
+func TestReadsShareARound(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(3)
+		lead := g.leader()
+		g.mustPropose(lead, "k=v")
+		// Read on a follower: its ReadIndex goes to the leader and back.
+		var follower *member
+		for _, m := range g.members {
+			if m.id != lead {
+				follower = m
+			}
+		}
+		const readers = 50
+		var before, after uint64
+		var failed int
+		on(f, follower.shard, func(f *runtime.Fiber) {
+			before = follower.node.readRounds
+			done := make([]runtime.Reply[error], 0, readers)
+			var waits []*runtime.Future[error]
+			for range readers {
+				r, fu := runtime.NewFuture[error](f)
+				done = append(done, r)
+				waits = append(waits, fu)
+			}
+			for i := range readers {
+				r := done[i]
+				runtime.Go(f, func(f *runtime.Fiber) {
+					_, err := follower.node.ReadIndex(f, opWait)
+					r.Send(f, err)
+				})
+			}
+			for _, fu := range waits {
+				if err, _ := fu.Wait(f, 2*opWait); err != nil {
+					failed++
+				}
+			}
+			after = follower.node.readRounds
+		})
+		if failed > 0 {
+			fatalf(t, "%d of %d reads failed", failed, readers)
+		}
+		if rounds := after - before; rounds < 1 || rounds > 2 {
+			t.Errorf("%d concurrent reads took %d ReadIndex rounds, want them to share one", readers, rounds)
+		}
+		if v, _ := follower.sm.get("k"); v != "v" {
+			t.Error("a read index returned before the write it must see was applied")
+		}
+		return 0
+	})
+}

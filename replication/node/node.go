@@ -126,13 +126,14 @@ type Node struct {
 	ready    []readyRead // read index known, waiting for apply
 	transfer []*transferWait
 
-	applied   uint64
-	snapIndex uint64
-	confState *raftpb.ConfState
-	members   map[uint64]string // id -> address, from the applied log
-	lead      uint64
-	role      raft.StateType
-	removed   bool
+	applied    uint64
+	snapIndex  uint64
+	confState  *raftpb.ConfState
+	members    map[uint64]string // id -> address, from the applied log
+	lead       uint64
+	role       raft.StateType
+	removed    bool
+	readRounds uint64 // ReadIndex calls made (each serves a batch of reads)
 	// snapNeeded asks for a snapshot after this Ready (a member was added).
 	snapNeeded bool
 	term       uint64
@@ -519,6 +520,7 @@ func (n *Node) drive(f *runtime.Fiber) {
 			n.batches[n.seq] = n.reads
 			n.reads = nil
 			n.rn.ReadIndex(ctx)
+			n.readRounds++
 		}
 		if n.rn.HasReady() {
 			if err := n.handleReady(f, n.rn.Ready()); err != nil {

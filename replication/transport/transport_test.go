@@ -506,3 +506,31 @@ func TestFaultsPartitionAndDrop(t *testing.T) {
 		t.Fatal("drop 1 kept a message")
 	}
 }
+
+func TestTCPRefusesARemovedMember(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1})
+		b := startEndpoint(t, f, 1, Config{ID: 2})
+		defer a.close(f)
+		defer b.close(f)
+		a.addPeer(f, 2, b.tcp.Addr().String())
+		b.addPeer(f, 1, a.tcp.Addr().String())
+		on(f, b.shard, func(g *runtime.Fiber) { b.tcp.RemovePeer(g, 1) })
+		a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
+		waitFor(t, f, "the removed member refused", func() bool { return b.tcp.Stats.ConnsRefused.Load() == 1 })
+		if !strings.Contains(b.logs.String(), "member was removed from the group") {
+			t.Error("no log line naming the removal")
+		}
+		if b.rec.count() != 0 {
+			t.Error("a removed member's message reached raft")
+		}
+		// Sends to a removed peer are dropped and reported, not queued.
+		b.send(f, []*raftpb.Message{heartbeat(2, 1, 1)})
+		b.rec.mu.Lock()
+		n := b.rec.unreachable[1]
+		b.rec.mu.Unlock()
+		if n == 0 {
+			t.Error("a send to a removed peer was not reported unreachable")
+		}
+	})
+}
