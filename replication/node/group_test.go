@@ -128,9 +128,13 @@ func TestSingleMemberGroup(t *testing.T) {
 // TestMembershipChanges adds a learner that must catch up from a snapshot
 // (the log before it is compacted away), promotes it, transfers leadership
 // to it and removes an original member.
-func TestMembershipChanges(t *testing.T) {
+func TestMembershipChangesOnMemory(t *testing.T) { testMembershipChanges(t, false) }
+
+func TestMembershipChangesOnTCP(t *testing.T) { testMembershipChanges(t, true) }
+
+func testMembershipChanges(t *testing.T, useTCP bool) {
 	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
+		g := newGroup(t, f, useTCP)
 		g.cfg = func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 20, 5 }
 		defer g.stopAll()
 		g.bootstrap(3)
@@ -143,9 +147,15 @@ func TestMembershipChanges(t *testing.T) {
 		}
 		// The learner knows where the members are, nothing else.
 		peers := map[uint64]string{1: "mem-1", 2: "mem-2", 3: "mem-3"}
+		addr4 := "mem-4"
+		if useTCP {
+			peers = map[uint64]string{1: g.addrs[1], 2: g.addrs[2], 3: g.addrs[3]}
+			addr4 = freePort(t)
+			g.addrs[4] = addr4
+		}
 		g.start(4, NewMemStorage(), nil, peers)
 		on(f, g.members[lead].shard, func(f *runtime.Fiber) {
-			if err := g.members[lead].node.AddLearner(f, 4, "mem-4", opWait); err != nil {
+			if err := g.members[lead].node.AddLearner(f, 4, addr4, opWait); err != nil {
 				t.Errorf("add learner: %v", err)
 			}
 		})
@@ -171,8 +181,10 @@ func TestMembershipChanges(t *testing.T) {
 			}
 			return true
 		})
-		on(f, g.members[lead].shard, func(f *runtime.Fiber) {
-			if err := g.members[lead].node.TransferLeader(f, 4, opWait); err != nil {
+		// Asked on a follower, which forwards it to the leader.
+		asker := g.members[lead%3+1]
+		on(f, asker.shard, func(f *runtime.Fiber) {
+			if err := asker.node.TransferLeader(f, 4, opWait); err != nil {
 				t.Errorf("transfer leadership: %v", err)
 			}
 		})

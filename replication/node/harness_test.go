@@ -257,6 +257,11 @@ func (r *relay) ReportUnreachable(f *runtime.Fiber, id uint64) {
 		r.n.ReportUnreachable(f, id)
 	}
 }
+func (r *relay) ReportRemoved(f *runtime.Fiber, by uint64) {
+	if r.n != nil {
+		r.n.ReportRemoved(f, by)
+	}
+}
 func (r *relay) ReportSnapshot(f *runtime.Fiber, id uint64, s raft.SnapshotStatus) {
 	if r.n != nil {
 		r.n.ReportSnapshot(f, id, s)

@@ -150,6 +150,7 @@ const (
 	workTransfer
 	workUnreachable
 	workSnapStatus
+	workRemoved
 )
 
 type work struct {
@@ -316,6 +317,13 @@ func (n *Node) ReportUnreachable(f *runtime.Fiber, id uint64) {
 // ReportSnapshot implements transport.Handler.
 func (n *Node) ReportSnapshot(f *runtime.Fiber, id uint64, status raft.SnapshotStatus) {
 	n.push(f, work{kind: workSnapStatus, id: id, status: status})
+}
+
+// ReportRemoved implements transport.Handler: a peer refused this member
+// as removed. Raft never tells a removed member so itself (the leader stops
+// sending to it), so the transport's word is what stops it.
+func (n *Node) ReportRemoved(f *runtime.Fiber, by uint64) {
+	n.push(f, work{kind: workRemoved, id: by})
 }
 
 func (n *Node) push(f *runtime.Fiber, w work) {
@@ -544,6 +552,11 @@ func (n *Node) handle(f *runtime.Fiber, w work) {
 		n.rn.ReportUnreachable(w.id)
 	case workSnapStatus:
 		n.rn.ReportSnapshot(w.id, w.status)
+	case workRemoved:
+		if !n.removed {
+			n.removed, n.stopped = true, true
+			n.log.Warn("node: a peer says this member was removed from the group; stopping", "peer", fmt.Sprintf("%x", w.id))
+		}
 	case workPropose:
 		data := make([]byte, 16, 16+len(w.data))
 		binary.BigEndian.PutUint64(data, n.cfg.ID)
@@ -573,12 +586,8 @@ func (n *Node) handle(f *runtime.Fiber, w work) {
 			n.answer(f, w.w, 0, ErrNoLeader)
 			return
 		}
-		if n.lead == n.cfg.ID {
-			n.rn.TransferLeader(w.id)
-		} else {
-			// Only the leader transfers; ask it through raft's own message.
-			n.rn.Step(&raftpb.Message{Type: raftpb.MsgTransferLeader.Enum(), From: new(w.id), To: new(n.lead)})
-		}
+		// On a follower raft forwards the request to the leader.
+		n.rn.TransferLeader(w.id)
 		n.transfer = append(n.transfer, &transferWait{to: w.id, w: w.w})
 	}
 }
@@ -751,8 +760,10 @@ func (n *Node) apply(f *runtime.Fiber, e *raftpb.Entry) error {
 			case raftpb.ConfChangeRemoveNode:
 				delete(n.members, id)
 				if id == n.cfg.ID {
-					n.removed = true
-					n.log.Warn("node: this member was removed from the group")
+					// Raft's advice: a removed member shuts down. The
+					// driver stops at the top of its loop.
+					n.removed, n.stopped = true, true
+					n.log.Warn("node: this member was removed from the group; stopping")
 				} else {
 					n.cfg.Net.RemovePeer(f, id)
 				}

@@ -16,7 +16,8 @@ import (
 //	kind   uint8
 //	body   length-1 bytes
 //
-// A connection starts with one hello frame from the dialer. After it, a
+// A connection starts with one hello frame from the dialer, answered by a
+// helloAck (or a refused frame naming why, and the close). After it, a
 // message stream carries only msgs frames; a snapshot stream carries one
 // snapHeader, any number of snapChunk frames, one snapEnd, and the receiver
 // answers with one snapAck. See docs/replication.md, "Transport".
@@ -27,6 +28,14 @@ const (
 	kindSnapChunk  byte = 4
 	kindSnapEnd    byte = 5
 	kindSnapAck    byte = 6
+	kindHelloAck   byte = 7 // the listener accepts the hello
+	kindRefused    byte = 8 // the listener refuses it: reason byte + text
+)
+
+// Refusal reasons in a refused frame.
+const (
+	refusedOther   byte = 0
+	refusedRemoved byte = 1 // the dialer was removed from the group
 )
 
 // Stream kinds, named in the hello frame.

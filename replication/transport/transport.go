@@ -29,6 +29,9 @@ type Handler interface {
 	ReportUnreachable(f *runtime.Fiber, id uint64)
 	// ReportSnapshot says how sending a snapshot to id ended.
 	ReportSnapshot(f *runtime.Fiber, id uint64, status raft.SnapshotStatus)
+	// ReportRemoved says peer by refused this member because it was
+	// removed from the group: raft may never tell a removed member so.
+	ReportRemoved(f *runtime.Fiber, by uint64)
 }
 
 // Net is what a raft member needs from a transport. TCP, the in-process
@@ -406,6 +409,20 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 	if _, err := c.Write(appendFrame(nil, kindHello, h.encode())); err != nil {
 		return raw, nil, fmt.Errorf("hello to %s: %w", addr, err)
 	}
+	fr := &frameReader{r: c, limit: 1024} // unbuffered: nothing past the answer is read
+	kind, body, err := fr.next()
+	switch {
+	case err != nil:
+		return raw, nil, fmt.Errorf("hello to %s: no answer: %w", addr, err)
+	case kind == kindRefused && len(body) > 0:
+		if body[0] == refusedRemoved {
+			t.cfg.Logger.Error("transport: a peer says this member was removed from the group", "peer", to, "addr", addr)
+			t.cfg.Handler.ReportRemoved(f, to)
+		}
+		return raw, nil, fmt.Errorf("peer %x at %s refused this member: %s", to, addr, body[1:])
+	case kind != kindHelloAck:
+		return raw, nil, fmt.Errorf("hello to %s: answered with frame kind %d", addr, kind)
+	}
 	_ = raw.SetDeadline(time.Time{})
 	return raw, c, nil
 }
@@ -466,18 +483,29 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 		return
 	}
 	h, err := decodeHello(body)
-	switch {
-	case err != nil:
+	if err != nil {
 		t.refuse(raw, "bad hello", err)
 		return
+	}
+	// A well-formed hello is answered, so the dialer can log why it was
+	// turned away (and a removed member learn that it was).
+	answer := func(reason byte, why string, err error) {
+		t.refuse(raw, why, err)
+		_, _ = c.Write(appendFrame(nil, kindRefused, append([]byte{reason}, why+": "+err.Error()...)))
+	}
+	switch {
 	case h.cluster != t.cfg.Cluster:
-		t.refuse(raw, "peer belongs to another cluster", fmt.Errorf("cluster %x, this member is in %x", h.cluster, t.cfg.Cluster))
+		answer(refusedOther, "peer belongs to another cluster", fmt.Errorf("cluster %x, this member is in %x", h.cluster, t.cfg.Cluster))
 		return
 	case h.to != t.cfg.ID:
-		t.refuse(raw, "peer dialed another member", fmt.Errorf("hello to %x, this member is %x", h.to, t.cfg.ID))
+		answer(refusedOther, "peer dialed another member", fmt.Errorf("hello to %x, this member is %x", h.to, t.cfg.ID))
 		return
 	case t.refused[h.from]:
-		t.refuse(raw, "member was removed from the group", fmt.Errorf("member %x", h.from))
+		answer(refusedRemoved, "member was removed from the group", fmt.Errorf("member %x", h.from))
+		return
+	}
+	if _, err := c.Write(appendFrame(nil, kindHelloAck, nil)); err != nil {
+		t.refuse(raw, "hello answer failed", err)
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
@@ -525,7 +553,10 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 func checkFrom(msgs []*raftpb.Message, h hello, self uint64) error {
 	for _, m := range msgs {
 		switch {
-		case m.GetFrom() != h.from:
+		case m.GetFrom() != h.from && m.GetType() != raftpb.MsgTransferLeader:
+			// A follower forwards a leadership transfer to the leader with
+			// From naming the transferee, as raft builds it; every other
+			// message names its sender.
 			return fmt.Errorf("%s from %x on a connection from %x", m.GetType(), m.GetFrom(), h.from)
 		case m.GetTo() != self:
 			return fmt.Errorf("%s to %x, this member is %x", m.GetType(), m.GetTo(), self)

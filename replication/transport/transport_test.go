@@ -123,6 +123,13 @@ type recorder struct {
 	msgs        []*raftpb.Message
 	unreachable map[uint64]int
 	snaps       []raft.SnapshotStatus
+	removedBy   []uint64
+}
+
+func (r *recorder) ReportRemoved(f *runtime.Fiber, by uint64) {
+	r.mu.Lock()
+	r.removedBy = append(r.removedBy, by)
+	r.mu.Unlock()
 }
 
 func newRecorder() *recorder { return &recorder{unreachable: map[uint64]int{}} }
@@ -521,6 +528,11 @@ func TestTCPRefusesARemovedMember(t *testing.T) {
 		if !strings.Contains(b.logs.String(), "member was removed from the group") {
 			t.Error("no log line naming the removal")
 		}
+		waitFor(t, f, "the removed member told", func() bool {
+			a.rec.mu.Lock()
+			defer a.rec.mu.Unlock()
+			return len(a.rec.removedBy) > 0 && a.rec.removedBy[0] == 2
+		})
 		if b.rec.count() != 0 {
 			t.Error("a removed member's message reached raft")
 		}
