@@ -5,7 +5,7 @@
 GO ?= go
 # Packages whose behaviour depends on the shard count: the suite runs them at
 # every core (the default) and again at one shard, the serial debug mode.
-SHARDED := ./runtime/... ./dbowner/... ./examples/...
+SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 
 .PHONY: all run test vet test-operator generate verify-generated bench envtest-binaries fuzz fmt
 
@@ -17,11 +17,12 @@ run:
 
 ## test: vet, then every test under the race detector: the whole module at the
 ## default shard count (operator tests against a real kube-apiserver and etcd),
-## the sharded packages again at one shard, and the runtime with epoll forced.
+## the sharded packages again at one shard, and the runtime and replication
+## (fiber sockets, timers) with epoll forced.
 test: vet envtest-binaries
 	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" $(GO) test -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
-	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/...
+	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/... ./replication/...
 
 ## vet: go vet, then wo's own analyzer (cmd/wovet): WO-E222, a message type
 ## with mutable references sent where it may cross shards, and WO-E223, a

@@ -309,3 +309,37 @@ func TestReadsShareARound(t *testing.T) {
 		return 0
 	})
 }
+
+// TestGroupUnderDropsAndDelay: with a fifth of all messages lost and every
+// batch delayed, writes still commit and every member converges.
+func TestGroupUnderDropsAndDelay(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(3)
+		g.faults.SetDrop(0.2)
+		g.faults.SetDelay(2 * time.Millisecond)
+		for i := range 20 {
+			id := uint64(i%3 + 1)
+			if _, err := g.members[id].node.proposeShort(g, fmt.Sprintf("k%d=v", i)); err != nil {
+				// A lost proposal times out; raft does not retry it, the
+				// client does. Retry like a client would.
+				g.mustPropose(g.leader(), fmt.Sprintf("k%d=v", i))
+			}
+		}
+		g.faults.SetDrop(0)
+		g.faults.SetDelay(0)
+		g.waitFor("every member to apply all 20 keys", func() bool {
+			for _, m := range g.members {
+				if m.sm.len() != 20 {
+					return false
+				}
+			}
+			return true
+		})
+		if g.faults.Dropped.Load() == 0 {
+			t.Error("the faults dropped nothing")
+		}
+		return 0
+	})
+}
