@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,8 +52,15 @@ func testGroupBasics(t *testing.T, useTCP bool) {
 		if _, err := g.members[lead].node.proposeShort(g, "lost=1"); err == nil {
 			fatal(t, "the isolated old leader committed a write")
 		}
-		if _, err := g.readIndex(lead, 20*testTick); err == nil {
+		_, err := g.readIndex(lead, 20*testTick)
+		if err == nil {
 			fatal(t, "the isolated old leader served a linearizable read")
+		}
+		if !strings.Contains(err.Error(), "1 of 3 voters reachable") {
+			t.Errorf("the isolated member's error does not say what it reaches: %v", err)
+		}
+		if st := g.status(g.members[lead]); st.Reachable != 1 || st.Voters != 3 {
+			t.Errorf("isolated member reaches %d of %d voters, want 1 of 3", st.Reachable, st.Voters)
 		}
 		// The majority elects a new leader and goes on.
 		newLead := g.leader(others...)

@@ -97,6 +97,10 @@ type Status struct {
 	Applied uint64
 	Members []Member // voters and learners, by ID
 	Removed bool
+	// Reachable counts the voters this member heard from within an
+	// election timeout, itself included: what a "no quorum" answer names.
+	Reachable int
+	Voters    int
 }
 
 // Node is one raft member: a raft.RawNode owned by one driver fiber on one
@@ -133,7 +137,9 @@ type Node struct {
 	lead       uint64
 	role       raft.StateType
 	removed    bool
-	readRounds uint64 // ReadIndex calls made (each serves a batch of reads)
+	readRounds uint64            // ReadIndex calls made (each serves a batch of reads)
+	ticks      uint64            // ticks so far
+	heard      map[uint64]uint64 // member -> tick of its last message
 	// snapNeeded asks for a snapshot after this Ready (a member was added).
 	snapNeeded bool
 	term       uint64
@@ -221,7 +227,7 @@ func Start(f *runtime.Fiber, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, shard: f.Shard(), log: cfg.Logger.With("member", fmt.Sprintf("%x", cfg.ID)), sm: cfg.StateMachine,
-		props: map[uint64]*waiter{}, batches: map[uint64][]*waiter{}, members: map[uint64]string{},
+		props: map[uint64]*waiter{}, heard: map[uint64]uint64{}, batches: map[uint64][]*waiter{}, members: map[uint64]string{},
 	}
 	hs, cs, err := cfg.Storage.InitialState()
 	if err != nil {
@@ -352,7 +358,11 @@ func (n *Node) call(f *runtime.Fiber, w work, timeout time.Duration, what string
 	}
 	reply, fu := runtime.NewFuture[result](f)
 	n.seq++
-	w.w = &waiter{seq: n.seq, reply: reply, deadline: time.Now().Add(timeout)}
+	deadline := time.Now().Add(timeout)
+	if timeout <= 0 { // no deadline: never expired by the driver
+		deadline = time.Now().Add(100 * 365 * 24 * time.Hour)
+	}
+	w.w = &waiter{seq: n.seq, reply: reply, deadline: deadline}
 	n.push(f, w)
 	res, err := fu.Wait(f, timeout)
 	if errors.Is(err, runtime.ErrTimeout) {
@@ -366,10 +376,21 @@ func (n *Node) call(f *runtime.Fiber, w work, timeout time.Duration, what string
 
 // quorumHint names the leader and reachability for a timeout message.
 func (n *Node) quorumHint() string {
-	if n.lead == raft.None {
-		return "no leader known"
+	reach, voters := 1, 0
+	if n.confState != nil {
+		voters = len(n.confState.GetVoters())
+		reach = 0
+		for _, id := range n.confState.GetVoters() {
+			if at, ok := n.heard[id]; id == n.cfg.ID || (ok && n.ticks-at <= uint64(n.cfg.ElectionTicks)) {
+				reach++
+			}
+		}
 	}
-	return fmt.Sprintf("leader %x", n.lead)
+	lead := "no leader known"
+	if n.lead != raft.None {
+		lead = fmt.Sprintf("leader %x", n.lead)
+	}
+	return fmt.Sprintf("%s; %d of %d voters reachable", lead, reach, voters)
 }
 
 func (n *Node) stopErr() error {
@@ -451,6 +472,10 @@ func (n *Node) Status(f *runtime.Fiber) Status {
 	if n.confState != nil {
 		for _, id := range n.confState.GetVoters() {
 			st.Members = append(st.Members, Member{ID: id, Addr: n.members[id]})
+			st.Voters++
+			if at, ok := n.heard[id]; id == n.cfg.ID || (ok && n.ticks-at <= uint64(n.cfg.ElectionTicks)) {
+				st.Reachable++
+			}
 		}
 		for _, id := range n.confState.GetLearners() {
 			st.Members = append(st.Members, Member{ID: id, Addr: n.members[id], Learner: true})
@@ -519,6 +544,7 @@ func (n *Node) drive(f *runtime.Fiber) {
 		}
 		if n.tickDue {
 			n.tickDue = false
+			n.ticks++
 			n.rn.Tick()
 			n.expire(time.Now())
 		}
@@ -545,6 +571,7 @@ func (n *Node) drive(f *runtime.Fiber) {
 func (n *Node) handle(f *runtime.Fiber, w work) {
 	switch w.kind {
 	case workStep:
+		n.heard[w.msg.GetFrom()] = n.ticks
 		if err := n.rn.Step(w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			n.log.Debug("node: message not stepped", "type", w.msg.GetType().String(), "from", w.msg.GetFrom(), "err", err)
 		}
@@ -693,14 +720,22 @@ func (n *Node) expire(now time.Time) {
 		}
 	}
 	for seq, ws := range n.batches {
-		if len(ws) > 0 && now.After(ws[len(ws)-1].deadline) {
+		if allExpired(ws, now) {
 			delete(n.batches, seq)
 		}
 	}
-	n.ready = slices.DeleteFunc(n.ready, func(r readyRead) bool {
-		return len(r.waiters) > 0 && now.After(r.waiters[len(r.waiters)-1].deadline)
-	})
+	n.ready = slices.DeleteFunc(n.ready, func(r readyRead) bool { return allExpired(r.waiters, now) })
 	n.transfer = slices.DeleteFunc(n.transfer, func(t *transferWait) bool { return now.After(t.w.deadline) })
+}
+
+// allExpired reports whether every caller of a read batch has given up.
+func allExpired(ws []*waiter, now time.Time) bool {
+	for _, w := range ws {
+		if !now.After(w.deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 func (n *Node) apply(f *runtime.Fiber, e *raftpb.Entry) error {
