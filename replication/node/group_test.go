@@ -351,3 +351,35 @@ func TestGroupUnderDropsAndDelay(t *testing.T) {
 		return 0
 	})
 }
+
+// TestRestartFromSnapshotAndLog: a member that crashed after snapshots
+// restarts from its durable snapshot plus the entries after it.
+func TestRestartFromSnapshotAndLog(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		g.cfg = func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 10, 3 }
+		defer g.stopAll()
+		g.bootstrap(3)
+		lead := g.leader()
+		for i := range 35 {
+			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
+		}
+		victim := lead%3 + 1
+		g.waitFor("the victim to apply everything", func() bool { return g.members[victim].sm.len() == 35 })
+		durable := g.stop(victim)
+		if durable.Snapshot == nil || len(durable.Entries) == 0 || durable.Entries[0].GetIndex() <= 1 {
+			fatalf(t, "want a durable snapshot and a compacted log, have snapshot %v and %d entries", durable.Snapshot != nil, len(durable.Entries))
+		}
+		g.mustPropose(lead, "while-down=1")
+		store, err := Restart(durable)
+		if err != nil {
+			fatal(t, err)
+		}
+		m := g.start(victim, store, nil, nil)
+		g.waitFor("the restarted member to catch up", func() bool { return m.sm.len() == 36 })
+		if v, _ := m.sm.get("k0"); v != "0" {
+			t.Errorf("k0 = %q after the restart, want the snapshot's 0", v)
+		}
+		return 0
+	})
+}

@@ -661,6 +661,7 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 		if err := n.apply(f, e); err != nil {
 			return err
 		}
+		runtime.Checkpoint(f) // a long catch-up must not hold the shard
 	}
 	for _, rs := range rd.ReadStates {
 		if len(rs.RequestCtx) != 8 {
