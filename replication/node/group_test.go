@@ -52,15 +52,16 @@ func testGroupBasics(t *testing.T, useTCP bool) {
 		if _, err := g.members[lead].node.proposeShort(g, "lost=1"); err == nil {
 			fatal(t, "the isolated old leader committed a write")
 		}
+		g.waitFor("the isolated member to see it reaches only itself", func() bool {
+			st := g.status(g.members[lead])
+			return st.Reachable == 1 && st.Voters == 3
+		})
 		_, err := g.readIndex(lead, 20*testTick)
 		if err == nil {
 			fatal(t, "the isolated old leader served a linearizable read")
 		}
 		if !strings.Contains(err.Error(), "1 of 3 voters reachable") {
 			t.Errorf("the isolated member's error does not say what it reaches: %v", err)
-		}
-		if st := g.status(g.members[lead]); st.Reachable != 1 || st.Voters != 3 {
-			t.Errorf("isolated member reaches %d of %d voters, want 1 of 3", st.Reachable, st.Voters)
 		}
 		// The majority elects a new leader and goes on.
 		newLead := g.leader(others...)
@@ -196,19 +197,26 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 				t.Errorf("transfer leadership: %v", err)
 			}
 		})
-		if got := g.leader(); got != 4 {
-			fatalf(t, "leader %d after the transfer, want 4", got)
+		// TransferLeader returns once the asker saw 4 lead. On a loaded
+		// machine a stalled shard can start another election right after,
+		// so who leads now is not asserted; the rest works with any leader.
+		now := g.leader()
+		if now != 4 {
+			t.Logf("leadership moved on after the transfer: leader %d", now)
 		}
-		// Remove an original member (not the leader).
+		// Remove an original member that is not the leader.
 		victim := uint64(1)
-		on(f, g.members[4].shard, func(f *runtime.Fiber) {
-			if err := g.members[4].node.Remove(f, victim, opWait); err != nil {
+		for victim == now {
+			victim++
+		}
+		on(f, g.members[now].shard, func(f *runtime.Fiber) {
+			if err := g.members[now].node.Remove(f, victim, opWait); err != nil {
 				t.Errorf("remove: %v", err)
 			}
 		})
 		g.waitFor("the removed member to know it", func() bool { return g.status(g.members[victim]).Removed })
-		g.mustPropose(4, "after-remove=1")
-		st := g.status(g.members[4])
+		g.mustPropose(now, "after-remove=1")
+		st := g.status(g.members[now])
 		if len(st.Members) != 3 {
 			fatalf(t, "members after the removal: %+v", st.Members)
 		}

@@ -187,7 +187,7 @@ type group struct {
 }
 
 const (
-	testTick = 10 * time.Millisecond
+	testTick = 20 * time.Millisecond
 	opWait   = 10 * time.Second // bounded waits; never a timing assertion
 )
 
