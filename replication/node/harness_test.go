@@ -3,6 +3,7 @@ package node
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -218,7 +219,7 @@ func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]strin
 		}
 		cfg := Config{
 			ID: id, Storage: store, StateMachine: m.sm, Logger: testLogger(g.t),
-			Bootstrap: boot, Peers: peers, Tick: testTick,
+			Bootstrap: boot, Peers: peers, Tick: testTick, ElectionTicks: 15,
 		}
 		if g.cfg != nil {
 			g.cfg(&cfg)
@@ -426,13 +427,26 @@ func (g *group) propose(id uint64, cmd string) (uint64, error) {
 	return idx, err
 }
 
+// mustPropose writes cmd through member id, retrying as a client would
+// while the group has no leader (a loaded machine can stall a shard long
+// enough for an election). Commands set keys, so a retry of a write that
+// did commit is harmless.
 func (g *group) mustPropose(id uint64, cmd string) uint64 {
 	g.t.Helper()
-	idx, err := g.propose(id, cmd)
-	if err != nil {
-		fatalf(g.t, "propose %q on %d: %v", cmd, id, err)
+	deadline := time.Now().Add(opWait)
+	for {
+		idx, err := g.propose(id, cmd)
+		switch {
+		case err == nil:
+			return idx
+		case time.Now().After(deadline):
+			fatalf(g.t, "propose %q on %d: %v", cmd, id, err)
+		case errors.Is(err, ErrNoLeader), errors.Is(err, raft.ErrProposalDropped), errors.Is(err, runtime.ErrTimeout):
+			runtime.Sleep(g.f, testTick)
+		default:
+			fatalf(g.t, "propose %q on %d: %v", cmd, id, err)
+		}
 	}
-	return idx
 }
 
 func (g *group) readIndex(id uint64, timeout time.Duration) (uint64, error) {
