@@ -48,7 +48,7 @@ verify-generated: generate
 
 ## bench: every benchmark beside its baseline; see docs/benchmarks.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./runtime/ ./iobackend/ ./dbowner/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./runtime/ ./iobackend/ ./dbowner/... ./replication/transport/
 	$(GO) test -run '^$$' -bench IdleActorFootprint -benchtime 1x ./runtime/
 
 ## fuzz: a short run of every fuzz target.

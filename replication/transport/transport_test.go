@@ -67,7 +67,7 @@ func fatalf(t testing.TB, format string, args ...any) {
 	panic(abortTest{})
 }
 
-func testRuntime(t *testing.T, main func(f *runtime.Fiber)) {
+func testRuntime(t testing.TB, main func(f *runtime.Fiber)) {
 	t.Helper()
 	cfg, err := runtime.ConfigFromEnv(runtime.Config{})
 	if err != nil {
@@ -183,7 +183,7 @@ type endpoint struct {
 	logs  *logBuf
 }
 
-func startEndpoint(t *testing.T, f *runtime.Fiber, shard int, cfg Config) *endpoint {
+func startEndpoint(t testing.TB, f *runtime.Fiber, shard int, cfg Config) *endpoint {
 	t.Helper()
 	e := &endpoint{shard: shard % f.Shards(), rec: newRecorder()}
 	var log *slog.Logger
@@ -402,7 +402,7 @@ func TestTCPSnapshotInChunks(t *testing.T) {
 
 // writeCerts writes a CA and a member certificate for 127.0.0.1 (signed
 // by it) as PEM files, and returns their paths.
-func writeCerts(t *testing.T, dir, name string) (cert, key, ca string) {
+func writeCerts(t testing.TB, dir, name string) (cert, key, ca string) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
