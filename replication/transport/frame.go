@@ -206,12 +206,16 @@ func DecodeMessages(body []byte) ([]*raftpb.Message, error) {
 
 // snapHeader is the MsgSnap without its data, plus the data's length.
 func encodeSnapHeader(m *raftpb.Message, dataLen int) ([]byte, error) {
-	hdr := proto.Clone(m).(*raftpb.Message)
-	if hdr.Snapshot != nil {
-		hdr.Snapshot.Data = nil
+	// Marshal without the data by lifting it out for the call (cloning
+	// would copy the whole snapshot); nothing parks in between, so no other
+	// fiber sees the message without it.
+	var data []byte
+	if m.Snapshot != nil {
+		data, m.Snapshot.Data = m.Snapshot.Data, nil
+		defer func() { m.Snapshot.Data = data }()
 	}
 	b := binary.BigEndian.AppendUint64(nil, uint64(dataLen))
-	b, err := proto.MarshalOptions{}.MarshalAppend(b, hdr)
+	b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
 	if err != nil {
 		return nil, fmt.Errorf("transport: marshal snapshot header to %d: %w", m.GetTo(), err)
 	}

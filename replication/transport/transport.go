@@ -587,7 +587,9 @@ func (t *TCP) receiveSnapshot(f *runtime.Fiber, raw *runtime.Conn, c net.Conn, f
 		t.refuse(raw, "snapshot does not match the hello", err)
 		return
 	}
-	data := make([]byte, 0, size)
+	// Grown as chunks arrive, not allocated from the header's word: a
+	// header alone must not cost MaxSnapshot bytes.
+	data := make([]byte, 0, min(size, int64(t.cfg.MaxFrame)))
 	for {
 		kind, body, err := fr.next()
 		if err != nil {
