@@ -425,7 +425,9 @@ func (n *Node) AddLearner(f *runtime.Fiber, id uint64, addr string, timeout time
 
 // Promote makes learner id a voter.
 func (n *Node) Promote(f *runtime.Fiber, id uint64, timeout time.Duration) error {
-	n.mustShard(f)
+	if f.Shard() != n.shard {
+		return ErrWrongShard
+	}
 	return n.confChange(f, raftpb.ConfChangeAddNode, id, n.members[id], timeout)
 }
 
@@ -457,7 +459,8 @@ func (n *Node) TransferLeader(f *runtime.Fiber, id uint64, timeout time.Duration
 }
 
 // Status returns the member's view of the group. It must be called on the
-// member's shard.
+// member's shard (it panics with ErrWrongShard elsewhere: the fields it
+// reads belong to the driver).
 func (n *Node) Status(f *runtime.Fiber) Status {
 	n.mustShard(f)
 	st := Status{ID: n.cfg.ID, Leader: n.lead, Term: n.term, Commit: n.commit, Applied: n.applied, Removed: n.removed}
