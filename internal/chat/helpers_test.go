@@ -166,13 +166,17 @@ func (c *lineClient) next() (string, error) {
 // expect reads lines until one contains want, and returns it.
 func (c *lineClient) expect(want string) string {
 	c.t.Helper()
+	var seen []string
 	for {
 		l, err := c.next()
 		if err != nil {
-			c.t.Fatalf("waiting for a line with %q: %v", want, err)
+			c.t.Fatalf("waiting for a line with %q: %v; the last lines were:\n%s", want, err, strings.Join(seen, "\n"))
 		}
 		if strings.Contains(l, want) {
 			return l
+		}
+		if seen = append(seen, l); len(seen) > 5 {
+			seen = seen[1:]
 		}
 	}
 }
