@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/writeonce/wo/internal/chat"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -39,10 +40,26 @@ type Config struct {
 	DataDir    string            // data.dir
 	HTTPAddr   string            // http.addr: the data plane (records API)
 	OpsAddr    string            // ops.addr: health, metrics, debug
+	ChatAddr   string            // chat.addr: the chat's TCP line protocol
+	Chat       ChatLimits        // chat.queue, chat.line_max, chat.rate, chat.history
 	LogLevel   slog.Level        // log.level
 	LogFormat  string            // log.format: "text" or "json"
 	File       string            // the config file that was read; "" when none was
 	Sources    map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
+}
+
+// ChatLimits are the chat service's per-connection limits (see
+// internal/chat.Options, which they fill).
+type ChatLimits struct {
+	Queue   int // chat.queue: events queued per connection before it is cut off as too slow
+	LineMax int // chat.line_max: bytes per line or WebSocket message
+	Rate    int // chat.rate: lines per second per connection (bursts of twice that)
+	History int // chat.history: messages replayed on /join
+}
+
+// ChatOptions maps the chat settings onto the service's options.
+func (c Config) ChatOptions(log *slog.Logger) chat.Options {
+	return chat.Options{QueueLen: c.Chat.Queue, LineMax: c.Chat.LineMax, Rate: float64(c.Chat.Rate), History: c.Chat.History, Logger: log}
 }
 
 // Runtime maps the settings onto a runtime.Config. Watchdog and idle spin keep
@@ -152,6 +169,36 @@ var settings = []setting{
 			c.OpsAddr, err = parseAddr(s)
 			return err
 		}},
+	{key: "chat.addr", flag: "chat-addr", env: "WO_CHAT_ADDR", def: ":7070",
+		help: "chat line-protocol listen `address` (TCP; the WebSocket is /chat on the data plane)",
+		apply: func(c *Config, s string) (err error) {
+			c.ChatAddr, err = parseAddr(s)
+			return err
+		}},
+	{key: "chat.queue", flag: "chat-queue", env: "WO_CHAT_QUEUE", def: "256", kind: kindInt,
+		help: "chat outbound queue per connection, in `events`; a client that falls this far behind is cut off",
+		apply: func(c *Config, s string) (err error) {
+			c.Chat.Queue, err = intIn(s, 1, 1<<20)
+			return err
+		}},
+	{key: "chat.line_max", flag: "chat-line-max", env: "WO_CHAT_LINE_MAX", def: "4096", kind: kindInt,
+		help: "chat input limit: `bytes` per line or WebSocket message; longer input ends the connection",
+		apply: func(c *Config, s string) (err error) {
+			c.Chat.LineMax, err = intIn(s, 64, 1<<20)
+			return err
+		}},
+	{key: "chat.rate", flag: "chat-rate", env: "WO_CHAT_RATE", def: "20", kind: kindInt,
+		help: "chat input rate: `lines` per second per connection (bursts of twice that); floods are cut off",
+		apply: func(c *Config, s string) (err error) {
+			c.Chat.Rate, err = intIn(s, 1, 1<<20)
+			return err
+		}},
+	{key: "chat.history", flag: "chat-history", env: "WO_CHAT_HISTORY", def: "20", kind: kindInt,
+		help: "chat `messages` replayed on /join",
+		apply: func(c *Config, s string) (err error) {
+			c.Chat.History, err = intIn(s, 1, chat.MaxHistory)
+			return err
+		}},
 	{key: "log.level", flag: "log-level", env: "WO_LOG_LEVEL", def: "info",
 		help: "log `level`: debug, info, warn or error",
 		apply: func(c *Config, s string) error {
@@ -172,6 +219,15 @@ var settings = []setting{
 			}
 			return errors.New("want text or json")
 		}},
+}
+
+// intIn parses an integer from lo to hi.
+func intIn(s string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("want an integer from %d to %d", lo, hi)
+	}
+	return n, nil
 }
 
 // parseAddr accepts host:port with a numeric port (host may be empty).
