@@ -39,20 +39,30 @@ func PageHandler() http.Handler { return http.FileServerFS(Page()) }
 // gobwas/ws's: it checks the request and writes the 101 (or the error
 // response) through w's hijacked connection, which must be c.
 func (s *Service) Upgrade(f *runtime.Fiber, c *runtime.Conn, br *bufio.Reader, r *http.Request, w http.ResponseWriter) error {
-	_, rw, _, err := ws.HTTPUpgrader{}.Upgrade(r, w)
+	buffered, err := handshake(br, r, w)
 	if err != nil {
 		return err
 	}
+	s.ServeWebSocket(f, c, buffered)
+	return nil
+}
+
+// handshake does the WebSocket handshake and returns a copy of the input
+// buffered past the request.
+func handshake(br *bufio.Reader, r *http.Request, w http.ResponseWriter) ([]byte, error) {
+	_, rw, _, err := ws.HTTPUpgrader{}.Upgrade(r, w)
+	if err != nil {
+		return nil, err
+	}
 	if err := rw.Flush(); err != nil {
-		return err
+		return nil, err
 	}
 	var buffered []byte
 	if n := br.Buffered(); n > 0 {
 		buffered, _ = br.Peek(n)
 		buffered = bytes.Clone(buffered)
 	}
-	s.ServeWebSocket(f, c, buffered)
-	return nil
+	return buffered, nil
 }
 
 // ServeHTTP is the chat's HTTP/1.1 front on a fiber connection: the page at
@@ -61,6 +71,16 @@ func (s *Service) Upgrade(f *runtime.Fiber, c *runtime.Conn, br *bufio.Reader, r
 // worker's HTTP data plane on fibers; once that serves the data port, the
 // page handler and Upgrade mount there and this goes.
 func (s *Service) ServeHTTP(f *runtime.Fiber, c *runtime.Conn) {
+	if buffered, ok := serveHTTP(c); ok {
+		// The HTTP side (reader, request, response) is garbage by now: a
+		// WebSocket session holds only what it needs.
+		s.ServeWebSocket(f, c, buffered)
+	}
+}
+
+// serveHTTP answers requests until the connection ends or a /chat request
+// upgrades it; then it returns the bytes read past the request.
+func serveHTTP(c *runtime.Conn) (buffered []byte, upgraded bool) {
 	br := bufio.NewReaderSize(c, 2048)
 	page := PageHandler()
 	for {
@@ -70,19 +90,23 @@ func (s *Service) ServeHTTP(f *runtime.Fiber, c *runtime.Conn) {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) {
 				writeStatus(c, http.StatusBadRequest, "bad request: "+err.Error())
 			}
-			return
+			return nil, false
 		}
 		_ = c.SetReadDeadline(time.Time{})
 		rw := &fiberResponse{c: c, br: br, h: http.Header{}}
 		if req.URL.Path == "/chat" {
-			if err := s.Upgrade(f, c, br, req, rw); err != nil && !rw.hijacked {
-				writeStatus(c, http.StatusBadRequest, "websocket upgrade: "+err.Error())
+			buffered, err := handshake(br, req, rw)
+			if err != nil {
+				if !rw.hijacked {
+					writeStatus(c, http.StatusBadRequest, "websocket upgrade: "+err.Error())
+				}
+				return nil, false
 			}
-			return // the connection was the session's
+			return buffered, true
 		}
 		page.ServeHTTP(rw, req)
-		if err := rw.finish(req); err != nil || req.Close || rw.hijacked {
-			return
+		if err := rw.finish(req); err != nil || req.Close {
+			return nil, false
 		}
 		_, _ = io.Copy(io.Discard, req.Body)
 	}

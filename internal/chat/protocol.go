@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gobwas/ws"
 )
 
 // Limits on names, so that every line a client receives stays readable and a
@@ -240,6 +242,23 @@ type Event struct {
 	At      int64  // EvMessage: when the room accepted it, Unix nanoseconds
 	History bool   // EvMessage: replayed from the database, not live
 	Fatal   bool   // EvError: the server closes the connection after it
+}
+
+// wire is an event as it goes out: its bytes on each transport (a line; a
+// WebSocket frame of JSON), encoded once by the room and shared by every
+// member it is sent to. It is immutable once built, so the pointer may
+// cross shards; a mailbox entry is one word, not the whole event.
+//
+//wo:shardsafe
+type wire struct {
+	fatal bool   // the connection ends after it
+	line  string // TCP; "" for WebSocket-only control frames
+	frame string // WebSocket
+}
+
+// wire encodes e for both transports.
+func (e Event) wire() *wire {
+	return &wire{fatal: e.Fatal, line: string(e.AppendLine(nil)), frame: string(appendFrame(nil, ws.OpText, e.AppendJSON(nil)))}
 }
 
 func (e Event) room() string {

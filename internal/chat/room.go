@@ -59,7 +59,7 @@ const (
 // crosses shards as a value.
 type roomMsg struct {
 	op     roomOp
-	member runtime.Addr[Event] // the connection's outbox
+	member runtime.Addr[*wire] // the connection's outbox
 	nick   string              // the sender's nick (roomNick: the new one)
 	old    string              // roomNick: the previous nick
 	text   string
@@ -67,7 +67,7 @@ type roomMsg struct {
 }
 
 type member struct {
-	addr runtime.Addr[Event]
+	addr runtime.Addr[*wire]
 	nick string
 }
 
@@ -126,21 +126,27 @@ func (r *room) load(f *runtime.Fiber) error {
 	return nil
 }
 
-func (r *room) find(a runtime.Addr[Event]) int {
+func (r *room) find(a runtime.Addr[*wire]) int {
 	return slices.IndexFunc(r.members, func(m member) bool { return m.addr == a })
 }
 
-func (r *room) tell(f *runtime.Fiber, to runtime.Addr[Event], ev Event) {
+func (r *room) tell(f *runtime.Fiber, to runtime.Addr[*wire], ev Event) {
 	ev.Room = r.name
 	if ev.Nick == "" {
 		ev.Nick = ServerNick
 	}
-	runtime.Send(f, to, ev)
+	runtime.Send(f, to, ev.wire())
 }
 
+// broadcast sends ev to every member, encoded once for all of them.
 func (r *room) broadcast(f *runtime.Fiber, ev Event) {
+	ev.Room = r.name
+	if ev.Nick == "" {
+		ev.Nick = ServerNick
+	}
+	w := ev.wire()
 	for _, m := range r.members {
-		r.tell(f, m.addr, ev)
+		runtime.Send(f, m.addr, w)
 	}
 }
 
@@ -194,7 +200,7 @@ func (r *room) say(f *runtime.Fiber, m roomMsg) {
 }
 
 // replay sends the last n messages, oldest first, to one member.
-func (r *room) replay(f *runtime.Fiber, to runtime.Addr[Event], n int) {
+func (r *room) replay(f *runtime.Fiber, to runtime.Addr[*wire], n int) {
 	if n <= 0 || r.seq == 0 {
 		return
 	}

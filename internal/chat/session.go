@@ -34,15 +34,11 @@ type codec interface {
 	consume(s *session, buf []byte) (int, error)
 	// maxUnit is the largest unit the codec accepts, framing included.
 	maxUnit(o *Options) int
-	// appendEvent encodes one event for the wire.
-	appendEvent(b []byte, ev Event) []byte
+	// encode makes the wire form of an event the session itself says.
+	encode(ev Event) *wire
+	// bytes is w's form on this transport.
+	bytes(w *wire) string
 }
-
-// Internal event kinds: control frames queued by the WebSocket codec.
-const (
-	evPong  EventKind = 100 + iota // Text is the ping's payload
-	evClose                        // Text is the close frame's body
-)
 
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
@@ -52,13 +48,13 @@ type session struct {
 	c     *runtime.Conn
 	codec codec
 	id    int64
-	self  runtime.Addr[Event] // the outbox: where rooms send this connection's events
+	self  runtime.Addr[*wire] // the outbox: where rooms send this connection's events
 
 	nick     string
 	room     runtime.Addr[roomMsg]
 	roomName string
 
-	queue    []Event
+	queue    []*wire
 	inRead   bool // parked in Read: a new event must kick it
 	kicked   bool // the read deadline was moved to wake the fiber
 	overflow bool // the queue overflowed: write the notice, then close
@@ -75,33 +71,34 @@ type session struct {
 // parks (one thread, cooperative turns).
 type outbox struct{ s *session }
 
-func (o *outbox) Receive(f *runtime.Fiber, ev Event) { o.s.deliver(ev) }
+func (o *outbox) Receive(f *runtime.Fiber, w *wire) { o.s.deliver(w) }
 
 func newSession(f *runtime.Fiber, svc *Service, c *runtime.Conn, cd codec) *session {
 	s := &session{svc: svc, f: f, c: c, codec: cd, tokens: float64(svc.opts.Burst), last: time.Now()}
 	s.id = svc.stats.accepted.Add(1)
 	s.nick = "guest" + strconv.FormatInt(s.id, 10)
-	s.self = runtime.SpawnOn[Event](f, f.Shard(), &outbox{s})
+	s.self = runtime.SpawnOn[*wire](f, f.Shard(), &outbox{s})
 	return s
 }
 
 // deliver queues an event from a room. Runs on the connection's shard.
-func (s *session) deliver(ev Event) {
+func (s *session) deliver(w *wire) {
 	if s.closed || s.overflow {
 		return
 	}
 	if len(s.queue) >= s.svc.opts.QueueLen {
 		s.svc.stats.slow.Add(1)
 		s.overflow = true
-		s.queue = append(s.queue[:0], Event{Kind: EvError, Room: s.roomName, Nick: ServerNick, Fatal: true,
-			Text: "too slow: " + strconv.Itoa(s.svc.opts.QueueLen) + " events waiting for you; disconnecting"})
+		clear(s.queue)
+		s.queue = append(s.queue[:0], s.codec.encode(Event{Kind: EvError, Room: s.roomName, Nick: ServerNick, Fatal: true,
+			Text: "too slow: " + strconv.Itoa(s.svc.opts.QueueLen) + " events waiting for you; disconnecting"}))
 		if !s.inRead {
 			// Parked in Write on a full socket: give it a little longer,
 			// then the write fails and the fiber closes.
 			_ = s.c.SetWriteDeadline(time.Now().Add(s.svc.opts.SlowGrace))
 		}
 	} else {
-		s.queue = append(s.queue, ev)
+		s.queue = append(s.queue, w)
 	}
 	s.kick()
 }
@@ -123,7 +120,7 @@ func (s *session) queueLocal(ev Event) {
 	if ev.Nick == "" {
 		ev.Nick = ServerNick
 	}
-	s.queue = append(s.queue, ev)
+	s.queue = append(s.queue, s.codec.encode(ev))
 }
 
 func (s *session) info(text string)  { s.queueLocal(Event{Kind: EvInfo, Text: text}) }
@@ -224,15 +221,15 @@ func (s *session) flush() error {
 	}
 	bp := writeBufs.Get().(*[]byte)
 	b := (*bp)[:0]
-	for _, ev := range s.queue {
-		b = s.codec.appendEvent(b, ev)
-		if ev.Fatal {
+	for _, w := range s.queue {
+		b = append(b, s.codec.bytes(w)...)
+		if w.fatal {
 			s.done = true
 		}
 	}
 	n := len(s.queue)
 	clear(s.queue)
-	if cap(s.queue) > 64 {
+	if cap(s.queue) > 16 {
 		s.queue = nil
 	} else {
 		s.queue = s.queue[:0]
@@ -370,12 +367,11 @@ type lineCodec struct{}
 
 func (lineCodec) maxUnit(o *Options) int { return o.LineMax + 2 } // + CR LF
 
-func (lineCodec) appendEvent(b []byte, ev Event) []byte {
-	if ev.Kind >= evPong {
-		return b
-	}
-	return ev.AppendLine(b)
+func (lineCodec) encode(ev Event) *wire {
+	return &wire{fatal: ev.Fatal, line: string(ev.AppendLine(nil))}
 }
+
+func (lineCodec) bytes(w *wire) string { return w.line }
 
 func (lineCodec) consume(s *session, buf []byte) (int, error) {
 	used := 0

@@ -67,7 +67,7 @@ func (w *wsCodec) consume(s *session, buf []byte) (int, error) {
 		ws.Cipher(payload, h.Mask, 0)
 		switch h.OpCode {
 		case ws.OpPing:
-			s.queueLocal(Event{Kind: evPong, Text: string(payload)})
+			s.queue = append(s.queue, &wire{frame: string(appendFrame(nil, ws.OpPong, payload))})
 		case ws.OpPong:
 		case ws.OpClose:
 			code, reason := ws.ParseCloseFrameData(payload)
@@ -76,7 +76,7 @@ func (w *wsCodec) consume(s *session, buf []byte) (int, error) {
 					return used, w.protocolError(s, ws.StatusProtocolError, err.Error())
 				}
 			}
-			s.queueLocal(Event{Kind: evClose, Text: string(ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))})
+			s.queue = append(s.queue, &wire{frame: string(appendFrame(nil, ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, "")))})
 			s.done = true
 		case ws.OpText, ws.OpBinary, ws.OpContinuation:
 			if h.OpCode != ws.OpContinuation {
@@ -112,31 +112,39 @@ func (w *wsCodec) protocolError(s *session, code ws.StatusCode, reason string) e
 	if len(reason) > 100 {
 		reason = reason[:100]
 	}
-	s.queueLocal(Event{Kind: evClose, Text: string(ws.NewCloseFrameBody(code, reason))})
+	s.queue = append(s.queue, &wire{frame: string(appendFrame(nil, ws.OpClose, ws.NewCloseFrameBody(code, reason)))})
 	s.done = true
 	return errProtocol
 }
 
 var errProtocol = errors.New("websocket protocol error")
 
-func (w *wsCodec) appendEvent(b []byte, ev Event) []byte {
-	var op ws.OpCode
-	switch ev.Kind {
-	case evPong:
-		op, w.tmp = ws.OpPong, append(w.tmp[:0], ev.Text...)
-	case evClose:
-		op, w.tmp = ws.OpClose, append(w.tmp[:0], ev.Text...)
-	default:
-		op, w.tmp = ws.OpText, ev.AppendJSON(w.tmp[:0])
-	}
-	h := ws.Header{Fin: true, OpCode: op, Length: int64(len(w.tmp))}
-	buf := bytes.NewBuffer(b)
-	if err := ws.WriteHeader(buf, h); err != nil { // a bytes.Buffer does not fail
-		panic("chat: websocket header: " + err.Error())
-	}
-	b = append(buf.Bytes(), w.tmp...)
+func (w *wsCodec) encode(ev Event) *wire {
+	w.tmp = ev.AppendJSON(w.tmp[:0])
+	f := &wire{fatal: ev.Fatal, frame: string(appendFrame(nil, ws.OpText, w.tmp))}
 	if cap(w.tmp) > 16<<10 {
 		w.tmp = nil
 	}
-	return b
+	return f
+}
+
+func (w *wsCodec) bytes(f *wire) string { return f.frame }
+
+// appendFrame appends one unmasked, final frame (the server's kind).
+func appendFrame(b []byte, op ws.OpCode, payload []byte) []byte {
+	h := ws.Header{Fin: true, OpCode: op, Length: int64(len(payload))}
+	var hb [ws.MaxHeaderSize]byte
+	w := sliceWriter{hb[:0]}
+	if err := ws.WriteHeader(&w, h); err != nil { // a slice does not fail
+		panic("chat: websocket header: " + err.Error())
+	}
+	b = append(b, w.b...)
+	return append(b, payload...)
+}
+
+type sliceWriter struct{ b []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
 }
