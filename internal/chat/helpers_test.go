@@ -14,6 +14,7 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/writeonce/wo/dbowner"
@@ -75,13 +76,19 @@ func (s *server) webAddr() string { return s.web.Addr().String() }
 // startServer runs a chat on dir until the test ends (or stop is called).
 func startServer(t testing.TB, cfg runtime.Config, dir string, opts Options) (*server, func()) {
 	t.Helper()
+	return startTraced(t, cfg, dir, opts, nil)
+}
+
+// startTraced is startServer with the database's spans going to tp.
+func startTraced(t testing.TB, cfg runtime.Config, dir string, opts Options, tp trace.TracerProvider) (*server, func()) {
+	t.Helper()
 	type up struct {
 		s   *server
 		err error
 	}
 	ready := make(chan up, 1)
 	rt, err := runtime.Start(context.Background(), cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, TracerProvider: tp})
 		if err != nil {
 			ready <- up{err: err}
 			return 1
