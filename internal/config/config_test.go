@@ -49,7 +49,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
-		DataDir: "./data", HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
+		DataDir: "./data", SnapshotBytes: 16 << 20, HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
 		ChatAddr: ":7070", Chat: ChatLimits{Queue: 256, LineMax: 4096, Rate: 20, History: 20}}
 	got := c
 	got.File, got.Sources = "", nil
@@ -198,6 +198,12 @@ func TestErrors(t *testing.T) {
 		{name: "chat line_max tiny", env: map[string]string{"WO_CHAT_LINE_MAX": "10"}, want: []string{"chat.line_max", "env WO_CHAT_LINE_MAX", "from 64 to"}},
 		{name: "chat rate string in file", file: "[chat]\nrate = \"fast\"\n", want: []string{"chat.rate", "want an integer"}},
 		{name: "chat history too many", args: []string{"--chat-history", "9999"}, want: []string{"chat.history", "flag --chat-history", "from 1 to 500"}},
+		{name: "repair string in file", file: "[data]\nrepair_wal = \"yes\"\n", want: []string{"data.repair_wal", "want a boolean, got a string"}},
+		{name: "repair int in file", file: "[data]\nrepair_wal = 1\n", want: []string{"data.repair_wal", "want a boolean, got an integer"}},
+		{name: "env repair", env: map[string]string{"WO_REPAIR_WAL": "maybe"}, want: []string{"data.repair_wal", "env WO_REPAIR_WAL", "true or false"}},
+		{name: "snapshot bytes negative", file: "[data]\nsnapshot_bytes = -1\n", want: []string{"data.snapshot_bytes", "-1"}},
+		{name: "snapshot bytes tiny", env: map[string]string{"WO_SNAPSHOT_BYTES": "100"}, want: []string{"data.snapshot_bytes", "at least 65536"}},
+		{name: "snapshot bytes bool", file: "[data]\nsnapshot_bytes = true\n", want: []string{"data.snapshot_bytes", "a boolean"}},
 
 		{name: "env shards", env: map[string]string{"WO_SHARDS": "many"}, want: []string{"runtime.shards", "env WO_SHARDS", `"many"`}},
 		{name: "env pin", env: map[string]string{"WO_PIN": "sometimes"}, want: []string{"runtime.pin", "env WO_PIN", `"sometimes"`}},
@@ -228,6 +234,30 @@ func TestErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The WAL settings reach dbowner's options: the repair flag alone, from the
+// environment and from the file; the snapshot threshold, with 0 as off.
+func TestWALSettings(t *testing.T) {
+	clearEnv(t)
+	c, err := load(t, "--config", writeFile(t, ""))
+	if err != nil || c.RepairWAL || c.WAL().Repair || c.WAL().SnapshotEveryBytes != 16<<20 {
+		t.Fatalf("defaults: %+v %v", c.WAL(), err)
+	}
+	c, err = load(t, "--config", writeFile(t, ""), "--repair-wal", "--snapshot-bytes", "0")
+	if err != nil || !c.WAL().Repair || c.WAL().SnapshotEveryBytes >= 0 || c.Sources["data.repair_wal"] != "flag --repair-wal" {
+		t.Fatalf("--repair-wal --snapshot-bytes 0: %+v %v", c.WAL(), err)
+	}
+	t.Setenv("WO_REPAIR_WAL", "true")
+	c, err = load(t, "--config", writeFile(t, "[data]\nsnapshot_bytes = 1048576\n"))
+	if err != nil || !c.RepairWAL || c.SnapshotBytes != 1<<20 {
+		t.Fatalf("env and file: %+v %v", c, err)
+	}
+	clearEnv(t)
+	c, err = load(t, "--config", writeFile(t, "[data]\nrepair_wal = true\n"), "--repair-wal=false")
+	if err != nil || c.RepairWAL {
+		t.Fatalf("--repair-wal=false over the file: %+v %v", c, err)
 	}
 }
 
