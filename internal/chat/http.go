@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"embed"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -33,43 +34,51 @@ func Page() fs.FS {
 // PageHandler serves Page.
 func PageHandler() http.Handler { return http.FileServerFS(Page()) }
 
-// Upgrade answers a WebSocket handshake request read from c (br holds what
-// the HTTP server buffered from c, the request's bytes consumed) and, when
-// it succeeds, runs the chat session on c until it ends. The handshake is
-// gobwas/ws's: it checks the request and writes the 101 (or the error
-// response) through w's hijacked connection, which must be c.
-func (s *Service) Upgrade(f *runtime.Fiber, c *runtime.Conn, br *bufio.Reader, r *http.Request, w http.ResponseWriter) error {
-	buffered, err := handshake(br, r, w)
-	if err != nil {
-		return err
-	}
-	s.ServeWebSocket(f, c, buffered)
-	return nil
+// WebSocketHandler serves the chat's WebSocket (mount it at /chat) on an
+// HTTP server whose handlers run on the connection's fiber and whose
+// ResponseWriter implements http.Hijacker, as the worker's data plane
+// (internal/httpd) does; fiber returns the request's fiber. The handshake is
+// gobwas/ws's (it writes the 101, or the error response); the session then
+// runs on that fiber until the connection ends.
+func (s *Service) WebSocketHandler(fiber func(r *http.Request) *runtime.Fiber) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := fiber(r)
+		conn, buffered, err := handshake(r, w)
+		if err != nil {
+			return // gobwas/ws answered the request with the reason
+		}
+		c, ok := conn.(*runtime.Conn)
+		if !ok || f == nil {
+			s.opts.Logger.Error("chat: websocket: the HTTP server did not hand over a fiber connection", "conn", fmt.Sprintf("%T", conn))
+			return
+		}
+		s.ServeWebSocket(f, c, buffered)
+	})
 }
 
-// handshake does the WebSocket handshake and returns a copy of the input
-// buffered past the request.
-func handshake(br *bufio.Reader, r *http.Request, w http.ResponseWriter) ([]byte, error) {
-	_, rw, _, err := ws.HTTPUpgrader{}.Upgrade(r, w)
+// handshake does the WebSocket handshake on w's hijacked connection and
+// returns it with a copy of the input buffered past the request.
+func handshake(r *http.Request, w http.ResponseWriter) (net.Conn, []byte, error) {
+	conn, rw, _, err := ws.HTTPUpgrader{}.Upgrade(r, w)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := rw.Flush(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var buffered []byte
-	if n := br.Buffered(); n > 0 {
-		buffered, _ = br.Peek(n)
+	if n := rw.Reader.Buffered(); n > 0 {
+		buffered, _ = rw.Reader.Peek(n)
 		buffered = bytes.Clone(buffered)
 	}
-	return buffered, nil
+	return conn, buffered, nil
 }
 
-// ServeHTTP is the chat's HTTP/1.1 front on a fiber connection: the page at
-// "/" and the WebSocket at "/chat". Requests are parsed by net/http
-// (http.ReadRequest) and answered with http.Response. It stands in for the
-// worker's HTTP data plane on fibers; once that serves the data port, the
-// page handler and Upgrade mount there and this goes.
+// ServeHTTP is a small HTTP/1.1 front of the chat alone on a fiber
+// connection: the page at "/" and the WebSocket at "/chat". Requests are
+// parsed by net/http (http.ReadRequest) and answered with http.Response. The
+// worker mounts PageHandler and WebSocketHandler on its data plane instead;
+// this serves the package's tests and the chat benchmark.
 func (s *Service) ServeHTTP(f *runtime.Fiber, c *runtime.Conn) {
 	if buffered, ok := serveHTTP(c); ok {
 		// The HTTP side (reader, request, response) is garbage by now: a
@@ -95,7 +104,7 @@ func serveHTTP(c *runtime.Conn) (buffered []byte, upgraded bool) {
 		_ = c.SetReadDeadline(time.Time{})
 		rw := &fiberResponse{c: c, br: br, h: http.Header{}}
 		if req.URL.Path == "/chat" {
-			buffered, err := handshake(br, req, rw)
+			_, buffered, err := handshake(req, rw)
 			if err != nil {
 				if !rw.hijacked {
 					writeStatus(c, http.StatusBadRequest, "websocket upgrade: "+err.Error())
