@@ -82,6 +82,13 @@ func startServer(t testing.TB, cfg runtime.Config, dir string, opts Options) (*s
 // startTraced is startServer with the database's spans going to tp.
 func startTraced(t testing.TB, cfg runtime.Config, dir string, opts Options, tp trace.TracerProvider) (*server, func()) {
 	t.Helper()
+	return startWith(t, cfg, dir, opts, tp, nil)
+}
+
+// startWith is startTraced that also runs extra on main's fiber once the
+// servers listen.
+func startWith(t testing.TB, cfg runtime.Config, dir string, opts Options, tp trace.TracerProvider, extra func(f *runtime.Fiber, svc *Service)) (*server, func()) {
+	t.Helper()
 	type up struct {
 		s   *server
 		err error
@@ -108,6 +115,9 @@ func startTraced(t testing.TB, cfg runtime.Config, dir string, opts Options, tp 
 		if err != nil {
 			ready <- up{err: err}
 			return 1
+		}
+		if extra != nil {
+			extra(f, svc)
 		}
 		ready <- up{s: &server{svc: svc, tcp: tcp, web: web}}
 		for !f.Stopping() {
