@@ -66,6 +66,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 10s ./internal/chat/
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 10s ./internal/chat/
+	$(GO) test -run '^$$' -fuzz FuzzFields -fuzztime 10s ./internal/records/
+	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -105,6 +105,11 @@ var ErrNoImage = errors.New("no worker image: set spec.image or run the operator
 // disagree. The downward API (resourceFieldRef limits.cpu) rounds up, which
 // would give a pod limited to 1.5 CPUs two shards competing for 1.5 CPUs of
 // quota; that is why the operator computes the number itself.
+// TerminationGracePeriodSeconds is what the operator renders: the worker's
+// default drain (http.drain_grace 5s + http.drain_timeout 15s) plus the
+// database close, with room to spare.
+const TerminationGracePeriodSeconds = 30
+
 func Shards(w *wov1.Worker) int {
 	return sizing.ShardsForMilliCPU(w.Spec.Resources.Limits.Cpu().MilliValue())
 }
@@ -433,7 +438,11 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 					},
 				},
 				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{container},
+					// The worker's default drain: 5s of /readyz 503 while serving
+					// (http.drain_grace), 15s for in-flight requests
+					// (http.drain_timeout), then the WAL close; 10s to spare.
+					TerminationGracePeriodSeconds: ptr.To(int64(TerminationGracePeriodSeconds)),
+					Containers:                    []corev1.Container{container},
 					Volumes: []corev1.Volume{
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(w)},
