@@ -177,3 +177,19 @@ func (w *fiberResponse) finish(req *http.Request) error {
 	}
 	return bw.Flush()
 }
+
+// Router is what Mount needs of an HTTP server: net/http's ServeMux
+// patterns (internal/httpd's Server is one).
+type Router interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// Mount registers the chat on the worker's data plane: the page at "/" (and
+// its two files), the WebSocket at "/chat". fiber returns a request's fiber.
+func Mount(r Router, s *Service, fiber func(r *http.Request) *runtime.Fiber) {
+	page := PageHandler()
+	r.Handle("GET /{$}", page)
+	r.Handle("GET /chat.js", page)
+	r.Handle("GET /chat.css", page)
+	r.Handle("GET /chat", s.WebSocketHandler(fiber))
+}
