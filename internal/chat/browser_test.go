@@ -45,12 +45,13 @@ func outputDir(t *testing.T) string {
 }
 
 // Two pages in a real headless chromium chat with each other through the
-// worker: the page is the embedded one, served at "/", talking JSON over
-// the WebSocket at "/chat" on fibers.
+// worker's data plane (internal/httpd with chat.Mount): the page is the
+// embedded one, served at "/", talking JSON over the WebSocket at "/chat",
+// all on fibers.
 func TestPageInBrowser(t *testing.T) {
 	bin := chromium(t)
 	srv, _ := startServer(t, testConfig(t), t.TempDir(), Options{})
-	url := "http://" + srv.webAddr() + "/"
+	url := "http://" + srv.dataAddr() + "/"
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin),

@@ -23,7 +23,11 @@ func TestTCPAndWebSocketShareRoomAcrossShards(t *testing.T) {
 			c.send(fmt.Sprintf("/nick tcp%d", i), "/join lobby")
 			c.expect(fmt.Sprintf("#lobby <*server*> tcp%d joined", i))
 			tcps = append(tcps, c)
-			w := dialWS(t, srv.webAddr())
+			addr := srv.webAddr() // the package's own front
+			if i%2 == 1 {
+				addr = srv.dataAddr() // the worker's data plane, chat.Mount-ed
+			}
+			w := dialWS(t, addr)
 			w.send(map[string]any{"type": "nick", "nick": fmt.Sprintf("ws%d", i)})
 			w.send(map[string]any{"type": "join", "room": "#lobby"})
 			w.expect(func(f outFrame) bool {

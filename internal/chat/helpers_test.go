@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net"
 	"os"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -68,7 +70,10 @@ type server struct {
 	rt       *runtime.Runtime
 	svc      *Service
 	tcp, web *runtime.Server
+	data     *httpd.Server // the worker's data plane, chat.Mount-ed
 }
+
+func (s *server) dataAddr() string { return s.data.Addr().String() }
 
 func (s *server) tcpAddr() string { return s.tcp.Addr().String() }
 func (s *server) webAddr() string { return s.web.Addr().String() }
@@ -116,10 +121,16 @@ func startWith(t testing.TB, cfg runtime.Config, dir string, opts Options, tp tr
 			ready <- up{err: err}
 			return 1
 		}
+		data := httpd.New(httpd.Options{Logger: cfg.Logger})
+		Mount(data, svc, func(r *http.Request) *runtime.Fiber { return httpd.Fiber(r.Context()) })
+		if err := data.Start(f, "127.0.0.1:0"); err != nil {
+			ready <- up{err: err}
+			return 1
+		}
 		if extra != nil {
 			extra(f, svc)
 		}
-		ready <- up{s: &server{svc: svc, tcp: tcp, web: web}}
+		ready <- up{s: &server{svc: svc, tcp: tcp, web: web, data: data}}
 		for !f.Stopping() {
 			runtime.Sleep(f, time.Hour)
 		}
