@@ -116,6 +116,15 @@ func (r *room) Receive(f *runtime.Fiber, m roomMsg) {
 // load reads the last sequence number of the room from the database.
 func (r *room) load(f *runtime.Fiber) error {
 	res, err := r.db.Query(f, engine.Query{Table: Table, Where: roomRange(r.name), Desc: true, Limit: 1})
+	if errors.Is(err, engine.ErrNoTable) {
+		// The first room ever: make the history table (another room may
+		// have just made it).
+		if err := r.db.CreateTable(f, Schema); err != nil && !errors.Is(err, engine.ErrTableExists) {
+			return fmt.Errorf("chat: create table %q: %w", Table, err)
+		}
+		r.loaded = true
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("chat: room %s: reading its last message: %w", r.name, err)
 	}

@@ -2,13 +2,11 @@ package chat
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/writeonce/wo/dbowner"
-	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -113,18 +111,12 @@ func (s *Service) Stats() Stats {
 	}
 }
 
-// Start creates the history table if it is missing and starts the room
-// directory. f is any fiber (the worker's main).
+// Start starts the room directory. f is any fiber (the worker's main). The
+// history table is created by the first room that needs it, so a worker
+// where nobody chats writes nothing for the chat.
 func Start(f *runtime.Fiber, db *dbowner.DB, opts Options) (*Service, error) {
 	if db == nil {
 		return nil, errors.New("chat: start: no database")
-	}
-	err := db.CreateTable(f, Schema)
-	if errors.Is(err, engine.ErrTableExists) {
-		err = nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("chat: create table %q: %w", Table, err)
 	}
 	s := &Service{db: db, opts: opts.withDefaults()}
 	s.dir = runtime.SpawnKeyed[dirMsg](f, "chat directory", &directory{
