@@ -7,7 +7,7 @@ GO ?= go
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 
-.PHONY: all run test vet test-operator generate verify-generated bench envtest-binaries helm fuzz fmt image manifests verify-manifests
+.PHONY: all run test vet test-operator generate verify-generated bench bench-chat envtest-binaries helm fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -72,6 +72,10 @@ generate:
 verify-generated: generate
 	git diff --exit-code -- api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml
 
+## bench-chat: the chat benchmark (wo vs a gorilla/websocket-style peer).
+bench-chat:
+	bash hack/bench-chat.sh
+
 ## bench: every benchmark beside its baseline; see docs/benchmarks.md.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./runtime/ ./iobackend/ ./dbowner/... ./replication/transport/
@@ -87,6 +91,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMutation -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 10s ./internal/chat/
+	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 10s ./internal/chat/
 	$(GO) test -run '^$$' -fuzz FuzzFields -fuzztime 10s ./internal/records/
 	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/chat"
 	"github.com/writeonce/wo/internal/config"
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/ops"
@@ -171,6 +172,12 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 		Logger:         log,
 	})
 	api := records.Register(srv, db, log)
+	chatSvc, err := chat.Start(f, db, cfg.ChatOptions(log))
+	if err != nil {
+		log.Error("worker: chat", "err", err)
+		return 1
+	}
+	chat.Mount(srv, chatSvc, func(r *http.Request) *runtime.Fiber { return httpd.Fiber(r.Context()) })
 	maxConns := cfg.HTTP.MaxConnsPerShard
 	if maxConns == 0 {
 		maxConns = autoMaxConns(rt.Shards())
@@ -182,7 +189,12 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 	opsSrv.Register(srv)
 	opsSrv.Registry().MustRegister(api.Collectors()...)
 	// Tests and humans find the bound ports here (":0" picks one).
-	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "max_conns_per_shard", maxConns)
+	chatTCP, err := runtime.ServeTCP(f, "tcp", cfg.ChatAddr, chatSvc.ServeTCP, runtime.WithMaxConns(maxConns))
+	if err != nil {
+		log.Error("worker: chat listener", "addr", cfg.ChatAddr, "err", err)
+		return 1
+	}
+	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "chat", chatTCP.Addr().String(), "max_conns_per_shard", maxConns)
 	log.Info("worker: database open", "dir", cfg.DataDir, "recovered", db.Stats().Recovered, "shards", rt.Shards(), "backend", rt.Backend().Kind)
 	opsSrv.SetState(ops.Ready)
 	log.Info("worker: ready")
@@ -198,6 +210,7 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 	log.Info("worker: drain: serving while readiness is off", "grace", cfg.HTTP.DrainGrace.String())
 	runtime.Sleep(f, cfg.HTTP.DrainGrace)
 	log.Info("worker: drain: closing listeners and idle connections", "timeout", cfg.HTTP.DrainTimeout.String())
+	chatTCP.Close(f) // chat sessions end as the runtime stops
 	if cut := srv.Shutdown(f, cfg.HTTP.DrainTimeout); cut > 0 {
 		log.Warn("worker: drain: connections cut at the deadline", "connections", cut)
 	}

@@ -43,7 +43,7 @@ func TestRepairWAL(t *testing.T) {
 	}
 
 	out, err := exec.Command(workerBin, "--config", os.DevNull, "--data-dir", dataDir,
-		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0").CombinedOutput()
+		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
 		t.Fatalf("worker on a corrupt log: %v\n%s", err, out)

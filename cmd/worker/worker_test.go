@@ -57,11 +57,12 @@ func TestMain(m *testing.M) {
 type worker struct {
 	cmd       *exec.Cmd
 	ops, http string // base URLs
+	chat      string // the chat's TCP address
 	logs      *strings.Builder
 	exited    chan error
 }
 
-var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+)`)
+var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+) chat=(\S+)`)
 
 // startWorker runs the worker with free ports (":0", read back from its
 // log) and waits for /readyz 200.
@@ -76,7 +77,7 @@ func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *work
 	t.Helper()
 	conf := filepath.Join(t.TempDir(), "none.toml")
 	args := []string{workerBin, "--config", conf,
-		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--http-drain-grace", "50ms"}
+		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0", "--http-drain-grace", "50ms"}
 	cmd := exec.Command(args[0], args[1:]...)
 	if wrap != "" {
 		cmd = exec.Command("sh", append([]string{"-c", wrap, "worker"}, args...)...)
@@ -92,7 +93,7 @@ func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *work
 		t.Fatal(err)
 	}
 	w := &worker{cmd: cmd, logs: &strings.Builder{}, exited: make(chan error, 1)}
-	addrs := make(chan [2]string, 1)
+	addrs := make(chan [3]string, 1)
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
@@ -102,7 +103,7 @@ func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *work
 			line := sc.Text()
 			w.logs.WriteString(line + "\n")
 			if m := listening.FindStringSubmatch(line); m != nil {
-				addrs <- [2]string{m[1], m[2]}
+				addrs <- [3]string{m[1], m[2], m[3]}
 			}
 		}
 	}()
@@ -112,7 +113,7 @@ func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *work
 	}()
 	select {
 	case a := <-addrs:
-		w.ops, w.http = "http://"+a[0], "http://"+a[1]
+		w.ops, w.http, w.chat = "http://"+a[0], "http://"+a[1], a[2]
 	case err := <-w.exited:
 		t.Fatalf("worker exited before listening: %v\n%s", err, w.logs)
 	case <-time.After(2 * time.Minute):
@@ -270,7 +271,7 @@ func uringUsable() bool {
 	dir, _ := os.MkdirTemp("", "wo-uring-probe")
 	defer os.RemoveAll(dir)
 	cmd := exec.Command(workerBin, "--config", os.DevNull, "--io", "uring", "--shards", "1", "--data-dir", dir,
-		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0")
+		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil || cmd.Start() != nil {
 		return false
@@ -305,7 +306,7 @@ func TestPortInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	out, err := exec.Command(workerBin, "--config", os.DevNull, "--data-dir", t.TempDir(),
-		"--http-addr", ln.Addr().String(), "--ops-addr", "127.0.0.1:0").CombinedOutput()
+		"--http-addr", ln.Addr().String(), "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("port in use: %v\n%s", err, out)

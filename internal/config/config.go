@@ -19,6 +19,7 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/internal/chat"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -46,6 +47,8 @@ type Config struct {
 	RepairWAL     bool       // data.repair_wal: truncate the log at damage instead of refusing to start
 	HTTPAddr      string     // http.addr: the data plane (records API)
 	OpsAddr       string     // ops.addr: health, metrics, debug
+	ChatAddr      string     // chat.addr: the chat's TCP line protocol
+	Chat          ChatLimits // chat.queue, chat.line_max, chat.rate, chat.history
 	HTTP          HTTP       // http.*: the data plane's limits and drain
 	Pprof         bool       // ops.pprof: serve /debug/pprof on the ops port
 	TokenFile     string     // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
@@ -63,6 +66,20 @@ type Config struct {
 
 	File    string            // the config file that was read; "" when none was
 	Sources map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
+}
+
+// ChatLimits are the chat service's per-connection limits (see
+// internal/chat.Options, which they fill).
+type ChatLimits struct {
+	Queue   int // chat.queue: events queued per connection before it is cut off as too slow
+	LineMax int // chat.line_max: bytes per line or WebSocket message
+	Rate    int // chat.rate: lines per second per connection (bursts of twice that)
+	History int // chat.history: messages replayed on /join
+}
+
+// ChatOptions maps the chat settings onto the service's options.
+func (c Config) ChatOptions(log *slog.Logger) chat.Options {
+	return chat.Options{QueueLen: c.Chat.Queue, LineMax: c.Chat.LineMax, Rate: float64(c.Chat.Rate), History: c.Chat.History, Logger: log}
 }
 
 // HTTP is the data plane's limits against slow and bad clients, and its
@@ -258,6 +275,24 @@ var settings = []setting{
 			c.OpsAddr, err = parseAddr(s)
 			return err
 		}},
+	{key: "chat.addr", flag: "chat-addr", env: "WO_CHAT_ADDR", def: ":7070",
+		help: "chat line-protocol listen `address` (TCP; the WebSocket is /chat on the data plane)",
+		apply: func(c *Config, s string) (err error) {
+			c.ChatAddr, err = parseAddr(s)
+			return err
+		}},
+	{key: "chat.queue", flag: "chat-queue", env: "WO_CHAT_QUEUE", def: "256", kind: kindInt,
+		help:  "chat outbound queue per connection, in `events`; a client that falls this far behind is cut off",
+		apply: intSetting(1, 1<<20, func(c *Config, n int) { c.Chat.Queue = n })},
+	{key: "chat.line_max", flag: "chat-line-max", env: "WO_CHAT_LINE_MAX", def: "4096", kind: kindInt,
+		help:  "chat input limit: `bytes` per line or WebSocket message; longer input ends the connection",
+		apply: intSetting(64, 1<<20, func(c *Config, n int) { c.Chat.LineMax = n })},
+	{key: "chat.rate", flag: "chat-rate", env: "WO_CHAT_RATE", def: "20", kind: kindInt,
+		help:  "chat input rate: `lines` per second per connection (bursts of twice that); floods are cut off",
+		apply: intSetting(1, 1<<20, func(c *Config, n int) { c.Chat.Rate = n })},
+	{key: "chat.history", flag: "chat-history", env: "WO_CHAT_HISTORY", def: "20", kind: kindInt,
+		help:  "chat `messages` replayed on /join",
+		apply: intSetting(1, chat.MaxHistory, func(c *Config, n int) { c.Chat.History = n })},
 	{key: "log.level", flag: "log-level", env: "WO_LOG_LEVEL", def: "info",
 		help: "log `level`: debug, info, warn or error",
 		apply: func(c *Config, s string) error {

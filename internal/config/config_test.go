@@ -51,6 +51,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
 		DataDir: "./data", SnapshotBytes: 16 << 20, HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
+		ChatAddr: ":7070", Chat: ChatLimits{Queue: 256, LineMax: 4096, Rate: 20, History: 20},
 		HTTP: HTTP{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second},
 		Ordinal: -1, ClusterState: "new", PeerAddr: ":7080"}
@@ -178,7 +179,7 @@ func TestErrors(t *testing.T) {
 		want []string // substrings of the error
 	}{
 		{name: "unknown key", file: "[runtime]\nshardz = 2\n", want: []string{"runtime.shardz", "unknown key", "file "}},
-		{name: "unknown table", file: "[chat]\naddr = \":7070\"\n", want: []string{"chat.addr", "unknown key"}},
+		{name: "unknown table", file: "[raft]\nid = 1\n", want: []string{"raft.id", "unknown key"}},
 		{name: "scalar where a table is", file: "runtime = 3\n", want: []string{"runtime", "unknown key"}},
 		{name: "toml syntax", file: "[runtime\nshards = 1\n", want: []string{"file "}},
 		{name: "shards string in file", file: "[runtime]\nshards = \"4\"\n", want: []string{"runtime.shards", `"4"`, "want an integer, got a string"}},
@@ -196,6 +197,11 @@ func TestErrors(t *testing.T) {
 		{name: "bad log level", file: "[log]\nlevel = \"loud\"\n", want: []string{"log.level", `"loud"`}},
 		{name: "bad log format", file: "[log]\nformat = \"xml\"\n", want: []string{"log.format", `"xml"`, "text or json"}},
 		{name: "empty data dir", file: "[data]\ndir = \"\"\n", want: []string{"data.dir", "directory"}},
+		{name: "bad chat addr", file: "[chat]\naddr = \"7070\"\n", want: []string{"chat.addr", `"7070"`, "host:port"}},
+		{name: "chat queue zero", file: "[chat]\nqueue = 0\n", want: []string{"chat.queue", "from 1 to"}},
+		{name: "chat line_max tiny", env: map[string]string{"WO_CHAT_LINE_MAX": "10"}, want: []string{"chat.line_max", "env WO_CHAT_LINE_MAX", "from 64 to"}},
+		{name: "chat rate string in file", file: "[chat]\nrate = \"fast\"\n", want: []string{"chat.rate", "want an integer"}},
+		{name: "chat history too many", args: []string{"--chat-history", "9999"}, want: []string{"chat.history", "flag --chat-history", "from 1 to 500"}},
 		{name: "repair string in file", file: "[data]\nrepair_wal = \"yes\"\n", want: []string{"data.repair_wal", "want a boolean, got a string"}},
 		{name: "repair int in file", file: "[data]\nrepair_wal = 1\n", want: []string{"data.repair_wal", "want a boolean, got an integer"}},
 		{name: "env repair", env: map[string]string{"WO_REPAIR_WAL": "maybe"}, want: []string{"data.repair_wal", "env WO_REPAIR_WAL", "true or false"}},

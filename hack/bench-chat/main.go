@@ -1,0 +1,549 @@
+// Command bench-chat is the chat benchmark: one load generator run against
+// two servers of the same JSON-over-WebSocket protocol: wo's chat (fibers,
+// rooms as actors, every message made durable in the database before it is
+// delivered) and a peer written the canonical Go way (gorilla/websocket's
+// chat example: a hub goroutine per room, a read pump and a write pump
+// goroutine per connection, a buffered send channel of 256).
+//
+//	bench-chat -mode wo   -addr 127.0.0.1:7081 -data DIR   # the wo server
+//	bench-chat -mode peer -addr 127.0.0.1:7082             # the gorilla-style peer
+//	bench-chat -mode load -addr ... -conns 10000 -pid PID  # the load generator
+//
+// hack/bench-chat.sh runs the whole comparison; see docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	goruntime "runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/gorilla/websocket"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/chat"
+	"github.com/writeonce/wo/runtime"
+)
+
+// profStop ends the CPU profile, if one runs.
+var profStop = func() {}
+
+func main() {
+	mode := flag.String("mode", "", "wo, peer or load")
+	addr := flag.String("addr", "127.0.0.1:7081", "listen (wo, peer) or connect (load) address")
+	data := flag.String("data", "", "wo: data directory")
+	conns := flag.Int("conns", 1000, "load: WebSocket clients")
+	room := flag.Int("room", 100, "load: clients per room")
+	senders := flag.Int("senders", 2, "load: senders per room, each with one message in flight")
+	warm := flag.Duration("warmup", 3*time.Second, "load: warm-up before measuring")
+	dur := flag.Duration("duration", 10*time.Second, "load: measured time")
+	pid := flag.Int("pid", 0, "load: the server's pid, for its resident memory")
+	name := flag.String("name", "", "load: the server's name in the report")
+	prof := flag.String("cpuprofile", "", "wo, peer: write a CPU profile here until SIGTERM")
+	flag.Parse()
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		profStop = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	if *mode == "wo" || *mode == "peer" {
+		// SIGUSR1: collect and return free memory to the OS, so that the
+		// load generator reads a resident size that is the live data, not
+		// garbage or freed spans the scavenger has not returned yet. Both
+		// servers get the same treatment.
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		go func() {
+			for range usr1 {
+				debug.FreeOSMemory()
+				var ms goruntime.MemStats
+				goruntime.ReadMemStats(&ms)
+				fmt.Fprintf(os.Stderr, "memstats: heap_inuse=%dKiB stack_inuse=%dKiB sys=%dKiB goroutines=%d\n",
+					ms.HeapInuse>>10, ms.StackInuse>>10, ms.Sys>>10, goruntime.NumGoroutine())
+			}
+		}()
+	}
+	switch *mode {
+	case "wo":
+		serveWo(*addr, *data)
+	case "peer":
+		servePeer(*addr)
+	case "load":
+		load(*addr, *name, *conns, *room, *senders, *warm, *dur, *pid)
+	default:
+		log.Fatalf("bench-chat: -mode %q: want wo, peer or load", *mode)
+	}
+}
+
+// serveWo runs wo's chat (the page/WebSocket front) on every shard, with
+// the limits opened so that the load is not throttled.
+func serveWo(addr, dir string) {
+	if dir == "" {
+		log.Fatal("bench-chat: -mode wo needs -data DIR")
+	}
+	cfg, err := runtime.ConfigFromEnv(runtime.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, stop := runtime.SignalContext(context.Background())
+	defer stop()
+	code := runtime.RunContext(ctx, cfg, func(f *runtime.Fiber) int {
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir})
+		if err != nil {
+			log.Print(err)
+			return 1
+		}
+		defer db.Close(f)
+		svc, err := chat.Start(f, db, chat.Options{Rate: 1e9, Burst: 1 << 30, QueueLen: 1024, History: 1})
+		if err != nil {
+			log.Print(err)
+			return 1
+		}
+		if _, err := runtime.ServeTCP(f, "tcp", addr, svc.ServeHTTP); err != nil {
+			log.Print(err)
+			return 1
+		}
+		fmt.Println("ready")
+		for !f.Stopping() {
+			runtime.Sleep(f, time.Hour)
+		}
+		return 0
+	})
+	profStop()
+	os.Exit(code)
+}
+
+// The peer: gorilla/websocket's chat example, with a hub per room.
+
+type peerClient struct {
+	hub  *peerHub
+	conn *websocket.Conn
+	send chan []byte
+	nick string
+}
+
+type peerHub struct {
+	name       string
+	clients    map[*peerClient]bool
+	broadcast  chan []byte
+	register   chan *peerClient
+	unregister chan *peerClient
+}
+
+func (h *peerHub) run() {
+	for {
+		select {
+		case c := <-h.register:
+			h.clients[c] = true
+		case c := <-h.unregister:
+			if h.clients[c] {
+				delete(h.clients, c)
+				close(c.send)
+			}
+		case m := <-h.broadcast:
+			for c := range h.clients {
+				select {
+				case c.send <- m:
+				default: // too slow: the example drops the client
+					close(c.send)
+					delete(h.clients, c)
+				}
+			}
+		}
+	}
+}
+
+type peerServer struct {
+	mu   sync.Mutex
+	hubs map[string]*peerHub
+	seq  atomic.Uint64
+}
+
+func (s *peerServer) hub(name string) *peerHub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.hubs[name]
+	if h == nil {
+		h = &peerHub{name: name, clients: map[*peerClient]bool{}, broadcast: make(chan []byte),
+			register: make(chan *peerClient), unregister: make(chan *peerClient)}
+		s.hubs[name] = h
+		go h.run()
+	}
+	return h
+}
+
+type inFrame struct {
+	Type string `json:"type"`
+	Nick string `json:"nick"`
+	Room string `json:"room"`
+	Text string `json:"text"`
+}
+
+type outFrame struct {
+	Type string `json:"type"`
+	Room string `json:"room"`
+	Nick string `json:"nick"`
+	Text string `json:"text"`
+	Seq  uint64 `json:"seq,omitempty"`
+	At   string `json:"at,omitempty"`
+}
+
+const (
+	writeWait  = 10 * time.Second
+	pongWait   = 60 * time.Second
+	pingPeriod = (pongWait * 9) / 10
+)
+
+func (s *peerServer) readPump(c *peerClient) {
+	defer func() {
+		if c.hub != nil {
+			c.hub.unregister <- c
+		}
+		c.conn.Close()
+	}()
+	c.conn.SetReadLimit(4096)
+	c.conn.SetReadDeadline(time.Now().Add(pongWait))
+	c.conn.SetPongHandler(func(string) error { c.conn.SetReadDeadline(time.Now().Add(pongWait)); return nil })
+	for {
+		_, msg, err := c.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		var in inFrame
+		if json.Unmarshal(msg, &in) != nil {
+			continue
+		}
+		switch in.Type {
+		case "nick":
+			c.nick = in.Nick
+		case "join":
+			if c.hub != nil {
+				continue
+			}
+			c.hub = s.hub(strings.TrimPrefix(in.Room, "#"))
+			c.hub.register <- c
+			go s.writePump(c)
+			b, _ := json.Marshal(outFrame{Type: "info", Room: c.hub.name, Nick: "*server*", Text: c.nick + " joined"})
+			c.hub.broadcast <- b
+		case "say":
+			if c.hub == nil {
+				continue
+			}
+			b, _ := json.Marshal(outFrame{Type: "message", Room: c.hub.name, Nick: c.nick, Text: in.Text,
+				Seq: s.seq.Add(1), At: time.Now().UTC().Format(time.RFC3339Nano)})
+			c.hub.broadcast <- b
+		}
+	}
+}
+
+func (s *peerServer) writePump(c *peerClient) {
+	ticker := time.NewTicker(pingPeriod)
+	defer func() {
+		ticker.Stop()
+		c.conn.Close()
+	}()
+	for {
+		select {
+		case m, ok := <-c.send:
+			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if !ok {
+				c.conn.WriteMessage(websocket.CloseMessage, []byte{})
+				return
+			}
+			w, err := c.conn.NextWriter(websocket.TextMessage)
+			if err != nil {
+				return
+			}
+			w.Write(m)
+			// The example coalesces queued messages into one frame with
+			// newlines; our protocol is one JSON value per frame, so each
+			// queued message is its own frame, flushed together.
+			if err := w.Close(); err != nil {
+				return
+			}
+			for n := len(c.send); n > 0; n-- {
+				if err := c.conn.WriteMessage(websocket.TextMessage, <-c.send); err != nil {
+					return
+				}
+			}
+		case <-ticker.C:
+			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := c.conn.WriteMessage(websocket.PingMessage, nil); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func servePeer(addr string) {
+	s := &peerServer{hubs: map[string]*peerHub{}}
+	up := websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 1024}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/chat", func(w http.ResponseWriter, r *http.Request) {
+		conn, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := &peerClient{conn: conn, send: make(chan []byte, 256), nick: "guest"}
+		go s.readPump(c)
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ready")
+	go func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		<-ch
+		profStop()
+		os.Exit(0)
+	}()
+	log.Fatal(http.Serve(ln, mux))
+}
+
+// The load generator.
+
+// hist is a latency histogram with buckets 2% apart, from 1µs.
+type hist struct{ b [1200]atomic.Int64 }
+
+func (h *hist) add(d time.Duration) {
+	us := float64(d) / 1e3
+	i := 0
+	if us > 1 {
+		i = int(math.Log(us) / math.Log(1.02))
+	}
+	h.b[min(i, len(h.b)-1)].Add(1)
+}
+
+func (h *hist) quantile(q float64) time.Duration {
+	var total int64
+	for i := range h.b {
+		total += h.b[i].Load()
+	}
+	want := int64(math.Ceil(q * float64(total)))
+	var n int64
+	for i := range h.b {
+		n += h.b[i].Load()
+		if n >= want && n > 0 {
+			return time.Duration(math.Pow(1.02, float64(i+1)) * 1e3)
+		}
+	}
+	return 0
+}
+
+func (h *hist) reset() {
+	for i := range h.b {
+		h.b[i].Store(0)
+	}
+}
+
+// rssKiB returns the server's resident memory after asking it (SIGUSR1) to
+// collect garbage and return free memory to the OS.
+func rssKiB(pid int) int64 {
+	if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.SIGUSR1) == nil {
+		time.Sleep(time.Second)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			n, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + k
+}
+
+type client struct {
+	id   int
+	c    net.Conn
+	echo chan struct{} // a sender's own message came back
+}
+
+func load(addr, name string, conns, roomSize, senders int, warm, dur time.Duration, pid int) {
+	debug.SetGCPercent(400)
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	base := rssKiB(pid)
+	clients := make([]*client, conns)
+	var wg sync.WaitGroup
+	var dialErr atomic.Value
+	const dialers = 16
+	for d := range dialers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := d; i < conns; i += dialers {
+				c, br, _, err := ws.Dial(context.Background(), "ws://"+addr+"/chat")
+				if err != nil {
+					dialErr.Store(fmt.Errorf("client %d: %w", i, err))
+					return
+				}
+				if br != nil {
+					ws.PutReader(br) // only the greeting; the readers start later
+				}
+				cl := &client{id: i, c: c, echo: make(chan struct{}, 1)}
+				clients[i] = cl
+				join, _ := json.Marshal(map[string]string{"type": "join", "room": "r" + strconv.Itoa(i/roomSize)})
+				nick, _ := json.Marshal(map[string]string{"type": "nick", "nick": "c" + strconv.Itoa(i)})
+				if wsutil.WriteClientText(c, nick) != nil || wsutil.WriteClientText(c, join) != nil {
+					dialErr.Store(fmt.Errorf("client %d: join failed", i))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := dialErr.Load().(error); err != nil {
+		log.Fatal(err)
+	}
+	var delivered, measuring atomic.Int64
+	var lat hist
+	for _, cl := range clients {
+		go func() {
+			rd := wsutil.Reader{Source: cl.c, State: ws.StateClientSide, CheckUTF8: false,
+				OnIntermediate: wsutil.ControlFrameHandler(cl.c, ws.StateClientSide)}
+			buf := make([]byte, 0, 512)
+			for {
+				h, err := rd.NextFrame()
+				if err != nil {
+					return
+				}
+				if h.OpCode.IsControl() {
+					if err := rd.OnIntermediate(h, &rd); err != nil {
+						return
+					}
+					continue
+				}
+				buf = buf[:0]
+				for {
+					if len(buf) == cap(buf) {
+						buf = slices.Grow(buf, 512)
+					}
+					n, err := rd.Read(buf[len(buf):cap(buf)])
+					buf = buf[:len(buf)+n]
+					if err != nil {
+						break
+					}
+				}
+				// A message's text is "t<ns> s<sender>"; no full decode.
+				i := strings.Index(string(buf), `"text":"t`)
+				if i < 0 || !strings.Contains(string(buf), `"type":"message"`) {
+					continue
+				}
+				rest := string(buf[i+9:])
+				sp := strings.IndexByte(rest, ' ')
+				q := strings.IndexByte(rest, '"')
+				if sp < 0 || q < sp {
+					continue
+				}
+				ts, _ := strconv.ParseInt(rest[:sp], 10, 64)
+				sender, _ := strconv.Atoi(rest[sp+2 : q])
+				if measuring.Load() == 1 {
+					delivered.Add(1)
+					lat.add(time.Duration(time.Now().UnixNano() - ts))
+				}
+				if sender == cl.id {
+					select {
+					case cl.echo <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second) // joins settle
+	idle := rssKiB(pid)
+	stop := make(chan struct{})
+	var sendWG sync.WaitGroup
+	for r := 0; r*roomSize < conns; r++ {
+		for k := 0; k < senders && r*roomSize+k < conns; k++ {
+			cl := clients[r*roomSize+k]
+			sendWG.Add(1)
+			go func() {
+				defer sendWG.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					msg := fmt.Sprintf(`{"type":"say","text":"t%d s%d"}`, time.Now().UnixNano(), cl.id)
+					if wsutil.WriteClientText(cl.c, []byte(msg)) != nil {
+						return
+					}
+					select {
+					case <-cl.echo:
+					case <-time.After(5 * time.Second):
+					case <-stop:
+						return
+					}
+				}
+			}()
+		}
+	}
+	time.Sleep(warm)
+	lat.reset()
+	cpu0 := cpuTicks(pid)
+	measuring.Store(1)
+	t0 := time.Now()
+	time.Sleep(dur)
+	measuring.Store(0)
+	el := time.Since(t0)
+	cpu1 := cpuTicks(pid)
+	close(stop)
+	sendWG.Wait()
+	busy := rssKiB(pid)
+	n := delivered.Load()
+	rate := float64(n) / el.Seconds()
+	cpuPerK := float64(cpu1-cpu0) * 10 / (float64(n) / 1000) // 100 ticks/s: ms of server CPU per 1000 deliveries
+	fmt.Printf("%-5s conns=%-6d rooms=%-4d delivered/s=%-9.0f p50=%-9s p99=%-9s server_cpu_ms_per_1k=%-6.2f rss_idle_per_conn=%.1fKiB rss_busy_per_conn=%.1fKiB\n",
+		name, conns, (conns+roomSize-1)/roomSize, rate, lat.quantile(0.50).Round(time.Microsecond), lat.quantile(0.99).Round(time.Microsecond),
+		cpuPerK, float64(idle-base)/float64(conns), float64(busy-base)/float64(conns))
+	for _, cl := range clients {
+		cl.c.Close()
+	}
+}

@@ -1,0 +1,60 @@
+// Package chat is the worker's chat service, the runtime's acceptance
+// workload: thousands of real connections talking through rooms.
+//
+// # Protocol
+//
+// One protocol on two transports (docs/chat.md is the reference):
+//
+//   - TCP, a line per request and per event, usable from nc: /nick NAME,
+//     /join ROOM, /leave, /rooms, /history [N], /quit, and any other line is a
+//     message to the room you are in. Every line a client receives names its
+//     room and its sender: "#lobby <ann> hello". ParseLine parses a line;
+//     Event.AppendLine writes one.
+//   - WebSocket at /chat on the data port, one JSON object per text frame
+//     ({"type":"join","room":"lobby"} in, {"type":"message","room":...,
+//     "nick":...,"text":...} out). ParseFrame decodes a frame; frames
+//     themselves are read and written with github.com/gobwas/ws, which works
+//     on any connection, here the runtime's fiber sockets.
+//
+// TCP and WebSocket users share rooms: a room does not know the transport of
+// its members.
+//
+// # Shape
+//
+// Every connection is one fiber on the shard that accepted it (ServeTCP,
+// ServeHTTP under runtime.ServeTCP: connections spread over every shard).
+// The fiber reads, parses and writes; the runtime binds a socket to one
+// fiber, so events for the connection are put in its outbox, an actor on
+// the same shard, which wakes the fiber when it is parked in Read (by moving
+// the read deadline to the past; the interrupted read loses nothing). The
+// fiber then writes everything queued in one send.
+//
+// A room is an actor, spawned with runtime.SpawnKeyed by its name, so rooms
+// spread over the shards and a given name lands on the same shard at a given
+// shard count. The directory actor maps names to rooms (one lookup per
+// /join). A message is inserted into the database (table chat_messages,
+// through the ordinary dbowner calls, so from a room on another shard it is
+// the traced hop to the owner shard) and only then delivered: a message
+// anyone saw survives a restart, and /join replays the last
+// Options.History messages from the database.
+//
+// # Limits
+//
+// Each connection has a bounded outbound queue (Options.QueueLen events). A
+// client too slow to take its events is told ("too slow") and disconnected;
+// the room never waits for it and the server never buffers more than the
+// queue for it. Input is bounded too: a line or frame longer than
+// Options.LineMax ends the connection with the reason; invalid UTF-8,
+// control characters, unknown commands and malformed frames get an error
+// line and the connection goes on; a per-connection rate limit (token
+// bucket, Options.Rate and Burst) refuses lines over it, and
+// Options.FloodKick refusals in a row end the connection. A connection
+// that ends for a reason says it first and closes gracefully (its sending
+// side first, then a short linger), so the client reads the reason.
+//
+// # Web page
+//
+// Page is a small client (HTML, CSS, JavaScript, no build step) embedded in
+// the binary and served at "/": pick a nick, join a room, see the history
+// and the live messages, send.
+package chat

@@ -1,0 +1,298 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/runtime"
+)
+
+// Table holds every room's history: one record per message, keyed by room
+// and sequence number so that a room's messages are one range of the primary
+// key, in order (the last N are a reverse stream of that range).
+const Table = "chat_messages"
+
+// Schema is the history table's schema.
+var Schema = engine.Schema{
+	Name: Table,
+	Fields: []engine.Field{
+		{Name: "id", Kind: engine.KindString}, // room + "/" + 16 hex digits of seq
+		{Name: "room", Kind: engine.KindString},
+		{Name: "seq", Kind: engine.KindInt},
+		{Name: "nick", Kind: engine.KindString},
+		{Name: "text", Kind: engine.KindString},
+		{Name: "at", Kind: engine.KindTime},
+	},
+	Key: "id",
+}
+
+func messageID(room string, seq uint64) string {
+	return room + "/" + fmt.Sprintf("%016x", seq)
+}
+
+// roomRange is the primary-key range of a room's messages: '/' < '0', and
+// room names have no '/'.
+func roomRange(room string) []engine.Filter {
+	return []engine.Filter{
+		engine.Gt("id", engine.String(room+"/")),
+		engine.Lt("id", engine.String(room+"0")),
+	}
+}
+
+type roomOp uint8
+
+const (
+	roomJoin roomOp = iota + 1
+	roomLeave
+	roomSay
+	roomHistory
+	roomNick
+)
+
+// roomMsg is a room actor's mail. Strings, numbers and addresses only: it
+// crosses shards as a value.
+type roomMsg struct {
+	op     roomOp
+	member runtime.Addr[*wire] // the connection's outbox
+	nick   string              // the sender's nick (roomNick: the new one)
+	old    string              // roomNick: the previous nick
+	text   string
+	n      int
+}
+
+type member struct {
+	addr runtime.Addr[*wire]
+	nick string
+}
+
+// room is the actor for one chat room, placed by its name (SpawnKeyed). It
+// owns the member list and the sequence counter; the history lives in the
+// database, written before a message is delivered to anyone, so a message
+// somebody saw is a message that survives a restart.
+type room struct {
+	name    string
+	db      *dbowner.DB
+	dir     runtime.Addr[dirMsg]
+	history int // replayed on join
+	members []member
+	seq     uint64 // last sequence number used
+	loaded  bool   // seq has been read from the database
+}
+
+func (r *room) Receive(f *runtime.Fiber, m roomMsg) {
+	if !r.loaded {
+		if err := r.load(f); err != nil {
+			r.tell(f, m.member, Event{Kind: EvError, Text: "room history unavailable: " + err.Error()})
+			return
+		}
+	}
+	switch m.op {
+	case roomJoin:
+		r.join(f, m)
+	case roomLeave:
+		r.leave(f, m)
+	case roomSay:
+		r.say(f, m)
+	case roomHistory:
+		n := m.n
+		if n <= 0 {
+			n = r.history
+		}
+		r.replay(f, m.member, n)
+	case roomNick:
+		if i := r.find(m.member); i >= 0 {
+			r.members[i].nick = m.nick
+			r.broadcast(f, Event{Kind: EvInfo, Text: m.old + " is now known as " + m.nick})
+		}
+	}
+}
+
+// load reads the last sequence number of the room from the database.
+func (r *room) load(f *runtime.Fiber) error {
+	res, err := r.db.Query(f, engine.Query{Table: Table, Where: roomRange(r.name), Desc: true, Limit: 1})
+	if errors.Is(err, engine.ErrNoTable) {
+		// The first room ever: make the history table (another room may
+		// have just made it).
+		if err := r.db.CreateTable(f, Schema); err != nil && !errors.Is(err, engine.ErrTableExists) {
+			return fmt.Errorf("chat: create table %q: %w", Table, err)
+		}
+		r.loaded = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("chat: room %s: reading its last message: %w", r.name, err)
+	}
+	if len(res.Records) == 1 {
+		r.seq = uint64(res.Records[0].Get("seq").Int())
+	}
+	r.loaded = true
+	return nil
+}
+
+func (r *room) find(a runtime.Addr[*wire]) int {
+	return slices.IndexFunc(r.members, func(m member) bool { return m.addr == a })
+}
+
+func (r *room) tell(f *runtime.Fiber, to runtime.Addr[*wire], ev Event) {
+	ev.Room = r.name
+	if ev.Nick == "" {
+		ev.Nick = ServerNick
+	}
+	runtime.Send(f, to, ev.wire())
+}
+
+// broadcast sends ev to every member, encoded once for all of them.
+func (r *room) broadcast(f *runtime.Fiber, ev Event) {
+	ev.Room = r.name
+	if ev.Nick == "" {
+		ev.Nick = ServerNick
+	}
+	w := ev.wire()
+	for _, m := range r.members {
+		runtime.Send(f, m.addr, w)
+	}
+}
+
+func (r *room) join(f *runtime.Fiber, m roomMsg) {
+	if r.find(m.member) >= 0 {
+		r.tell(f, m.member, Event{Kind: EvInfo, Text: "you are already in #" + r.name})
+		return
+	}
+	r.replay(f, m.member, r.history)
+	r.members = append(r.members, member{addr: m.member, nick: m.nick})
+	r.broadcast(f, Event{Kind: EvInfo, Text: m.nick + " joined (" + strconv.Itoa(len(r.members)) + " here)"})
+	runtime.Send(f, r.dir, dirMsg{op: dirCount, name: r.name, n: len(r.members)})
+}
+
+func (r *room) leave(f *runtime.Fiber, m roomMsg) {
+	i := r.find(m.member)
+	if i < 0 {
+		return
+	}
+	r.members = slices.Delete(r.members, i, i+1)
+	r.tell(f, m.member, Event{Kind: EvInfo, Text: "you left #" + r.name})
+	r.broadcast(f, Event{Kind: EvInfo, Text: m.nick + " left (" + strconv.Itoa(len(r.members)) + " here)"})
+	runtime.Send(f, r.dir, dirMsg{op: dirCount, name: r.name, n: len(r.members)})
+}
+
+// say makes the message durable, then delivers it to every member. The
+// insert is an ordinary DB call: from a room on another shard it is the hop
+// to the owner shard, traced as such; messages of all rooms share the
+// owner's group commits.
+func (r *room) say(f *runtime.Fiber, m roomMsg) {
+	if r.find(m.member) < 0 {
+		r.tell(f, m.member, Event{Kind: EvError, Text: "you are not in #" + r.name + " (/join " + r.name + ")"})
+		return
+	}
+	seq := r.seq + 1
+	at := time.Now()
+	_, err := r.db.Insert(f, Table, map[string]engine.Value{
+		"id":   engine.String(messageID(r.name, seq)),
+		"room": engine.String(r.name),
+		"seq":  engine.Int(int64(seq)),
+		"nick": engine.String(m.nick),
+		"text": engine.String(m.text),
+		"at":   engine.Time(at),
+	})
+	if err != nil {
+		r.tell(f, m.member, Event{Kind: EvError, Text: "message not stored, not sent: " + err.Error()})
+		return
+	}
+	r.seq = seq
+	r.broadcast(f, Event{Kind: EvMessage, Nick: m.nick, Text: m.text, Seq: seq, At: at.UnixNano()})
+}
+
+// replay sends the last n messages, oldest first, to one member.
+func (r *room) replay(f *runtime.Fiber, to runtime.Addr[*wire], n int) {
+	if n <= 0 || r.seq == 0 {
+		return
+	}
+	res, err := r.db.Query(f, engine.Query{Table: Table, Where: roomRange(r.name), Desc: true, Limit: n})
+	if err != nil {
+		r.tell(f, to, Event{Kind: EvError, Text: "history unavailable: " + err.Error()})
+		return
+	}
+	for i := len(res.Records) - 1; i >= 0; i-- {
+		rec := res.Records[i]
+		r.tell(f, to, Event{
+			Kind: EvMessage, History: true,
+			Nick: rec.Get("nick").Str(), Text: rec.Get("text").Str(),
+			Seq: uint64(rec.Get("seq").Int()), At: rec.Get("at").Time().UnixNano(),
+		})
+	}
+}
+
+type dirOp uint8
+
+const (
+	dirLookup dirOp = iota + 1 // find or create a room
+	dirList                    // the rooms and their sizes
+	dirCount                   // a room reports its member count
+)
+
+// dirMsg is the directory's mail.
+type dirMsg struct {
+	op      dirOp
+	name    string
+	n       int
+	lookup  runtime.Reply[dirReply]
+	listing runtime.Reply[string]
+}
+
+type dirReply struct {
+	room runtime.Addr[roomMsg]
+	err  error
+}
+
+// ErrTooManyRooms is the answer to a /join that would create a room past
+// Options.MaxRooms.
+var ErrTooManyRooms = errors.New("too many rooms")
+
+// directory maps room names to room actors. It is consulted once per /join
+// (the connection keeps the address while it stays in the room); the rooms
+// themselves are placed by key, over every shard.
+type directory struct {
+	svc     *Service
+	rooms   map[string]runtime.Addr[roomMsg]
+	members map[string]int
+}
+
+func (d *directory) Receive(f *runtime.Fiber, m dirMsg) {
+	switch m.op {
+	case dirLookup:
+		a, ok := d.rooms[m.name]
+		if !ok {
+			if len(d.rooms) >= d.svc.opts.MaxRooms {
+				m.lookup.Send(f, dirReply{err: fmt.Errorf("%w: the server holds %d rooms; join an existing one (/rooms)", ErrTooManyRooms, len(d.rooms))})
+				return
+			}
+			a = runtime.SpawnKeyed[roomMsg](f, m.name, &room{name: m.name, db: d.svc.db, dir: d.svc.dir, history: d.svc.opts.History})
+			d.rooms[m.name] = a
+		}
+		m.lookup.Send(f, dirReply{room: a})
+	case dirCount:
+		d.members[m.name] = m.n
+	case dirList:
+		names := make([]string, 0, len(d.rooms))
+		for name := range d.rooms {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		var b strings.Builder
+		if len(names) == 0 {
+			b.WriteString("no rooms yet (/join NAME makes one)")
+		} else {
+			b.WriteString("rooms:")
+		}
+		for _, name := range names {
+			fmt.Fprintf(&b, " #%s (%d)", name, d.members[name])
+		}
+		m.listing.Send(f, b.String())
+	}
+}

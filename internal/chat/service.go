@@ -1,0 +1,132 @@
+package chat
+
+import (
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/runtime"
+)
+
+// Options are the chat service's limits. Zero values take the defaults
+// below; internal/config exposes them as chat.* settings.
+type Options struct {
+	// History is how many messages are replayed on /join and by a bare
+	// /history (default 20).
+	History int
+	// QueueLen bounds each connection's outbound queue, in events (default
+	// 256). A connection whose queue is full is told it is too slow and cut
+	// off: a slow reader never makes the server buffer without bound, and
+	// never stalls its room.
+	QueueLen int
+	// SlowGrace is how long a connection whose queue overflowed gets to
+	// take the bytes already on their way, and then the notice, before it
+	// is closed regardless (default 5s).
+	SlowGrace time.Duration
+	// LineMax is the largest line (TCP) or message frame (WebSocket) a
+	// client may send, in bytes (default 4096). Longer input is an error that
+	// ends the connection.
+	LineMax int
+	// Rate is how many lines or frames per second a connection may send on
+	// average (default 20), with bursts of Burst (default 2×Rate). Input over
+	// the limit is refused with an error; FloodKick refusals in a row end
+	// the connection.
+	Rate  float64
+	Burst int
+	// FloodKick is how many refused lines in a row disconnect a client
+	// (default 20).
+	FloodKick int
+	// MaxRooms bounds how many rooms /join may create (default 10000).
+	MaxRooms int
+	// Logger receives connection-level warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.History <= 0 {
+		o.History = 20
+	}
+	o.History = min(o.History, MaxHistory)
+	if o.QueueLen <= 0 {
+		o.QueueLen = 256
+	}
+	if o.SlowGrace <= 0 {
+		o.SlowGrace = 5 * time.Second
+	}
+	if o.LineMax <= 0 {
+		o.LineMax = 4096
+	}
+	if o.Rate <= 0 {
+		o.Rate = 20
+	}
+	if o.Burst <= 0 {
+		o.Burst = max(1, int(2*o.Rate))
+	}
+	if o.FloodKick <= 0 {
+		o.FloodKick = 20
+	}
+	if o.MaxRooms <= 0 {
+		o.MaxRooms = 10000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Service is the chat: a directory of rooms, the rooms (actors placed by
+// name), and the connections (a fiber each, on the shard that accepted
+// it). A Service is immutable after Start and may be used from any shard.
+//
+//wo:shardsafe
+type Service struct {
+	db    *dbowner.DB
+	dir   runtime.Addr[dirMsg]
+	opts  Options
+	stats counters
+}
+
+type counters struct {
+	conns     atomic.Int64 // open now
+	accepted  atomic.Int64 // ever
+	slow      atomic.Int64 // cut off for a full queue
+	flooded   atomic.Int64 // cut off for flooding
+	badInput  atomic.Int64 // refused lines and frames
+	delivered atomic.Int64 // events written to clients
+}
+
+// Stats are the service's counters.
+type Stats struct {
+	Conns, Accepted, SlowCut, FloodCut, BadInput, Delivered int64
+}
+
+// Stats returns the counters; safe from any goroutine.
+func (s *Service) Stats() Stats {
+	return Stats{
+		Conns: s.stats.conns.Load(), Accepted: s.stats.accepted.Load(),
+		SlowCut: s.stats.slow.Load(), FloodCut: s.stats.flooded.Load(),
+		BadInput: s.stats.badInput.Load(), Delivered: s.stats.delivered.Load(),
+	}
+}
+
+// Start starts the room directory. f is any fiber (the worker's main). The
+// history table is created by the first room that needs it, so a worker
+// where nobody chats writes nothing for the chat.
+func Start(f *runtime.Fiber, db *dbowner.DB, opts Options) (*Service, error) {
+	if db == nil {
+		return nil, errors.New("chat: start: no database")
+	}
+	s := &Service{db: db, opts: opts.withDefaults()}
+	s.dir = runtime.SpawnKeyed[dirMsg](f, "chat directory", &directory{
+		svc: s, rooms: map[string]runtime.Addr[roomMsg]{}, members: map[string]int{},
+	})
+	return s, nil
+}
+
+// ServeTCP runs the line protocol on the runtime's TCP server: pass it to
+// runtime.ServeTCP. Each connection is this call, on its own fiber.
+func (s *Service) ServeTCP(f *runtime.Fiber, c *runtime.Conn) {
+	newSession(f, s, c, lineCodec{}).serve(nil)
+}
