@@ -43,20 +43,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
 	}
-	log := cfg.Logger(stderr)
+	// Lines logged with a traced context carry trace_id and span_id.
+	log := slog.New(telemetry.LogHandler(cfg.Logger(stderr).Handler()))
 	slog.SetDefault(log)
 	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr)
 
-	tracing, err := telemetry.Setup(context.Background())
+	tracing, err := telemetry.Setup(context.Background(), telemetry.Options{FlushTimeout: cfg.TraceFlushTimeout, Logger: log})
 	if err != nil {
-		log.Error("worker: telemetry", "err", err)
+		log.Error("worker: bad telemetry configuration", "err", err)
 		return 2
 	}
+	tracing.InstallGlobal()
+	tracing.LogStartup(log)
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tracing.Shutdown(ctx); err != nil {
-			log.Warn("worker: flushing traces", "err", err)
+		// Bounded by telemetry.flush_timeout; a lost flush is one line.
+		if err := tracing.Shutdown(); err != nil {
+			log.Warn("worker: traces not flushed", "err", err)
 		}
 	}()
 

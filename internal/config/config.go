@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -32,17 +33,20 @@ const MaxShards = 1024
 
 // Config is the worker's resolved settings.
 type Config struct {
-	Shards     int               // runtime.shards; 0 = every CPU the process may use
-	Pin        runtime.PinMode   // runtime.pin
-	IO         iobackend.Mode    // runtime.io
-	Reductions int               // runtime.reductions
-	DataDir    string            // data.dir
-	HTTPAddr   string            // http.addr: the data plane (records API)
-	OpsAddr    string            // ops.addr: health, metrics, debug
-	LogLevel   slog.Level        // log.level
-	LogFormat  string            // log.format: "text" or "json"
-	File       string            // the config file that was read; "" when none was
-	Sources    map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
+	Shards     int             // runtime.shards; 0 = every CPU the process may use
+	Pin        runtime.PinMode // runtime.pin
+	IO         iobackend.Mode  // runtime.io
+	Reductions int             // runtime.reductions
+	DataDir    string          // data.dir
+	HTTPAddr   string          // http.addr: the data plane (records API)
+	OpsAddr    string          // ops.addr: health, metrics, debug
+	LogLevel   slog.Level      // log.level
+	LogFormat  string          // log.format: "text" or "json"
+	// TraceFlushTimeout is telemetry.flush_timeout: how long shutdown waits
+	// for the OTLP collector to take the last spans.
+	TraceFlushTimeout time.Duration
+	File              string            // the config file that was read; "" when none was
+	Sources           map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
 }
 
 // Runtime maps the settings onto a runtime.Config. Watchdog and idle spin keep
@@ -171,6 +175,17 @@ var settings = []setting{
 				return nil
 			}
 			return errors.New("want text or json")
+		}},
+	{key: "telemetry.flush_timeout", flag: "trace-flush-timeout", env: "WO_TRACE_FLUSH_TIMEOUT", def: "1s",
+		help: "at shutdown, how long to wait for the OTLP collector to take the last spans (`duration`, e.g. 1s, 500ms; at most 1m); " +
+			"the endpoint itself is OTEL_EXPORTER_OTLP_ENDPOINT",
+		apply: func(c *Config, s string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil || d <= 0 || d > time.Minute {
+				return errors.New("want a duration from 1ms to 1m, such as 1s or 500ms")
+			}
+			c.TraceFlushTimeout = d
+			return nil
 		}},
 }
 

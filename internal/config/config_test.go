@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
@@ -49,7 +50,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
-		DataDir: "./data", HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text"}
+		DataDir: "./data", HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
+		TraceFlushTimeout: time.Second}
 	got := c
 	got.File, got.Sources = "", nil
 	if !reflect.DeepEqual(got, want) {
@@ -100,13 +102,16 @@ dir = "/from/file"
 
 [log]
 format = "json"
+
+[telemetry]
+flush_timeout = "250ms"
 `)
 	// file only
 	c, err := load(t, "--config", p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Shards != 3 || c.Pin != runtime.PinOff || c.IO != iobackend.ModeEpoll || c.Reductions != 100 || c.DataDir != "/from/file" || c.LogFormat != "json" {
+	if c.Shards != 3 || c.Pin != runtime.PinOff || c.IO != iobackend.ModeEpoll || c.Reductions != 100 || c.DataDir != "/from/file" || c.LogFormat != "json" || c.TraceFlushTimeout != 250*time.Millisecond {
 		t.Fatalf("file: %+v", c)
 	}
 	if c.Sources["runtime.shards"] != "file "+p || c.Sources["http.addr"] != "default" {
@@ -191,6 +196,10 @@ func TestErrors(t *testing.T) {
 		{name: "bad port in file", file: "[ops]\naddr = \":http\"\n", want: []string{"ops.addr", "numeric port"}},
 		{name: "bad log level", file: "[log]\nlevel = \"loud\"\n", want: []string{"log.level", `"loud"`}},
 		{name: "bad log format", file: "[log]\nformat = \"xml\"\n", want: []string{"log.format", `"xml"`, "text or json"}},
+		{name: "flush timeout not a duration", file: "[telemetry]\nflush_timeout = \"soon\"\n", want: []string{"telemetry.flush_timeout", `"soon"`, "duration"}},
+		{name: "flush timeout int in file", file: "[telemetry]\nflush_timeout = 1\n", want: []string{"telemetry.flush_timeout", "want a string, got an integer"}},
+		{name: "flush timeout zero", env: map[string]string{"WO_TRACE_FLUSH_TIMEOUT": "0s"}, want: []string{"telemetry.flush_timeout", "env WO_TRACE_FLUSH_TIMEOUT", `"0s"`}},
+		{name: "flush timeout too long", args: []string{"--trace-flush-timeout", "1h"}, want: []string{"telemetry.flush_timeout", "flag --trace-flush-timeout", `"1h"`, "1m"}},
 		{name: "empty data dir", file: "[data]\ndir = \"\"\n", want: []string{"data.dir", "directory"}},
 
 		{name: "env shards", env: map[string]string{"WO_SHARDS": "many"}, want: []string{"runtime.shards", "env WO_SHARDS", `"many"`}},
