@@ -97,12 +97,13 @@ log "scratch module:"
 sed 's/^/    /' "${WORK}/go.mod" >&2
 
 log "building github.com/jaegertracing/jaeger/cmd/jaeger v${JAEGER_VERSION}"
-# The version ldflags are the ones Jaeger's Makefile sets, so `jaeger version`
-# tells the truth.
+# The version ldflag is the one Jaeger's Makefile sets (here the module
+# version), so `jaeger version` and the query API tell the truth.
 ldflags="-s -w"
 ldflags+=" -X github.com/jaegertracing/jaeger/internal/version.latestVersion=v${JAEGER_VERSION}"
-ldflags+=" -X github.com/jaegertracing/jaeger/pkg/version.latestVersion=v${JAEGER_VERSION}"
-(cd "${WORK}" && "${GO}" mod tidy -e >&2 2>/dev/null || true)
+# tidy fills go.sum for the whole graph; -e because some of Jaeger's test-only
+# dependencies need not resolve for the build.
+(cd "${WORK}" && "${GO}" mod tidy -e >/dev/null 2>&1 || true)
 (cd "${WORK}" && "${GO}" build -trimpath -ldflags "${ldflags}" -o "${WORK}/jaeger" \
 	github.com/jaegertracing/jaeger/cmd/jaeger)
 
