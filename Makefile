@@ -67,6 +67,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMutation -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzCheckEndpoint -fuzztime 10s ./internal/telemetry/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')
