@@ -125,7 +125,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // the HTTP side has drained.
 func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, tracing *telemetry.Tracing, handoff chan<- wiring) int {
 	rt := f.Runtime()
-	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, TracerProvider: tracing.Provider, Logger: log})
+	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, WAL: cfg.WAL(), TracerProvider: tracing.Provider, Logger: log})
 	if err != nil {
 		if f.Stopping() {
 			return 0 // stopped during recovery: a clean exit

@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -38,10 +40,14 @@ type Config struct {
 	IO         iobackend.Mode  // runtime.io
 	Reductions int             // runtime.reductions
 	DataDir    string          // data.dir
-	HTTPAddr   string          // http.addr: the data plane (records API)
-	OpsAddr    string          // ops.addr: health, metrics, debug
-	LogLevel   slog.Level      // log.level
-	LogFormat  string          // log.format: "text" or "json"
+	// SnapshotBytes is data.snapshot_bytes: log bytes since the last
+	// snapshot that trigger the next; 0 turns automatic snapshots off.
+	SnapshotBytes int64
+	RepairWAL     bool       // data.repair_wal: truncate the log at damage instead of refusing to start
+	HTTPAddr      string     // http.addr: the data plane (records API)
+	OpsAddr       string     // ops.addr: health, metrics, debug
+	LogLevel      slog.Level // log.level
+	LogFormat     string     // log.format: "text" or "json"
 	// TraceFlushTimeout is telemetry.flush_timeout: how long shutdown waits
 	// for the OTLP collector to take the last spans.
 	TraceFlushTimeout time.Duration
@@ -53,6 +59,15 @@ type Config struct {
 // the runtime's defaults: they are tuning knobs, not deployment settings.
 func (c Config) Runtime(log *slog.Logger) runtime.Config {
 	return runtime.Config{Shards: c.Shards, Pin: c.Pin, IO: c.IO, Reductions: c.Reductions, Logger: log}
+}
+
+// WAL maps the database settings onto the WAL options dbowner.Open takes.
+func (c Config) WAL() wal.Options {
+	o := wal.Options{SnapshotEveryBytes: c.SnapshotBytes, Repair: c.RepairWAL}
+	if c.SnapshotBytes == 0 {
+		o.SnapshotEveryBytes = -1 // off (dbowner reads 0 as its default)
+	}
+	return o
 }
 
 // Logger builds the slog logger the settings ask for.
@@ -92,6 +107,7 @@ type kind uint8
 const (
 	kindString kind = iota
 	kindInt
+	kindBool
 )
 
 // setting is one row of the settings table: Load, --help and the README all
@@ -144,6 +160,29 @@ var settings = []setting{
 			c.DataDir = s
 			return nil
 		}},
+	{key: "data.snapshot_bytes", flag: "snapshot-bytes", env: "WO_SNAPSHOT_BYTES", def: strconv.Itoa(dbowner.DefaultSnapshotEveryBytes), kind: kindInt,
+		help: "log `bytes` written since the last snapshot that make the database take the next one (bounds the log on disk and the replay at start); 0 = never",
+		apply: func(c *Config, s string) error {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 0 {
+				return errors.New("want a byte count, 0 (off) or more")
+			}
+			if n > 0 && n < minSnapshotBytes {
+				return fmt.Errorf("want 0 (off) or at least %d bytes: a snapshot per handful of writes costs more than it saves", minSnapshotBytes)
+			}
+			c.SnapshotBytes = n
+			return nil
+		}},
+	{key: "data.repair_wal", flag: "repair-wal", env: "WO_REPAIR_WAL", def: "false", kind: kindBool,
+		help: "start even if the WAL is damaged before its end: truncate it at the damage recovery names, DROPPING every record after it (logged loudly); for an operator who decided to, never a default",
+		apply: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			c.RepairWAL = b
+			return nil
+		}},
 	{key: "http.addr", flag: "http-addr", env: "WO_HTTP_ADDR", def: ":8080",
 		help: "data-plane listen `address` (records API)",
 		apply: func(c *Config, s string) (err error) {
@@ -189,6 +228,9 @@ var settings = []setting{
 		}},
 }
 
+// minSnapshotBytes is the smallest data.snapshot_bytes other than 0.
+const minSnapshotBytes = 64 << 10
+
 // parseAddr accepts host:port with a numeric port (host may be empty).
 func parseAddr(s string) (string, error) {
 	_, port, err := net.SplitHostPort(s)
@@ -226,6 +268,9 @@ func Load(args []string, out io.Writer) (Config, error) {
 	configFile := fset.String("config", DefaultFile, "TOML config `file`; a missing default file is fine, a missing explicit one is an error")
 	for _, s := range settings {
 		fset.String(s.flag, s.def, fmt.Sprintf("%s [env %s, file key %s]", s.help, s.env, s.key))
+		if s.kind == kindBool {
+			fset.Lookup(s.flag).NoOptDefVal = "true" // --repair-wal alone means true
+		}
 	}
 	fset.Usage = func() { Usage(out, fset) }
 	if err := fset.Parse(args); err != nil {
@@ -304,14 +349,20 @@ func (s setting) check(raw any, src string) (string, error) {
 	switch x := raw.(type) {
 	case string:
 		str, disp = x, strconv.Quote(x)
-		if s.kind == kindInt && strings.HasPrefix(src, "file ") {
-			return "", &Error{Key: s.key, Source: src, Value: disp, Err: errors.New("want an integer, got a string")}
+		if s.kind != kindString && strings.HasPrefix(src, "file ") {
+			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a string", s.kind.want())}
 		}
 	case int64:
 		str = strconv.FormatInt(x, 10)
 		disp = str
 		if s.kind != kindInt {
-			return "", &Error{Key: s.key, Source: src, Value: disp, Err: errors.New("want a string, got an integer")}
+			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got an integer", s.kind.want())}
+		}
+	case bool:
+		str = strconv.FormatBool(x)
+		disp = str
+		if s.kind != kindBool {
+			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a boolean", s.kind.want())}
 		}
 	case int:
 		str = strconv.Itoa(x)
@@ -327,8 +378,11 @@ func (s setting) check(raw any, src string) (string, error) {
 }
 
 func (k kind) want() string {
-	if k == kindInt {
+	switch k {
+	case kindInt:
 		return "an integer"
+	case kindBool:
+		return "a boolean"
 	}
 	return "a string"
 }
