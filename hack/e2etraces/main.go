@@ -33,6 +33,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -406,6 +407,10 @@ func request(method, url, body string) (status int, traceID string, err error) {
 	return resp.StatusCode, traceID, nil
 }
 
+// liveTook is the median of 50 PUTs with the live collector, the baseline
+// of the unreachable-collector check.
+var liveTook time.Duration
+
 func run(r *report) {
 	j := startJaeger()
 	defer j.p.stop()
@@ -426,19 +431,20 @@ func run(r *report) {
 
 	// PUTs and GETs, each on its own connection.
 	const n = 16
-	var puts, gets []string
+	var putIDs, gets []string
 	for i := 0; i < n; i++ {
 		st, id, err := request("PUT", fmt.Sprintf("%s/v1/records/e2e-%d", data, i), `{"name":"ada","n":"`+fmt.Sprint(i)+`"}`)
 		if err != nil || (st != 200 && st != 201) {
 			fatal(fmt.Errorf("PUT %d: status %d, %v", i, st, err))
 		}
-		puts = append(puts, id)
+		putIDs = append(putIDs, id)
 		st, id, err = request("GET", fmt.Sprintf("%s/v1/records/e2e-%d", data, i), "")
 		if err != nil || st != 200 {
 			fatal(fmt.Errorf("GET %d: status %d, %v", i, st, err))
 		}
 		gets = append(gets, id)
 	}
+	_, liveTook = puts(data)
 	// Stop the worker: its Shutdown flushes every span still queued.
 	code, took := w.stop()
 	stopped = true
@@ -451,7 +457,7 @@ func run(r *report) {
 		return len(searched) >= n
 	})
 	var putTraces []apiTrace
-	for _, id := range puts {
+	for _, id := range putIDs {
 		if t, ok := j.trace(id); ok {
 			putTraces = append(putTraces, t)
 		}
@@ -466,6 +472,23 @@ func run(r *report) {
 	checkPut(r, j, putTraces)
 	checkGet(r, j, gets)
 	checkBehaviour(r)
+}
+
+// puts times three rounds of 50 PUTs, each on its own connection, and
+// returns how many were answered and the median round.
+func puts(data string) (served int, median time.Duration) {
+	var rounds []time.Duration
+	for r := 0; r < 3; r++ {
+		t0 := time.Now()
+		for i := 0; i < 50; i++ {
+			if st, _, err := request("PUT", fmt.Sprintf("%s/v1/records/u-%d", data, i), `{"a":"b"}`); err == nil && (st == 200 || st == 201) {
+				served++
+			}
+		}
+		rounds = append(rounds, time.Since(t0))
+	}
+	slices.Sort(rounds)
+	return served, rounds[1]
 }
 
 func grepLine(log, s string) string {
@@ -701,17 +724,9 @@ func checkBehaviour(r *report) {
 
 	// An unreachable collector (a closed port): requests are served as
 	// usual, the shutdown flush is bounded by the setting and logged once.
-	// The same PUTs with tracing off, for comparison (reported, not
-	// asserted: the machine is shared and noisy).
-	puts := func(data string) (served int, took time.Duration) {
-		t0 := time.Now()
-		for i := 0; i < 50; i++ {
-			if st, _, err := request("PUT", fmt.Sprintf("%s/v1/records/u-%d", data, i), `{"a":"b"}`); err == nil && (st == 200 || st == 201) {
-				served++
-			}
-		}
-		return served, time.Since(t0)
-	}
+	// The same PUTs with the live collector (run) and with tracing off,
+	// for comparison: reported, not asserted (the machine is shared and
+	// noisy).
 	off, data, _ := startWorker("worker-off")
 	_, offTook := puts(data)
 	r.check("tracing off: startup line", strings.Contains(off.log.String(), `"worker: tracing off" reason="no OTEL_EXPORTER_OTLP_ENDPOINT"`),
@@ -722,8 +737,9 @@ func checkBehaviour(r *report) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:"+fmt.Sprint(freePort()),
 		"OTEL_BSP_SCHEDULE_DELAY=100", "WO_TRACE_FLUSH_TIMEOUT=1s")
 	served, took := puts(data)
-	r.check("unreachable collector: requests served", served == 50,
-		"%d of 50 PUTs answered in %v (tracing off: %v, ratio %.2f)", served, took.Round(time.Millisecond), offTook.Round(time.Millisecond), float64(took)/float64(offTook))
+	r.check("unreachable collector: requests served", served == 150,
+		"%d of 150 PUTs answered; median of 3 rounds of 50: %v, with Jaeger up %v (ratio %.2f), tracing off %v",
+		served, took.Round(time.Millisecond), liveTook.Round(time.Millisecond), float64(took)/float64(liveTook), offTook.Round(time.Millisecond))
 	code, stop := w.stop()
 	log := w.log.String()
 	lines := strings.Count(log, "worker: traces not flushed")
