@@ -471,6 +471,7 @@ func run(r *report) {
 
 	checkPut(r, j, putTraces)
 	checkGet(r, j, gets)
+	checkLogs(r, j, w.log.String())
 	checkBehaviour(r)
 }
 
@@ -624,6 +625,31 @@ func checkPut(r *report, j *jaeger, traces []apiTrace) {
 		dump("fsync-span.json", fsync)
 	}
 	screenshot(r, j, chain.trace.TraceID)
+}
+
+var logIDs = regexp.MustCompile(`trace_id=([0-9a-f]{32}) span_id=([0-9a-f]{16})`)
+
+// checkLogs: lines the worker logged inside a traced request (it runs at
+// debug level here) carry trace_id and span_id, and they name a span that
+// is in Jaeger.
+func checkLogs(r *report, j *jaeger, log string) {
+	ms := logIDs.FindAllStringSubmatch(log, -1)
+	if !r.check("log lines carry trace_id and span_id", len(ms) > 0, "%d worker log lines with trace_id and span_id", len(ms)) {
+		return
+	}
+	for _, m := range ms[:min(len(ms), 10)] {
+		t, ok := j.trace(m[1])
+		if !ok {
+			continue
+		}
+		for _, s := range t.Spans {
+			if s.SpanID == m[2] {
+				r.check("log line names a span in Jaeger", true, "%q in trace %s: %s", s.Operation, m[1], grepLine(log, m[2]))
+				return
+			}
+		}
+	}
+	r.check("log line names a span in Jaeger", false, "none of the first %d lines' ids is a span in Jaeger", min(len(ms), 10))
 }
 
 func orOK(missing []string) string {
