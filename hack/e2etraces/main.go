@@ -719,7 +719,7 @@ func screenshot(r *report, j *jaeger, traceID string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, *chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+profile, "--hide-scrollbars", "--window-size=1400,900",
+		"--user-data-dir="+profile, "--hide-scrollbars", "--window-size=1400,520",
 		"--virtual-time-budget=10000", "--screenshot="+png, url)
 	out, err := cmd.CombinedOutput()
 	os.WriteFile(filepath.Join(*outDir, "chromium.log"), out, 0o644)
