@@ -7,7 +7,7 @@ GO ?= go
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/...
 
-.PHONY: all run test vet e2e-traces test-operator generate verify-generated bench envtest-binaries fuzz fmt
+.PHONY: all run test vet e2e-traces test-operator generate verify-generated bench envtest-binaries helm fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -19,8 +19,8 @@ run:
 ## default shard count (operator tests against a real kube-apiserver and etcd),
 ## the sharded packages again at one shard, the runtime with epoll forced, and
 ## the traces end to end in Jaeger (e2e-traces).
-test: vet envtest-binaries
-	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" $(GO) test -race -count=1 -timeout 30m ./...
+test: vet envtest-binaries helm
+	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" $(GO) test -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
 	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/...
 	bash hack/e2e-traces.sh
@@ -42,6 +42,32 @@ vet:
 ## envtest-binaries: build (or reuse from the cache) kube-apiserver, etcd and kubectl.
 envtest-binaries:
 	bash hack/envtest-binaries.sh >/dev/null
+
+## helm: build (or reuse from the cache) helm; the chart tests need it.
+helm:
+	bash hack/helm-binary.sh >/dev/null
+
+# Build outputs (gitignored). VERSION, the image tag, is the chart's
+# appVersion unless given: the chart's default image tag says the same.
+BUILD ?= build
+VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' charts/wo/Chart.yaml)
+
+## image: the wo-worker and wo-operator images from static binaries, no
+## Docker daemon: $(BUILD)/image/oci (OCI layout) and $(BUILD)/image/images.tar
+## (docker load / ctr import). See hack/imagebuild.
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BUILD)/bin/ ./cmd/worker ./cmd/operator
+	$(GO) run ./hack/imagebuild --worker $(BUILD)/bin/worker --operator $(BUILD)/bin/operator \
+		--out $(BUILD)/image --version $(VERSION) \
+		--revision "$$(git rev-parse HEAD 2>/dev/null)" --created "$$(git log -1 --format=%ct 2>/dev/null || echo 0)"
+
+## manifests: manifests/install.yaml and the chart's CRD from config/ (kustomize),
+## and manifests/seccomp/ (hack/seccomp-profiles).
+manifests:
+	bash hack/manifests.sh
+
+verify-manifests: manifests
+	git diff --exit-code -- manifests charts/wo/crds
 
 test-operator:
 	bash hack/operator-test.sh
@@ -68,6 +94,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMutation -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzFields -fuzztime 10s ./internal/records/
+	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
+	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/
 	$(GO) test -run '^$$' -fuzz FuzzCheckEndpoint -fuzztime 10s ./internal/telemetry/
 
 fmt:

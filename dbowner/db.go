@@ -193,6 +193,13 @@ func (d *DB) Insert(f *runtime.Fiber, table string, fields map[string]engine.Val
 	return d.write(f, "insert", table, engine.Batch{engine.Insert(table, fields)})
 }
 
+// Upsert stores the record (key included in fields), replacing a record
+// with the same key whole, as one durable operation, and returns its
+// version once durable.
+func (d *DB) Upsert(f *runtime.Fiber, table string, fields map[string]engine.Value) (uint64, error) {
+	return d.write(f, "upsert", table, engine.Batch{engine.Put(table, fields)})
+}
+
 // Update sets fields of the record with the given key and returns its new
 // version once durable.
 func (d *DB) Update(f *runtime.Fiber, table string, key engine.Value, set map[string]engine.Value) (uint64, error) {

@@ -46,6 +46,9 @@ type Config struct {
 	RepairWAL     bool       // data.repair_wal: truncate the log at damage instead of refusing to start
 	HTTPAddr      string     // http.addr: the data plane (records API)
 	OpsAddr       string     // ops.addr: health, metrics, debug
+	HTTP          HTTP       // http.*: the data plane's limits and drain
+	Pprof         bool       // ops.pprof: serve /debug/pprof on the ops port
+	TokenFile     string     // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
 	LogLevel      slog.Level // log.level
 	LogFormat     string     // log.format: "text" or "json"
 	// TraceFlushTimeout is telemetry.flush_timeout: how long shutdown waits
@@ -53,6 +56,19 @@ type Config struct {
 	TraceFlushTimeout time.Duration
 	File              string            // the config file that was read; "" when none was
 	Sources           map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
+}
+
+// HTTP is the data plane's limits against slow and bad clients, and its
+// drain on SIGTERM.
+type HTTP struct {
+	HeaderTimeout    time.Duration // http.header_timeout
+	BodyTimeout      time.Duration // http.body_timeout
+	IdleTimeout      time.Duration // http.idle_timeout
+	MaxHeaderBytes   int           // http.max_header_bytes
+	MaxBody          int64         // http.max_body
+	MaxConnsPerShard int           // http.max_conns_per_shard; 0 = from the file descriptor limit
+	DrainGrace       time.Duration // http.drain_grace: /readyz 503 while still serving
+	DrainTimeout     time.Duration // http.drain_timeout: in-flight requests' time to finish
 }
 
 // Runtime maps the settings onto a runtime.Config. Watchdog and idle spin keep
@@ -189,6 +205,46 @@ var settings = []setting{
 			c.HTTPAddr, err = parseAddr(s)
 			return err
 		}},
+	{key: "http.header_timeout", flag: "http-header-timeout", env: "WO_HTTP_HEADER_TIMEOUT", def: "10s",
+		help:  "`duration` a client has from a request's first byte to the end of its headers (then 408, closed)",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.HeaderTimeout = d })},
+	{key: "http.body_timeout", flag: "http-body-timeout", env: "WO_HTTP_BODY_TIMEOUT", def: "30s",
+		help:  "`duration` a client has to send a request's body after its headers (then the connection closes)",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.BodyTimeout = d })},
+	{key: "http.idle_timeout", flag: "http-idle-timeout", env: "WO_HTTP_IDLE_TIMEOUT", def: "60s",
+		help:  "`duration` an idle keep-alive connection is kept open",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.IdleTimeout = d })},
+	{key: "http.max_header_bytes", flag: "http-max-header-bytes", env: "WO_HTTP_MAX_HEADER_BYTES", def: "16384", kind: kindInt,
+		help:  "`bytes` of a request line and headers, at most (then 431)",
+		apply: intSetting(512, 1<<20, func(c *Config, n int) { c.HTTP.MaxHeaderBytes = n })},
+	{key: "http.max_body", flag: "http-max-body", env: "WO_HTTP_MAX_BODY", def: "1048576", kind: kindInt,
+		help:  "`bytes` of a request body, at most (then 413)",
+		apply: intSetting(1, 64<<20, func(c *Config, n int) { c.HTTP.MaxBody = int64(n) })},
+	{key: "http.max_conns_per_shard", flag: "http-max-conns-per-shard", env: "WO_HTTP_MAX_CONNS_PER_SHARD", def: "0", kind: kindInt,
+		help:  "open data-plane connections per shard, at most (`count`; more are closed at once); 0 = the file descriptor limit, less a reserve, split over the shards",
+		apply: intSetting(0, 1<<24, func(c *Config, n int) { c.HTTP.MaxConnsPerShard = n })},
+	{key: "http.drain_grace", flag: "http-drain-grace", env: "WO_HTTP_DRAIN_GRACE", def: "5s",
+		help:  "on SIGTERM, `duration` /readyz says 503 while the data plane still serves (for the Service to drop the pod)",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.DrainGrace = d }, true)},
+	{key: "http.drain_timeout", flag: "http-drain-timeout", env: "WO_HTTP_DRAIN_TIMEOUT", def: "15s",
+		help:  "after the grace, `duration` in-flight requests have to finish before their connections are cut",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.DrainTimeout = d })},
+	{key: "auth.token_file", flag: "auth-token-file", env: "WO_AUTH_TOKEN_FILE", def: "",
+		help: "`file` holding a bearer token; when set, the data plane and the ops port's /debug endpoints require Authorization: Bearer <token>",
+		apply: func(c *Config, s string) error {
+			c.TokenFile = strings.TrimSpace(s)
+			return nil
+		}},
+	{key: "ops.pprof", flag: "ops-pprof", env: "WO_OPS_PPROF", def: "false", kind: kindBool,
+		help: "serve /debug/pprof on the ops port (`bool`)",
+		apply: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			c.Pprof = b
+			return nil
+		}},
 	{key: "ops.addr", flag: "ops-addr", env: "WO_OPS_ADDR", def: ":9090",
 		help: "ops listen `address` (/healthz, /readyz, /metrics, /debug)",
 		apply: func(c *Config, s string) (err error) {
@@ -230,6 +286,34 @@ var settings = []setting{
 
 // minSnapshotBytes is the smallest data.snapshot_bytes other than 0.
 const minSnapshotBytes = 64 << 10
+
+// durationSetting parses a Go duration ("10s", "1m30s"), positive unless
+// zeroOK.
+func durationSetting(set func(c *Config, d time.Duration), zeroOK ...bool) func(c *Config, s string) error {
+	return func(c *Config, s string) error {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d < 0 || (d == 0 && len(zeroOK) == 0) {
+			if len(zeroOK) > 0 {
+				return errors.New("want a duration such as 5s (0 for none)")
+			}
+			return errors.New("want a positive duration such as 10s or 1m")
+		}
+		set(c, d)
+		return nil
+	}
+}
+
+// intSetting parses an integer from lo to hi.
+func intSetting(lo, hi int, set func(c *Config, n int)) func(c *Config, s string) error {
+	return func(c *Config, s string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("want an integer from %d to %d", lo, hi)
+		}
+		set(c, n)
+		return nil
+	}
+}
 
 // parseAddr accepts host:port with a numeric port (host may be empty).
 func parseAddr(s string) (string, error) {

@@ -51,6 +51,8 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
 		DataDir: "./data", SnapshotBytes: 16 << 20, HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
+		HTTP: HTTP{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: time.Minute,
+			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second},
 		TraceFlushTimeout: time.Second}
 	got := c
 	got.File, got.Sources = "", nil
@@ -291,5 +293,38 @@ func TestLogger(t *testing.T) {
 	l.Warn("shown", "k", 1)
 	if s := buf.String(); strings.Contains(s, "hidden") || !strings.HasPrefix(s, "{") || !strings.Contains(s, `"shown"`) {
 		t.Fatalf("log output %q", s)
+	}
+}
+
+// The data plane's limits: durations, integers and a boolean from every
+// source, and a bad one named with its key.
+func TestHTTPSettings(t *testing.T) {
+	clearEnv(t)
+	file := writeFile(t, "[http]\nidle_timeout = \"2m\"\nmax_body = 4096\n[ops]\npprof = true\n")
+	t.Setenv("WO_HTTP_HEADER_TIMEOUT", "3s")
+	c, err := load(t, "--config", file, "--http-drain-grace", "0s", "--http-max-conns-per-shard", "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := HTTP{HeaderTimeout: 3 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 16384, MaxBody: 4096, MaxConnsPerShard: 100, DrainGrace: 0, DrainTimeout: 15 * time.Second}
+	if c.HTTP != want || !c.Pprof {
+		t.Fatalf("got %+v pprof=%v\nwant %+v pprof=true", c.HTTP, c.Pprof, want)
+	}
+	// A boolean flag alone means true, so its value goes after "=".
+	for _, bad := range []struct {
+		args []string
+		key  string
+	}{
+		{[]string{"--http-idle-timeout", "0s"}, "idle_timeout"}, {[]string{"--http-header-timeout", "soon"}, "header_timeout"},
+		{[]string{"--http-max-body", "0"}, "max_body"}, {[]string{"--ops-pprof=maybe"}, "ops.pprof"},
+	} {
+		_, err := load(t, append([]string{"--config", writeFile(t, "")}, bad.args...)...)
+		if err == nil || !strings.Contains(err.Error(), bad.key) {
+			t.Errorf("%v: %v", bad.args, err)
+		}
+	}
+	if _, err := load(t, "--config", writeFile(t, "[ops]\npprof = \"yes\"\n")); err == nil || !strings.Contains(err.Error(), "want a boolean") {
+		t.Errorf("pprof as a string in the file: %v", err)
 	}
 }
