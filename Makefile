@@ -5,7 +5,7 @@
 GO ?= go
 # Packages whose behaviour depends on the shard count: the suite runs them at
 # every core (the default) and again at one shard, the serial debug mode.
-SHARDED := ./runtime/... ./dbowner/... ./examples/...
+SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 
 .PHONY: all run test vet e2e-traces test-operator generate verify-generated bench envtest-binaries helm fuzz fmt image manifests verify-manifests
 
@@ -17,12 +17,13 @@ run:
 
 ## test: vet, then every test under the race detector: the whole module at the
 ## default shard count (operator tests against a real kube-apiserver and etcd),
-## the sharded packages again at one shard, the runtime with epoll forced, and
-## the traces end to end in Jaeger (e2e-traces).
+## the sharded packages again at one shard, the runtime and replication
+## (fiber sockets, timers) with epoll forced, and the traces end to end in
+## Jaeger (e2e-traces).
 test: vet envtest-binaries helm
 	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" $(GO) test -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
-	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/...
+	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/... ./replication/...
 	bash hack/e2e-traces.sh
 
 ## e2e-traces: the worker's traces in a real Jaeger (built from the module
@@ -81,7 +82,7 @@ verify-generated: generate
 
 ## bench: every benchmark beside its baseline; see docs/benchmarks.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./runtime/ ./iobackend/ ./dbowner/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./runtime/ ./iobackend/ ./dbowner/... ./replication/transport/
 	$(GO) test -run '^$$' -bench IdleActorFootprint -benchtime 1x ./runtime/
 
 ## fuzz: a short run of every fuzz target.
@@ -97,6 +98,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFields -fuzztime 10s ./internal/records/
 	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/
+	$(GO) test -run '^$$' -fuzz FuzzParsePeers -fuzztime 10s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./replication/transport/
 	$(GO) test -run '^$$' -fuzz FuzzCheckEndpoint -fuzztime 10s ./internal/telemetry/
 
 fmt:

@@ -53,6 +53,7 @@ func TestDefaults(t *testing.T) {
 		DataDir: "./data", SnapshotBytes: 16 << 20, HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
 		HTTP: HTTP{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second},
+		Ordinal: -1, ClusterState: "new", PeerAddr: ":7080",
 		TraceFlushTimeout: time.Second}
 	got := c
 	got.File, got.Sources = "", nil
