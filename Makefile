@@ -7,7 +7,7 @@ GO ?= go
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 
-.PHONY: all run test vet test-operator generate verify-generated bench bench-chat envtest-binaries helm fuzz fmt image manifests verify-manifests
+.PHONY: all run test vet e2e-traces test-operator generate verify-generated bench bench-chat envtest-binaries helm fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -17,12 +17,20 @@ run:
 
 ## test: vet, then every test under the race detector: the whole module at the
 ## default shard count (operator tests against a real kube-apiserver and etcd),
-## the sharded packages again at one shard, and the runtime and replication
-## (fiber sockets, timers) with epoll forced.
+## the sharded packages again at one shard, the runtime and replication
+## (fiber sockets, timers) with epoll forced, and the traces end to end in
+## Jaeger (e2e-traces).
 test: vet envtest-binaries helm
 	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" $(GO) test -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
 	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/... ./replication/...
+	bash hack/e2e-traces.sh
+
+## e2e-traces: the worker's traces in a real Jaeger (built from the module
+## proxy and cached), checked through its query API, with a screenshot in
+## _output/e2e-traces/. See docs/tracing.md.
+e2e-traces:
+	bash hack/e2e-traces.sh
 
 ## vet: go vet, then wo's own analyzer (cmd/wovet): WO-E222, a message type
 ## with mutable references sent where it may cross shards, and WO-E223, a
@@ -98,6 +106,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/
 	$(GO) test -run '^$$' -fuzz FuzzParsePeers -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./replication/transport/
+	$(GO) test -run '^$$' -fuzz FuzzCheckEndpoint -fuzztime 10s ./internal/telemetry/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -19,7 +19,8 @@
 //	ops         /healthz, /readyz, /metrics, /debug/runtime; /debug/pprof/ when ops.pprof is on;
 //	            with auth.token_file set, /debug/... and the data plane want a bearer token
 //	signals     SIGTERM/SIGINT drain and exit 0; a second signal exits at once (status 1)
-//	telemetry   standard OTEL_* variables; no endpoint means tracing off
+//	telemetry   standard OTEL_* variables; no endpoint means tracing off, a malformed
+//	            one exits 2; telemetry.flush_timeout (1s) bounds the flush at exit (docs/tracing.md)
 //	exit codes  0 drained; 1 start-up failure (port, database); 2 bad config;
 //	            3 runtime could not start (no usable backend); 70 WAL failure (dbowner.ExitFatal)
 //

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/chat"
@@ -43,7 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
 	}
-	log := cfg.Logger(stderr)
+	// Lines logged with a traced context carry trace_id and span_id.
+	log := slog.New(telemetry.LogHandler(cfg.Logger(stderr).Handler()))
 	slog.SetDefault(log)
 	token, err := readToken(cfg.TokenFile)
 	if err != nil {
@@ -52,20 +52,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != "")
 
-	tracing, err := telemetry.Setup(context.Background())
+	tracing, err := telemetry.Setup(context.Background(), telemetry.Options{FlushTimeout: cfg.TraceFlushTimeout, Logger: log})
 	if err != nil {
-		log.Error("worker: telemetry", "err", err)
+		log.Error("worker: bad telemetry configuration", "err", err)
 		return 2
 	}
 	// The data plane's spans come from the global provider, and a W3C
 	// traceparent on a request is its parent.
-	otel.SetTracerProvider(tracing.Provider)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	tracing.InstallGlobal()
+	tracing.LogStartup(log)
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tracing.Shutdown(ctx); err != nil {
-			log.Warn("worker: flushing traces", "err", err)
+		// Bounded by telemetry.flush_timeout; a lost flush is one line.
+		if err := tracing.Shutdown(); err != nil {
+			log.Warn("worker: traces not flushed", "err", err)
 		}
 	}()
 

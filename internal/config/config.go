@@ -54,6 +54,9 @@ type Config struct {
 	TokenFile     string     // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
 	LogLevel      slog.Level // log.level
 	LogFormat     string     // log.format: "text" or "json"
+	// TraceFlushTimeout is telemetry.flush_timeout: how long shutdown waits
+	// for the OTLP collector to take the last spans.
+	TraceFlushTimeout time.Duration
 
 	// Replication (docs/replication.md). Empty Peers: a single worker.
 	Peers        []Peer // cluster.peers: the initial members
@@ -312,6 +315,17 @@ var settings = []setting{
 				return nil
 			}
 			return errors.New("want text or json")
+		}},
+	{key: "telemetry.flush_timeout", flag: "trace-flush-timeout", env: "WO_TRACE_FLUSH_TIMEOUT", def: "1s",
+		help: "at shutdown, how long to wait for the OTLP collector to take the last spans (`duration`, e.g. 1s, 500ms; at most 1m); " +
+			"the endpoint itself is OTEL_EXPORTER_OTLP_ENDPOINT",
+		apply: func(c *Config, s string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil || d <= 0 || d > time.Minute {
+				return errors.New("want a duration from 1ms to 1m, such as 1s or 500ms")
+			}
+			c.TraceFlushTimeout = d
+			return nil
 		}},
 	{key: "cluster.peers", flag: "peers", env: "WO_PEERS", def: "",
 		help: "initial raft `members` as ordinal=host:port,... (e.g. 0=wo-0.wo:7080,1=wo-1.wo:7080); empty = a single worker" + notWired,

@@ -54,7 +54,8 @@ func TestDefaults(t *testing.T) {
 		ChatAddr: ":7070", Chat: ChatLimits{Queue: 256, LineMax: 4096, Rate: 20, History: 20},
 		HTTP: HTTP{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second},
-		Ordinal: -1, ClusterState: "new", PeerAddr: ":7080"}
+		Ordinal: -1, ClusterState: "new", PeerAddr: ":7080",
+		TraceFlushTimeout: time.Second}
 	got := c
 	got.File, got.Sources = "", nil
 	if !reflect.DeepEqual(got, want) {
@@ -105,13 +106,16 @@ dir = "/from/file"
 
 [log]
 format = "json"
+
+[telemetry]
+flush_timeout = "250ms"
 `)
 	// file only
 	c, err := load(t, "--config", p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Shards != 3 || c.Pin != runtime.PinOff || c.IO != iobackend.ModeEpoll || c.Reductions != 100 || c.DataDir != "/from/file" || c.LogFormat != "json" {
+	if c.Shards != 3 || c.Pin != runtime.PinOff || c.IO != iobackend.ModeEpoll || c.Reductions != 100 || c.DataDir != "/from/file" || c.LogFormat != "json" || c.TraceFlushTimeout != 250*time.Millisecond {
 		t.Fatalf("file: %+v", c)
 	}
 	if c.Sources["runtime.shards"] != "file "+p || c.Sources["http.addr"] != "default" {
@@ -196,6 +200,10 @@ func TestErrors(t *testing.T) {
 		{name: "bad port in file", file: "[ops]\naddr = \":http\"\n", want: []string{"ops.addr", "numeric port"}},
 		{name: "bad log level", file: "[log]\nlevel = \"loud\"\n", want: []string{"log.level", `"loud"`}},
 		{name: "bad log format", file: "[log]\nformat = \"xml\"\n", want: []string{"log.format", `"xml"`, "text or json"}},
+		{name: "flush timeout not a duration", file: "[telemetry]\nflush_timeout = \"soon\"\n", want: []string{"telemetry.flush_timeout", `"soon"`, "duration"}},
+		{name: "flush timeout int in file", file: "[telemetry]\nflush_timeout = 1\n", want: []string{"telemetry.flush_timeout", "want a string, got an integer"}},
+		{name: "flush timeout zero", env: map[string]string{"WO_TRACE_FLUSH_TIMEOUT": "0s"}, want: []string{"telemetry.flush_timeout", "env WO_TRACE_FLUSH_TIMEOUT", `"0s"`}},
+		{name: "flush timeout too long", args: []string{"--trace-flush-timeout", "1h"}, want: []string{"telemetry.flush_timeout", "flag --trace-flush-timeout", `"1h"`, "1m"}},
 		{name: "empty data dir", file: "[data]\ndir = \"\"\n", want: []string{"data.dir", "directory"}},
 		{name: "bad chat addr", file: "[chat]\naddr = \"7070\"\n", want: []string{"chat.addr", `"7070"`, "host:port"}},
 		{name: "chat queue zero", file: "[chat]\nqueue = 0\n", want: []string{"chat.queue", "from 1 to"}},

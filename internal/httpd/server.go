@@ -416,6 +416,11 @@ func (c *conn) serveRequest(req *http.Request) bool {
 	if span != nil {
 		span.End()
 	}
+	if log := c.s.opts.Logger; log.Enabled(req.Context(), slog.LevelDebug) {
+		// With the request's context, so the line carries its trace_id and
+		// span_id (telemetry.LogHandler); guarded, so info level costs nothing.
+		log.DebugContext(req.Context(), "httpd: request", "method", req.Method, "route", route, "status", w.status, "shard", c.shard, "took", time.Since(start))
+	}
 
 	// Whatever of the body the handler left is read (up to a bound) so that
 	// the next request starts at its first byte; past the bound, or after

@@ -5,7 +5,6 @@ import (
 	"net"
 	"sync"
 	"testing"
-	"time"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"go.uber.org/goleak"
@@ -15,14 +14,16 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func unsetOTEL(t *testing.T) {
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_INSECURE", "OTEL_SERVICE_NAME"} {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER",
+		"OTEL_EXPORTER_OTLP_INSECURE", "OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_RESOURCE_ATTRIBUTES"} {
 		t.Setenv(k, "")
 	}
 }
 
 func TestOffWithoutEndpoint(t *testing.T) {
 	unsetOTEL(t)
-	tr, err := Setup(context.Background())
+	tr, err := Setup(context.Background(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestOffWithoutEndpoint(t *testing.T) {
 		t.Fatal("off provider records")
 	}
 	span.End()
-	if err := tr.Shutdown(context.Background()); err != nil {
+	if err := tr.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -43,7 +44,7 @@ func TestOffWhenDisabled(t *testing.T) {
 	unsetOTEL(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 	t.Setenv("OTEL_SDK_DISABLED", "true")
-	tr, err := Setup(context.Background())
+	tr, err := Setup(context.Background(), Options{})
 	if err != nil || tr.Enabled {
 		t.Fatalf("enabled=%v err=%v", tr != nil && tr.Enabled, err)
 	}
@@ -52,7 +53,7 @@ func TestOffWhenDisabled(t *testing.T) {
 func TestBadExporter(t *testing.T) {
 	unsetOTEL(t)
 	t.Setenv("OTEL_TRACES_EXPORTER", "zipkin")
-	if _, err := Setup(context.Background()); err == nil {
+	if _, err := Setup(context.Background(), Options{}); err == nil {
 		t.Fatal("no error for OTEL_TRACES_EXPORTER=zipkin")
 	}
 }
@@ -99,7 +100,7 @@ func TestExportAndFlush(t *testing.T) {
 
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
 	t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
-	tr, err := Setup(context.Background())
+	tr, err := Setup(context.Background(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +109,7 @@ func TestExportAndFlush(t *testing.T) {
 	}
 	_, span := tr.Provider.Tracer("t").Start(context.Background(), "flushed")
 	span.End()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := tr.Shutdown(ctx); err != nil {
+	if err := tr.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 	col.mu.Lock()
