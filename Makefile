@@ -7,7 +7,7 @@ GO ?= go
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/...
 
-.PHONY: all run test vet test-operator generate verify-generated bench envtest-binaries fuzz fmt
+.PHONY: all run test test-seccomp vet test-operator generate verify-generated bench envtest-binaries fuzz fmt
 
 all: test
 
@@ -17,11 +17,26 @@ run:
 
 ## test: vet, then every test under the race detector: the whole module at the
 ## default shard count (operator tests against a real kube-apiserver and etcd),
-## the sharded packages again at one shard, and the runtime with epoll forced.
+## the sharded packages again at one shard, the runtime with epoll forced,
+## and then test-seccomp (the whole suite with io_uring denied).
 test: vet envtest-binaries
 	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" $(GO) test -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
 	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/...
+	$(MAKE) --no-print-directory test-seccomp
+
+## test-seccomp: the whole suite again with io_uring denied the way Docker's
+## and containerd's default seccomp profiles deny it (io_uring_setup, _enter
+## and _register fail with EPERM): every test binary runs under
+## hack/seccomp-deny-uring (go test -exec), so WO_IO=auto must fall back to
+## epoll everywhere and every io_uring test must skip with the probe's reason.
+## WO_REQUIRE_URING is cleared: here io_uring is meant to be unavailable.
+## The test binaries are the ones `make test` just built (same flags), so
+## this costs their run time, not a second build.
+test-seccomp: envtest-binaries
+	$(GO) build -o bin/seccomp-deny-uring ./hack/seccomp-deny-uring
+	env -u WO_REQUIRE_URING KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" \
+		$(GO) test -race -count=1 -timeout 30m -exec $(CURDIR)/bin/seccomp-deny-uring ./...
 
 ## vet: go vet, then wo's own analyzer (cmd/wovet): WO-E222, a message type
 ## with mutable references sent where it may cross shards, and WO-E223, a

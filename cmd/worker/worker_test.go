@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/writeonce/wo/iobackend"
 )
 
 var workerBin string
@@ -244,33 +246,17 @@ func TestWorkerEpoll(t *testing.T)         { exercise(t, "WO_IO=epoll") }
 func TestWorkerEpollOneShard(t *testing.T) { exercise(t, "WO_SHARDS=1", "WO_IO=epoll") }
 
 func TestWorkerUring(t *testing.T) {
-	if !uringUsable() {
-		t.Skip("io_uring unusable here")
+	// The worker child inherits this process's seccomp filter and limits, so
+	// the probe here answers for it too: skip with the probe's reason, or fail
+	// where WO_REQUIRE_URING=1 says io_uring must work.
+	skip, err := iobackend.UringForTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip != "" {
+		t.Skip(skip)
 	}
 	exercise(t, "WO_IO=uring")
-}
-
-// uringUsable asks the ring probe through a throwaway worker at one shard:
-// with WO_IO=uring a worker that cannot get a ring exits (status 3) before
-// it logs "worker: ready".
-func uringUsable() bool {
-	dir, _ := os.MkdirTemp("", "wo-uring-probe")
-	defer os.RemoveAll(dir)
-	cmd := exec.Command(workerBin, "--config", os.DevNull, "--io", "uring", "--shards", "1", "--data-dir", dir,
-		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil || cmd.Start() != nil {
-		return false
-	}
-	ready := false
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "worker: ready") {
-			ready = true
-			cmd.Process.Signal(syscall.SIGTERM)
-		}
-	}
-	return cmd.Wait() == nil && ready
 }
 
 func TestBadConfigExits2(t *testing.T) {
