@@ -89,6 +89,9 @@ type ShardStats struct {
 // Start creates the shards, starts main as fiber 0 on shard 0 and returns.
 // Cancelling ctx stops the runtime: every fiber is unwound.
 func Start(ctx context.Context, cfg Config, main func(f *Fiber) int) (*Runtime, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
 	cfg = cfg.withDefaults()
 	rt := &Runtime{cfg: cfg, log: cfg.Logger, epoch: time.Now(), startGate: make(chan struct{}), done: make(chan struct{})}
 
