@@ -38,9 +38,16 @@ type epollFD struct {
 	// readable and writable say an edge was seen in that direction since the
 	// last EAGAIN. They start true: an unknown fd is tried before parking.
 	readable, writable bool
-	readers            []*epollOp // Recv, Accept
-	writers            []*epollOp // Send
-	polls              []*epollOp // PollAdd, any events
+	// stream says the fd is a SOCK_STREAM socket (asked once, when it is
+	// registered): a recv that returns less than asked for has emptied its
+	// receive queue, so the next recv can park at once instead of paying a
+	// recvfrom that fails with EAGAIN. New data is a new edge, so nothing is
+	// missed. Datagram sockets return one datagram per call and get no such
+	// shortcut.
+	stream  bool
+	readers []*epollOp // Recv, Accept
+	writers []*epollOp // Send
+	polls   []*epollOp // PollAdd, any events
 }
 
 // epollMask is the one registration of every fd: all events, edge-triggered.
@@ -199,6 +206,9 @@ func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (in
 	}
 	res, again := b.try(opcode, fd, buf)
 	if !again {
+		if st := b.fds[fd]; st != nil && drained(st, opcode, res, buf) {
+			st.readable = false
+		}
 		return res, true
 	}
 	st, errno := b.register(fd)
@@ -311,8 +321,20 @@ func (b *epollBackend) register(fd int) (*epollFD, unix.Errno) {
 		}
 		return nil, errnoOf(err)
 	}
+	if !st.registered {
+		typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+		b.stats.syscalls.Add(1)
+		st.stream = err == nil && typ == unix.SOCK_STREAM
+	}
 	st.registered, st.verify = true, false
 	return st, 0
+}
+
+// drained says a completed op left st's receive queue empty: a short recv on
+// a registered stream socket. Only a registered fd qualifies: its next edge
+// is what wakes the parked recv.
+func drained(st *epollFD, opcode uint8, res int32, buf []byte) bool {
+	return opcode == opRecv && st.stream && st.registered && !st.verify && res > 0 && int(res) < len(buf)
 }
 
 // finish retires op and queues its completion.
@@ -343,17 +365,18 @@ func (b *epollBackend) onEvent(fd int, revents uint32) {
 	}
 	if revents&epollReadEvents != 0 {
 		st.readable = true
-		b.retry(&st.readers, &st.readable)
+		b.retry(st, &st.readers, &st.readable)
 	}
 	if revents&epollWriteEvents != 0 {
 		st.writable = true
-		b.retry(&st.writers, &st.writable)
+		b.retry(st, &st.writers, &st.writable)
 	}
 }
 
 // retry runs the waiters of q in order; the first EAGAIN clears ready and
-// leaves it and the ones behind it parked.
-func (b *epollBackend) retry(q *[]*epollOp, ready *bool) {
+// leaves it and the ones behind it parked. A short recv on a stream socket
+// does the same without the EAGAIN: the queue is empty.
+func (b *epollBackend) retry(st *epollFD, q *[]*epollOp, ready *bool) {
 	ws := *q
 	i := 0
 	for ; i < len(ws); i++ {
@@ -363,7 +386,13 @@ func (b *epollBackend) retry(q *[]*epollOp, ready *bool) {
 			*ready = false
 			break
 		}
+		short := drained(st, w.opcode, res, w.buf)
 		b.finish(w, res)
+		if short {
+			*ready = false
+			i++
+			break
+		}
 	}
 	if i == 0 {
 		return

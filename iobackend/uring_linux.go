@@ -144,13 +144,20 @@ func openUring(opts Options) (*uringBackend, error) {
 	fd, err := ioUringSetup(entries, &p)
 	b.stats.syscalls.Add(1)
 	if err != nil {
-		return nil, fmt.Errorf("iobackend: io_uring_setup(%d): %w", entries, err)
+		// The probe's words, so a shard whose ring fails after the probe
+		// passed (RLIMIT_MEMLOCK spent by the shards before it, a limit
+		// on rings) says why the way the probe would have.
+		return nil, fmt.Errorf("iobackend: open io_uring (%d entries): %w", entries, classifySetup(err))
 	}
 	b.fd = fd
 	b.features = p.Features
 	if err := b.mapRings(&p); err != nil {
 		b.release()
-		return nil, err
+		reason := ReasonOther
+		if errors.Is(err, unix.ENOMEM) {
+			reason = ReasonMemlock
+		}
+		return nil, &ProbeError{Reason: reason, Err: err, Msg: err.Error() + memlockHint(err)}
 	}
 	// The wake eventfd stays blocking: io_uring completes a READ on an
 	// O_NONBLOCK file with -EAGAIN instead of waiting for it. Wake's write never
@@ -985,6 +992,14 @@ func (b *uringBackend) drainForClose() bool {
 	// copies the timespec while preparing the SQE), and tearing the ring
 	// down cancels it.
 	return !kernelOwned()
+}
+
+// memlockHint adds what to do when a ring mapping failed for lack of memory.
+func memlockHint(err error) string {
+	if errors.Is(err, unix.ENOMEM) {
+		return "; raise RLIMIT_MEMLOCK (ulimit -l; kernels before 5.12 charge rings to it)"
+	}
+	return ""
 }
 
 func newUring(opts Options) (Backend, error) {

@@ -226,7 +226,6 @@ func (sh *shard) ensureCarrier() {
 		sh.ready(f)
 		return
 	}
-	sh.carriers++
 	f := sh.newFiber(carrierLoop, nil)
 	f.carrier = true
 	sh.carrier = f

@@ -71,6 +71,19 @@ type Config struct {
 	// Logger receives panics, watchdog reports and the backend choice
 	// (default slog.Default()).
 	Logger *slog.Logger
+	// Backend opens shard's backend of the selected kind, on the shard's
+	// own thread (default: iobackend.Open with default options). Tests use
+	// it to run the scheduler and actors on a fake backend, or to make one
+	// shard's backend fail.
+	Backend BackendFactory
+}
+
+// BackendFactory opens the I/O backend of one shard. It is called on the
+// shard's locked OS thread, once per shard, with the kind Select chose.
+type BackendFactory func(shard int, kind iobackend.Kind) (iobackend.Backend, error)
+
+func openBackend(_ int, kind iobackend.Kind) (iobackend.Backend, error) {
+	return iobackend.Open(kind, iobackend.Options{})
 }
 
 // MaxShards bounds the shard count. Each shard is a locked OS thread; a typo
@@ -171,6 +184,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Backend == nil {
+		c.Backend = openBackend
 	}
 	return c
 }

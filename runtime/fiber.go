@@ -43,10 +43,6 @@ type Fiber struct {
 	// carrier marks fibers that deliver actor messages; see actor.go.
 	carrier bool
 
-	// wakeRes carries the result of the operation the fiber parked on (an I/O
-	// completion's result).
-	wakeRes int32
-
 	// prev and next link every live fiber of the shard, for unwinding at stop.
 	prev, next *Fiber
 }
@@ -80,7 +76,6 @@ func (sh *shard) newFiber(fn func(f *Fiber), mainFn func(f *Fiber) int) *Fiber {
 	f := &Fiber{sh: sh, id: sh.rt.nextFiberID(), fn: fn, mainFn: mainFn}
 	f.resume, f.stop = iter.Pull(f.body)
 	sh.link(f)
-	sh.liveFibers++
 	f.state = fiberRunnable
 	sh.runq.push(f)
 	return f
