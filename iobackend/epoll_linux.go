@@ -4,7 +4,6 @@ package iobackend
 
 import (
 	"fmt"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -44,10 +43,15 @@ type epollFD struct {
 	// recvfrom that fails with EAGAIN. New data is a new edge, so nothing is
 	// missed. Datagram sockets return one datagram per call and get no such
 	// shortcut.
-	stream  bool
-	readers []*epollOp // Recv, Accept
-	writers []*epollOp // Send
-	polls   []*epollOp // PollAdd, any events
+	stream bool
+	// peerDone says a FIN, RST, error or urgent data was reported on the fd.
+	// A recv that reaches the FIN returns the data before it short and
+	// consumes the FIN, and the EOF the next recv would see produces no new
+	// edge: from then on every recv is tried.
+	peerDone bool
+	readers  []*epollOp // Recv, Accept
+	writers  []*epollOp // Send
+	polls    []*epollOp // PollAdd, any events
 }
 
 // epollMask is the one registration of every fd: all events, edge-triggered.
@@ -66,14 +70,12 @@ const (
 // I/O. Write and Fsync block the shard thread for as long as the disk takes;
 // that is the documented cost of running without io_uring.
 type epollBackend struct {
-	mu     sync.RWMutex // orders Wake against Close
-	closed bool
+	waker
 
 	epfd   int
-	wakeFd int
 	events []unix.EpollEvent
 	fds    map[int]*epollFD
-	live   map[uint64]*epollOp
+	live   opTable[epollOp]
 	ready  []Completion
 	broken map[int]bool   // fd had a failed or short Write since its last Fsync
 	pfd    [1]unix.PollFd // poll(2)'s argument, kept here so it does not escape per call
@@ -87,10 +89,9 @@ func openEpoll(opts Options) (*epollBackend, error) {
 		n = DefaultEntries
 	}
 	b := &epollBackend{
-		epfd: -1, wakeFd: -1,
+		epfd: -1, waker: waker{wakeFd: -1},
 		events: make([]unix.EpollEvent, n),
 		fds:    make(map[int]*epollFD),
-		live:   make(map[uint64]*epollOp),
 		broken: make(map[int]bool),
 	}
 	var err error
@@ -129,15 +130,7 @@ func (b *epollBackend) Kind() Kind   { return KindEpoll }
 func (b *epollBackend) Stats() Stats { return b.stats.snapshot() }
 
 func (b *epollBackend) check(token uint64) unix.Errno {
-	switch {
-	case b.closed:
-		return unix.EBADFD
-	case token&ReservedTokenBit != 0:
-		return unix.EINVAL
-	case b.live[token] != nil:
-		return unix.EEXIST
-	}
-	return 0
+	return checkToken(b.closed, token, b.live.get(token) != nil)
 }
 
 // ---- the syscalls, tried at once and again on readiness ----
@@ -200,7 +193,7 @@ func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (in
 			// No edge since the last EAGAIN in this direction: the syscall
 			// would fail again, and an op already waiting goes first.
 			*q = append(*q, op)
-			b.live[token] = op
+			b.live.put(token, op)
 			return 0, false
 		}
 	}
@@ -218,7 +211,7 @@ func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (in
 	q, ready := st.queue(opcode)
 	*ready = false
 	*q = append(*q, op)
-	b.live[token] = op
+	b.live.put(token, op)
 	return 0, false
 }
 
@@ -261,7 +254,7 @@ func (b *epollBackend) PollAdd(fd int, events uint32, token uint64) error {
 	}
 	op := &epollOp{token: token, opcode: opPollAdd, fd: fd, events: events}
 	st.polls = append(st.polls, op)
-	b.live[token] = op
+	b.live.put(token, op)
 	return nil
 }
 
@@ -334,12 +327,12 @@ func (b *epollBackend) register(fd int) (*epollFD, unix.Errno) {
 // a registered stream socket. Only a registered fd qualifies: its next edge
 // is what wakes the parked recv.
 func drained(st *epollFD, opcode uint8, res int32, buf []byte) bool {
-	return opcode == opRecv && st.stream && st.registered && !st.verify && res > 0 && int(res) < len(buf)
+	return opcode == opRecv && st.stream && !st.peerDone && st.registered && !st.verify && res > 0 && int(res) < len(buf)
 }
 
 // finish retires op and queues its completion.
 func (b *epollBackend) finish(op *epollOp, res int32) {
-	delete(b.live, op.token)
+	b.live.del(op.token)
 	op.buf = nil
 	b.ready = append(b.ready, Completion{Token: op.token, Res: res})
 }
@@ -352,6 +345,11 @@ func (b *epollBackend) onEvent(fd int, revents uint32) {
 	st := b.fds[fd]
 	if st == nil {
 		return // forgotten, or never parked on: nothing waits
+	}
+	if revents&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLPRI) != 0 {
+		// Set before the readers retry below: the recv that consumes
+		// the FIN must not mark the fd drained.
+		st.peerDone = true
 	}
 	if revents&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 		// A dead socket is often closed without Forget (a refused connect
@@ -530,7 +528,7 @@ func (b *epollBackend) Cancel(token uint64) error {
 	if b.closed {
 		return fmt.Errorf("iobackend: cancel: %w", ErrClosed)
 	}
-	op := b.live[token]
+	op := b.live.get(token)
 	if op == nil {
 		return fmt.Errorf("iobackend: cancel token %d: %w", token, unix.ENOENT)
 	}
@@ -545,14 +543,7 @@ func (b *epollBackend) Cancel(token uint64) error {
 	return nil
 }
 
-func (b *epollBackend) Wake() error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return fmt.Errorf("iobackend: wake: %w", ErrClosed)
-	}
-	return eventfdWrite(b.wakeFd, &b.stats)
-}
+func (b *epollBackend) Wake() error { return b.wake(&b.stats) }
 
 // drainWake empties the eventfd counter (one read, non-blocking).
 func (b *epollBackend) drainWake() {
@@ -628,21 +619,12 @@ func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 // Close closes the epoll and eventfd descriptors. Parked operations are
 // abandoned; the kernel holds none of their buffers, so nothing needs draining.
 func (b *epollBackend) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if b.markClosed() {
 		return nil
 	}
-	b.closed = true
 	b.release()
-	b.live, b.fds, b.ready = nil, nil, nil
+	b.live, b.fds, b.ready = opTable[epollOp]{}, nil, nil
 	return nil
 }
 
-func newEpoll(opts Options) (Backend, error) {
-	b, err := openEpoll(opts)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}
+func newEpoll(opts Options) (Backend, error) { return asBackend(openEpoll(opts)) }

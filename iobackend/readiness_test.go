@@ -352,3 +352,32 @@ func TestShortReadThenPark(t *testing.T) {
 		recv(4, string(make([]byte, 64)))
 	})
 }
+
+// TestShortReadThenFIN: a recv that reaches the peer's FIN returns the data
+// before it, short, and consumes the FIN; the EOF that follows produces no
+// new edge, so the next recv must be tried, not parked (it would hang).
+func TestShortReadThenFIN(t *testing.T) {
+	eachKind(t, Options{}, func(t *testing.T, b Backend) {
+		a, c := socketpair(t)
+		buf := make([]byte, 64)
+		r, done := b.Recv(a, buf, 1)
+		if done {
+			t.Fatalf("recv done with no data: %d", r)
+		}
+		unix.Write(c, []byte("x"))
+		if n := result(t, b, 1, r, done); n != 1 {
+			t.Fatalf("recv 1 = %d", n)
+		}
+		// Data and FIN together, while the read side is marked drained.
+		unix.Write(c, []byte("yz"))
+		unix.Shutdown(c, unix.SHUT_WR)
+		r, done = b.Recv(a, buf, 2)
+		if n := result(t, b, 2, r, done); n != 2 || string(buf[:2]) != "yz" {
+			t.Fatalf("recv 2 = %d %q, want the 2 bytes before the FIN", n, buf[:max(n, 0)])
+		}
+		r, done = b.Recv(a, buf, 3)
+		if n := result(t, b, 3, r, done); n != 0 {
+			t.Fatalf("recv 3 = %d, want 0 (EOF)", n)
+		}
+	})
+}

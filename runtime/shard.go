@@ -25,8 +25,10 @@ type shard struct {
 	timers   timerHeap
 	timerSeq uint64
 
-	// live fibers, for unwinding at stop.
-	fibers *Fiber
+	// live fibers, for unwinding at stop, and the finished ones kept for
+	// reuse (parked, still live; fiber.go).
+	fibers     *Fiber
+	idleFibers []*Fiber
 
 	// actors with mail, and the carrier fibers that deliver it (actor.go).
 	readyActors fifo[actorTurn]
@@ -404,6 +406,7 @@ func (sh *shard) shutdown() {
 	// Sockets whose fibers were unwound without closing them: cancel their
 	// parked operations and close them before the backend goes (net.go).
 	sh.closeSockets()
+	sh.idleFibers = nil
 	sh.runq.reset()
 	sh.readyActors.reset()
 	sh.timers = nil
