@@ -10,10 +10,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// epollKind is what a parked epoll operation does when its fd is ready. The
+// epoll backend has its own kinds rather than borrowing io_uring's opcodes:
+// nothing here is submitted to a ring.
+type epollKind uint8
+
+const (
+	epRecv epollKind = iota + 1
+	epSend
+	epAccept
+	epPoll
+)
+
 // epollOp is a parked operation: waiting for an edge on its fd.
 type epollOp struct {
 	token  uint64
-	opcode uint8 // the io_uring opcode of the same operation: opPollAdd, opRecv, opSend, opAccept
+	kind   epollKind
 	fd     int
 	buf    []byte
 	events uint32 // PollAdd: the poll events asked for
@@ -145,7 +157,7 @@ func sysResult(n uintptr, errno unix.Errno) int32 {
 
 // try performs op's syscall without blocking (every fd handed to the backend
 // is non-blocking). again reports EAGAIN: wait for readiness and retry.
-func (b *epollBackend) try(opcode uint8, fd int, buf []byte) (res int32, again bool) {
+func (b *epollBackend) try(kind epollKind, fd int, buf []byte) (res int32, again bool) {
 	var p unsafe.Pointer
 	if len(buf) > 0 {
 		p = unsafe.Pointer(&buf[0])
@@ -154,12 +166,12 @@ func (b *epollBackend) try(opcode uint8, fd int, buf []byte) (res int32, again b
 		var n uintptr
 		var errno unix.Errno
 		b.stats.syscalls.Add(1)
-		switch opcode {
-		case opRecv:
+		switch kind {
+		case epRecv:
 			n, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(p), uintptr(len(buf)), 0, 0, 0)
-		case opSend:
+		case epSend:
 			n, _, errno = unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(buf)), unix.MSG_NOSIGNAL, 0, 0)
-		case opAccept:
+		case epAccept:
 			n, _, errno = unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
 		}
 		switch errno {
@@ -172,23 +184,23 @@ func (b *epollBackend) try(opcode uint8, fd int, buf []byte) (res int32, again b
 	}
 }
 
-// queue returns the waiter list of st that an op of opcode parks on, and the
+// queue returns the waiter list of st that an op of kind parks on, and the
 // readiness flag of that direction.
-func (st *epollFD) queue(opcode uint8) (*[]*epollOp, *bool) {
-	if opcode == opSend {
+func (st *epollFD) queue(kind epollKind) (*[]*epollOp, *bool) {
+	if kind == epSend {
 		return &st.writers, &st.writable
 	}
 	return &st.readers, &st.readable
 }
 
-func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (int32, bool) {
+func (b *epollBackend) start(kind epollKind, fd int, buf []byte, token uint64) (int32, bool) {
 	if e := b.check(token); e != 0 {
 		return -int32(e), true
 	}
 	b.stats.submitted.Add(1)
-	op := &epollOp{token: token, opcode: opcode, fd: fd, buf: buf}
+	op := &epollOp{token: token, kind: kind, fd: fd, buf: buf}
 	if st := b.fds[fd]; st != nil && st.registered && !st.verify {
-		q, ready := st.queue(opcode)
+		q, ready := st.queue(kind)
 		if len(*q) > 0 || !*ready {
 			// No edge since the last EAGAIN in this direction: the syscall
 			// would fail again, and an op already waiting goes first.
@@ -197,9 +209,9 @@ func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (in
 			return 0, false
 		}
 	}
-	res, again := b.try(opcode, fd, buf)
+	res, again := b.try(kind, fd, buf)
 	if !again {
-		if st := b.fds[fd]; st != nil && drained(st, opcode, res, buf) {
+		if st := b.fds[fd]; st != nil && drained(st, kind, res, buf) {
 			st.readable = false
 		}
 		return res, true
@@ -208,7 +220,7 @@ func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (in
 	if errno != 0 {
 		return -int32(errno), true
 	}
-	q, ready := st.queue(opcode)
+	q, ready := st.queue(kind)
 	*ready = false
 	*q = append(*q, op)
 	b.live.put(token, op)
@@ -216,15 +228,15 @@ func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (in
 }
 
 func (b *epollBackend) Recv(fd int, buf []byte, token uint64) (int32, bool) {
-	return b.start(opRecv, fd, buf, token)
+	return b.start(epRecv, fd, buf, token)
 }
 
 func (b *epollBackend) Send(fd int, buf []byte, token uint64) (int32, bool) {
-	return b.start(opSend, fd, buf, token)
+	return b.start(epSend, fd, buf, token)
 }
 
 func (b *epollBackend) Accept(fd int, token uint64) (int32, bool) {
-	return b.start(opAccept, fd, nil, token)
+	return b.start(epAccept, fd, nil, token)
 }
 
 // PollAdd asks poll(2) first: with edge triggering an fd that is ready now
@@ -252,7 +264,7 @@ func (b *epollBackend) PollAdd(fd int, events uint32, token uint64) error {
 		b.ready = append(b.ready, Completion{Token: token, Res: -int32(errno)})
 		return nil
 	}
-	op := &epollOp{token: token, opcode: opPollAdd, fd: fd, events: events}
+	op := &epollOp{token: token, kind: epPoll, fd: fd, events: events}
 	st.polls = append(st.polls, op)
 	b.live.put(token, op)
 	return nil
@@ -326,8 +338,8 @@ func (b *epollBackend) register(fd int) (*epollFD, unix.Errno) {
 // drained says a completed op left st's receive queue empty: a short recv on
 // a registered stream socket. Only a registered fd qualifies: its next edge
 // is what wakes the parked recv.
-func drained(st *epollFD, opcode uint8, res int32, buf []byte) bool {
-	return opcode == opRecv && st.stream && !st.peerDone && st.registered && !st.verify && res > 0 && int(res) < len(buf)
+func drained(st *epollFD, kind epollKind, res int32, buf []byte) bool {
+	return kind == epRecv && st.stream && !st.peerDone && st.registered && !st.verify && res > 0 && int(res) < len(buf)
 }
 
 // finish retires op and queues its completion.
@@ -379,12 +391,12 @@ func (b *epollBackend) retry(st *epollFD, q *[]*epollOp, ready *bool) {
 	i := 0
 	for ; i < len(ws); i++ {
 		w := ws[i]
-		res, again := b.try(w.opcode, w.fd, w.buf)
+		res, again := b.try(w.kind, w.fd, w.buf)
 		if again {
 			*ready = false
 			break
 		}
-		short := drained(st, w.opcode, res, w.buf)
+		short := drained(st, w.kind, res, w.buf)
 		b.finish(w, res)
 		if short {
 			*ready = false
@@ -525,12 +537,9 @@ func (b *epollBackend) Fsync(fd int, token uint64) (int32, bool) {
 // ---- cancel, wake, wait, close ----
 
 func (b *epollBackend) Cancel(token uint64) error {
-	if b.closed {
-		return fmt.Errorf("iobackend: cancel: %w", ErrClosed)
-	}
-	op := b.live.get(token)
-	if op == nil {
-		return fmt.Errorf("iobackend: cancel token %d: %w", token, unix.ENOENT)
+	op, err := cancelTarget(b.closed, &b.live, token)
+	if err != nil {
+		return err
 	}
 	if st := b.fds[op.fd]; st != nil {
 		_ = remove(&st.readers, op) || remove(&st.writers, op) || remove(&st.polls, op)
@@ -554,13 +563,7 @@ func (b *epollBackend) drainWake() {
 	}
 }
 
-func (b *epollBackend) takeReady(out []Completion) int {
-	n := copy(out, b.ready)
-	rest := copy(b.ready, b.ready[n:])
-	clear(b.ready[rest:])
-	b.ready = b.ready[:rest]
-	return n
-}
+func (b *epollBackend) takeReady(out []Completion) int { return takeReady(&b.ready, out) }
 
 // Wait runs epoll_wait with the timeout rounded up to whole milliseconds (so a
 // short timeout never turns into a busy poll).

@@ -1,6 +1,10 @@
 package iobackend
 
-import "golang.org/x/sys/unix"
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
 
 // opTable maps the tokens of the operations in flight to their records, for
 // both backends. Callers such as the runtime hand out dense tokens (a slot
@@ -95,4 +99,32 @@ func checkToken(closed bool, token uint64, inFlight bool) unix.Errno {
 		return unix.EEXIST
 	}
 	return 0
+}
+
+// cancelTarget is the preamble of both backends' Cancel: the op in flight
+// with token, or the error Cancel returns.
+func cancelTarget[T any](closed bool, live *opTable[T], token uint64) (*T, error) {
+	if closed {
+		return nil, fmt.Errorf("iobackend: cancel: %w", ErrClosed)
+	}
+	op := live.get(token)
+	if op == nil {
+		return nil, fmt.Errorf("iobackend: cancel token %d: %w", token, unix.ENOENT)
+	}
+	return op, nil
+}
+
+// takeReady moves completions made in user space (both backends have some:
+// ops finished at once, cancelled before submission, ...) from ready into
+// out, oldest first, and returns how many.
+func takeReady(ready *[]Completion, out []Completion) int {
+	r := *ready
+	n := copy(out, r)
+	if n == 0 {
+		return 0
+	}
+	rest := copy(r, r[n:])
+	clear(r[rest:])
+	*ready = r[:rest]
+	return n
 }

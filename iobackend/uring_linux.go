@@ -558,12 +558,9 @@ func (b *uringBackend) drop(op *uringOp) {
 }
 
 func (b *uringBackend) Cancel(token uint64) error {
-	if b.closed {
-		return fmt.Errorf("iobackend: cancel: %w", ErrClosed)
-	}
-	op := b.live.get(token)
-	if op == nil {
-		return fmt.Errorf("iobackend: cancel token %d: %w", token, unix.ENOENT)
+	op, err := cancelTarget(b.closed, &b.live, token)
+	if err != nil {
+		return err
 	}
 	switch op.state {
 	case stateHeld:
@@ -860,15 +857,7 @@ func (b *uringBackend) checkOverflow() error {
 	return nil
 }
 
-func (b *uringBackend) takeReady(out []Completion) int {
-	n := copy(out, b.ready)
-	if n == 0 {
-		return 0
-	}
-	rest := copy(b.ready, b.ready[n:])
-	b.ready = b.ready[:rest]
-	return n
-}
+func (b *uringBackend) takeReady(out []Completion) int { return takeReady(&b.ready, out) }
 
 // ---- Close ----
 
