@@ -1,9 +1,13 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // AcceptMode says how ServeTCP spreads connections over the shards.
@@ -27,11 +31,18 @@ const (
 type ServeOption func(*serveConfig)
 
 type serveConfig struct {
-	mode AcceptMode
+	mode     AcceptMode
+	maxConns int
 }
 
 // WithAcceptMode picks how connections are spread over shards.
 func WithAcceptMode(m AcceptMode) ServeOption { return func(c *serveConfig) { c.mode = m } }
+
+// WithMaxConns caps the connections open at once on each shard (n <= 0: no
+// cap). A connection accepted over the cap is closed at once (shed) and
+// counted in Shed: the client sees the close instead of waiting in a
+// backlog, and the process keeps file descriptors for its other ports.
+func WithMaxConns(n int) ServeOption { return func(c *serveConfig) { c.maxConns = n } }
 
 // Server is a TCP service running on every shard: each accepted connection
 // gets a fiber of its own, on the shard that accepted it (or was handed it),
@@ -41,8 +52,12 @@ type Server struct {
 	addr     net.Addr
 	mode     AcceptMode
 	handle   func(f *Fiber, c *Conn)
+	maxConns int
 	acceptor []Addr[serveCtl]
 	accepted []atomic.Int64 // connections started per shard
+	open     []atomic.Int64 // connections open per shard
+	shed     []atomic.Int64 // connections closed at once, over the cap, per shard
+	backoffs []atomic.Int64 // accept pauses after EMFILE/ENFILE/ENOBUFS/ENOMEM, per shard
 }
 
 type serveCtlKind uint8
@@ -50,7 +65,7 @@ type serveCtlKind uint8
 const (
 	ctlListen serveCtlKind = iota // open this shard's listener, start its accept loop
 	ctlConn                       // a handed-off connection fd to serve here
-	ctlClose                      // close this shard's listener
+	ctlClose                      // close this shard's listener (reply, when set, once closed)
 )
 
 type serveCtl struct {
@@ -81,7 +96,9 @@ func ServeTCP(f *Fiber, network, address string, handle func(f *Fiber, c *Conn),
 		return nil, fmt.Errorf("wo: ServeTCP: accept mode %q: want %q or %q", cfg.mode, AcceptReusePort, AcceptHandoff)
 	}
 	n := f.Shards()
-	s := &Server{network: network, mode: cfg.mode, handle: handle, accepted: make([]atomic.Int64, n)}
+	s := &Server{network: network, mode: cfg.mode, handle: handle, maxConns: cfg.maxConns,
+		accepted: make([]atomic.Int64, n), open: make([]atomic.Int64, n),
+		shed: make([]atomic.Int64, n), backoffs: make([]atomic.Int64, n)}
 	for i := 0; i < n; i++ {
 		s.acceptor = append(s.acceptor, SpawnOn[serveCtl](f, i, &acceptor{srv: s, shard: i}))
 	}
@@ -129,11 +146,31 @@ func (s *Server) Accepted() []int64 {
 	return out
 }
 
-// Close stops accepting on every shard. Connections already served go on
-// until their handlers return.
+// Open returns how many connections each shard has open now.
+func (s *Server) Open() []int64 { return loadAll(s.open) }
+
+// Shed returns how many connections each shard closed at once because it
+// was at its WithMaxConns cap.
+func (s *Server) Shed() []int64 { return loadAll(s.shed) }
+
+// AcceptBackoffs returns how many times each shard paused accepting because
+// the process or the system was out of file descriptors or memory.
+func (s *Server) AcceptBackoffs() []int64 { return loadAll(s.backoffs) }
+
+func loadAll(v []atomic.Int64) []int64 {
+	out := make([]int64, len(v))
+	for i := range v {
+		out[i] = v[i].Load()
+	}
+	return out
+}
+
+// Close stops accepting on every shard and returns once every listener is
+// closed (a drain relies on that: no connection arrives after Close).
+// Connections already served go on until their handlers return.
 func (s *Server) Close(f *Fiber) {
 	for _, a := range s.acceptor {
-		Send(f, a, serveCtl{kind: ctlClose})
+		_, _ = Ask(f, a, 0, func(r Reply[error]) serveCtl { return serveCtl{kind: ctlClose, reply: r} })
 	}
 }
 
@@ -154,28 +191,58 @@ func (a *acceptor) Receive(f *Fiber, m serveCtl) {
 		}
 		m.reply.Send(f, err)
 	case ctlConn:
+		if a.overCap() {
+			_ = unix.Close(m.fd)
+			return
+		}
 		a.start(f, func(f *Fiber) *Conn { return newConn(f, m.fd, a.srv.network) })
 	case ctlClose:
 		if a.l != nil {
 			_ = a.l.Close()
 			a.l = nil
 		}
+		m.reply.Send(f, nil)
 	}
 }
 
+// Accept backoff bounds: the pause after a resource error doubles from the
+// first to the last, as net/http's does.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
 func (a *acceptor) acceptLoop(f *Fiber) {
 	l := a.l
+	var pause time.Duration
 	for {
 		c, err := l.Accept(f)
 		if err != nil {
-			return // closed, or the runtime stops
+			if !resourceExhausted(err) || f.Stopping() {
+				return // closed, or the runtime stops
+			}
+			// Out of descriptors or memory: the connection stays in the
+			// backlog; try again after a pause instead of spinning or
+			// giving up the port for good.
+			pause = min(max(2*pause, acceptBackoffMin), acceptBackoffMax)
+			a.srv.backoffs[a.shard].Add(1)
+			Sleep(f, pause)
+			if a.l != l {
+				return // closed while pausing
+			}
+			continue
 		}
+		pause = 0
 		target := a.shard
 		if a.srv.mode == AcceptHandoff {
 			target = a.next % len(a.srv.acceptor)
 			a.next++
 		}
 		if target == a.shard {
+			if a.overCap() {
+				_ = c.Close()
+				continue
+			}
 			a.start(f, func(nf *Fiber) *Conn {
 				if err := c.Bind(nf); err != nil {
 					_ = c.Close()
@@ -189,12 +256,31 @@ func (a *acceptor) acceptLoop(f *Fiber) {
 	}
 }
 
+// resourceExhausted says an accept failed for want of descriptors or
+// memory, which passes, rather than because the listener is gone.
+func resourceExhausted(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) ||
+		errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM)
+}
+
+// overCap says this shard is at its connection cap; it counts the shed
+// connection.
+func (a *acceptor) overCap() bool {
+	if a.srv.maxConns <= 0 || a.srv.open[a.shard].Load() < int64(a.srv.maxConns) {
+		return false
+	}
+	a.srv.shed[a.shard].Add(1)
+	return true
+}
+
 // start runs the server's handler on a new fiber of this shard for the
 // connection open returns, and closes the connection when the handler
 // returns.
 func (a *acceptor) start(f *Fiber, open func(f *Fiber) *Conn) {
 	a.srv.accepted[a.shard].Add(1)
+	a.srv.open[a.shard].Add(1)
 	Go(f, func(f *Fiber) {
+		defer a.srv.open[a.shard].Add(-1)
 		c := open(f)
 		if c == nil {
 			return

@@ -30,10 +30,15 @@ func echoHandler(f *Fiber, c *Conn) {
 // listening; stop ends the runtime.
 func startServer(t testing.TB, cfg Config, mode AcceptMode) (srv *Server, stop func()) {
 	t.Helper()
+	return startServerWith(t, cfg, WithAcceptMode(mode))
+}
+
+func startServerWith(t testing.TB, cfg Config, opts ...ServeOption) (srv *Server, stop func()) {
+	t.Helper()
 	ready := make(chan *Server, 1)
 	errs := make(chan error, 1)
 	r, err := startRuntime(cfg, func(f *Fiber) int {
-		s, err := ServeTCP(f, "tcp", "127.0.0.1:0", echoHandler, WithAcceptMode(mode))
+		s, err := ServeTCP(f, "tcp", "127.0.0.1:0", echoHandler, opts...)
 		if err != nil {
 			errs <- err
 			return 1
@@ -117,5 +122,57 @@ func TestServeTCPRejectsABadMode(t *testing.T) {
 			t.Error("ServeTCP accepted mode \"random\"")
 		}
 		return 0
+	})
+}
+
+// At its cap a shard closes a new connection at once and counts it; once a
+// served connection ends, the next one is served again.
+func TestServeTCPMaxConns(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		cfg.Shards = 1
+		srv, stop := startServerWith(t, cfg, WithMaxConns(2))
+		defer stop()
+		echo := func(c net.Conn) error {
+			if _, err := io.WriteString(c, "hi\n"); err != nil {
+				return err
+			}
+			got, err := bufio.NewReader(c).ReadString('\n')
+			if err == nil && got != "hi\n" {
+				err = fmt.Errorf("echo %q", got)
+			}
+			return err
+		}
+		dial := func() net.Conn {
+			c, err := net.Dial("tcp", srv.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		a, b := dial(), dial()
+		defer a.Close()
+		defer b.Close()
+		for _, c := range []net.Conn{a, b} {
+			if err := echo(c); err != nil {
+				t.Fatalf("under the cap: %v", err)
+			}
+		}
+		over := dial()
+		if err := echo(over); err == nil {
+			t.Fatal("a third connection was served over a cap of 2")
+		}
+		over.Close()
+		if got := srv.Shed()[0]; got != 1 {
+			t.Fatalf("shed %d, want 1", got)
+		}
+		a.Close()
+		for srv.Open()[0] > 1 {
+			time.Sleep(time.Millisecond)
+		}
+		c := dial()
+		defer c.Close()
+		if err := echo(c); err != nil {
+			t.Fatalf("after a connection closed: %v", err)
+		}
 	})
 }

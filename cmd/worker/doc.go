@@ -2,7 +2,7 @@
 // database and the services on them, in one process. It has no logic of its
 // own: it loads the settings (internal/config), sets up tracing
 // (internal/telemetry), serves the ops endpoints (internal/ops) and the
-// records API (internal/records), and drains on SIGTERM.
+// records API (internal/records on internal/httpd), and drains on SIGTERM.
 //
 // # The contract (what the operator and the chart rely on)
 //
@@ -16,7 +16,8 @@
 //	WO_DATA_DIR    default ./data (/var/lib/wo in the image)
 //	ports       8080 data plane (WO_HTTP_ADDR), 9090 ops (WO_OPS_ADDR);
 //	            7070 (chat over TCP) is reserved for the chat service, not served yet
-//	ops         /healthz, /readyz, /metrics, /debug/runtime, /debug/pprof/
+//	ops         /healthz, /readyz, /metrics, /debug/runtime; /debug/pprof/ when ops.pprof is on;
+//	            with auth.token_file set, /debug/... and the data plane want a bearer token
 //	signals     SIGTERM/SIGINT drain and exit 0; a second signal exits at once (status 1)
 //	telemetry   standard OTEL_* variables; no endpoint means tracing off
 //	exit codes  0 drained; 1 start-up failure (port, database); 2 bad config;
@@ -24,17 +25,21 @@
 //
 // # Start and stop
 //
-// Both listeners are bound before the runtime starts, and /healthz answers at
-// once, also while the database recovers. Main's fiber opens the database
-// on data.dir, starts the records actor and hands the wiring to a goroutine
-// started before the runtime (fibers must not block on Go primitives: the
-// hand-off is a send on a channel of capacity one). That goroutine serves the
-// data plane and marks /readyz 200.
+// The ops port is bound before the runtime starts, and /healthz answers at
+// once, also while the database recovers. The worker is a runtime.Run
+// whose main fiber opens the database on data.dir, starts the data plane
+// (internal/httpd: a listener per shard, a fiber per connection, the
+// records handlers calling dbowner from that fiber), logs "worker:
+// listening" with both addresses, marks /readyz 200 and parks until a
+// signal.
 //
-// On SIGTERM /readyz turns 503, the data-plane server shuts down gracefully
-// (in-flight requests finish, up to 20s), then the goroutine answers a
-// runtime.Future main's fiber is parked on. Main returns, its deferred
-// dbowner Close waits for in-flight commits, the runtime unwinds every other
-// fiber, and the process exits 0 after the ops server and the trace exporter
-// are flushed. A signal during recovery stops the runtime directly.
+// On SIGTERM /readyz turns 503 at once, and the data plane keeps serving
+// for http.drain_grace (Kubernetes needs a few seconds to take the pod out
+// of its Service). Then the listeners close, idle keep-alive connections
+// close, requests in flight finish (for at most http.drain_timeout; what is
+// still open then is cut), main's deferred dbowner Close waits for
+// in-flight commits and closes the WAL, and the process exits 0. A second
+// signal exits at once with status 1 and says so in the log. The operator
+// renders terminationGracePeriodSeconds 30 to cover the default drain. A
+// signal during recovery stops the runtime directly.
 package main

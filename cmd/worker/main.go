@@ -9,30 +9,29 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/config"
+	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/ops"
 	"github.com/writeonce/wo/internal/records"
 	"github.com/writeonce/wo/internal/telemetry"
 	"github.com/writeonce/wo/runtime"
 )
 
-// drainTimeout bounds the graceful HTTP shutdown after SIGTERM; Kubernetes'
-// default grace period is 30s, and the runtime and the WAL need the rest.
-const drainTimeout = 20 * time.Second
-
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// wiring is what main's fiber hands to the serving goroutine once the
-// database is open and the records actor runs.
-type wiring struct {
-	rt      *runtime.Runtime
-	db      *dbowner.DB
-	records runtime.Addr[records.Request]
-	stop    runtime.Reply[int] // answering it makes main's fiber return
-}
+// fdReserve is the part of the file descriptor limit the data port's
+// automatic connection cap leaves to everything else: the WAL, the ops
+// port, the trace exporter.
+const fdReserve = 256
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(args, stdout)
@@ -45,13 +44,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log := cfg.Logger(stderr)
 	slog.SetDefault(log)
-	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr)
+	token, err := readToken(cfg.TokenFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
+	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != "")
 
 	tracing, err := telemetry.Setup(context.Background())
 	if err != nil {
 		log.Error("worker: telemetry", "err", err)
 		return 2
 	}
+	// The data plane's spans come from the global provider, and a W3C
+	// traceparent on a request is its parent.
+	otel.SetTracerProvider(tracing.Provider)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -60,24 +68,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	// Bind both ports before the runtime starts: a port in use fails the
-	// start at once, and /healthz answers during WAL recovery (the
-	// operator's startup probe counts on it).
+	// The ops port is bound before the runtime starts: /healthz answers
+	// during WAL recovery (the operator's startup probe counts on it).
 	opsLn, err := net.Listen("tcp", cfg.OpsAddr)
 	if err != nil {
 		log.Error("worker: ops listener", "err", err)
 		return 1
 	}
-	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		opsLn.Close()
-		log.Error("worker: http listener", "err", err)
-		return 1
-	}
-	// Tests and humans find the bound ports here (":0" picks one).
-	log.Info("worker: listening", "ops", opsLn.Addr().String(), "http", httpLn.Addr().String())
-
-	opsSrv := ops.New()
+	opsSrv := ops.New(ops.Options{Pprof: cfg.Pprof, Token: token})
 	opsHTTP := &http.Server{Handler: opsSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	opsDone := make(chan struct{})
 	go func() {
@@ -87,27 +85,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	sigCtx, stopSignals := runtime.SignalContext(context.Background())
-	defer stopSignals()
-	// The runtime has its own context: a signal first drains HTTP, then
-	// lets main's fiber return. Cancelling runCtx is the fallback for a
-	// signal that arrives before main's fiber is serving.
+	// Signals: the first starts the drain (readiness off at once, then
+	// main's fiber is told); a second exits at once, and says so.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
-
-	handoff := make(chan wiring, 1)
+	stopper := make(chan runtime.Reply[struct{}], 1) // main's fiber sends once: never blocks
 	runDone := make(chan struct{})
-	served := make(chan struct{})
 	go func() {
-		defer close(served)
-		serve(log, cfg, tracing, opsSrv, httpLn, handoff, sigCtx, runDone, cancelRun)
+		select {
+		case sig := <-sigs:
+			opsSrv.SetState(ops.Draining)
+			select {
+			case rep := <-stopper:
+				log.Info("worker: signal; draining", "signal", sig.String())
+				rep.Send(nil, struct{}{})
+			default:
+				log.Info("worker: signal during start-up; stopping", "signal", sig.String())
+				cancelRun()
+			}
+		case <-runDone:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			log.Error("worker: second signal; exiting now without draining", "signal", sig.String())
+			os.Exit(1)
+		case <-runDone:
+		}
 	}()
 
 	code := runtime.RunContext(runCtx, cfg.Runtime(log), func(f *runtime.Fiber) int {
-		return mainFiber(f, cfg, log, tracing, handoff)
+		return mainFiber(f, cfg, log, token, opsSrv, opsLn.Addr().String(), stopper)
 	})
 	close(runDone)
-	<-served
 
 	// /healthz stays up through the drain; it goes last.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -118,12 +131,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// mainFiber is fiber 0: it opens the database, starts the records actor,
-// hands both to the serving goroutine and parks until that goroutine says
-// the HTTP side has drained.
-func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, tracing *telemetry.Tracing, handoff chan<- wiring) int {
+// mainFiber is fiber 0: it opens the database, serves the data plane on
+// every shard, marks the worker ready, parks until a signal and drains.
+func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token string, opsSrv *ops.Server, opsAddr string,
+	stopper chan<- runtime.Reply[struct{}]) int {
 	rt := f.Runtime()
-	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, TracerProvider: tracing.Provider, Logger: log})
+	opsSrv.Attach(rt, nil)
+	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, WAL: cfg.WAL(), TracerProvider: otel.GetTracerProvider(), Logger: log})
 	if err != nil {
 		if f.Stopping() {
 			return 0 // stopped during recovery: a clean exit
@@ -132,76 +146,91 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, tracing *t
 		return 1
 	}
 	// Close runs before the runtime unwinds anything else: every
-	// acknowledged write is already durable, Close waits for in-flight ones.
+	// acknowledged write is already durable; Close waits for in-flight
+	// commits and closes the WAL.
 	defer func() {
 		if err := db.Close(f); err != nil {
 			log.Error("worker: close database", "err", err)
+			return
 		}
+		log.Info("worker: database closed", "last_lsn", db.Stats().LastLSN)
 	}()
-	addr, err := records.Start(f, db)
-	if err != nil {
+	opsSrv.Attach(rt, db)
+	if err := records.Setup(f, db); err != nil {
 		log.Error("worker: records", "err", err)
 		return 1
 	}
-	runtime.Register(rt, records.ActorName, addr)
+
+	srv := httpd.New(httpd.Options{
+		HeaderTimeout:  cfg.HTTP.HeaderTimeout,
+		BodyTimeout:    cfg.HTTP.BodyTimeout,
+		IdleTimeout:    cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
+		MaxBody:        cfg.HTTP.MaxBody,
+		Token:          token,
+		Logger:         log,
+	})
+	api := records.Register(srv, db, log)
+	maxConns := cfg.HTTP.MaxConnsPerShard
+	if maxConns == 0 {
+		maxConns = autoMaxConns(rt.Shards())
+	}
+	if err := srv.Start(f, cfg.HTTPAddr, runtime.WithMaxConns(maxConns)); err != nil {
+		log.Error("worker: http listener", "addr", cfg.HTTPAddr, "err", err)
+		return 1
+	}
+	opsSrv.Register(srv)
+	opsSrv.Registry().MustRegister(api.Collectors()...)
+	// Tests and humans find the bound ports here (":0" picks one).
+	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "max_conns_per_shard", maxConns)
 	log.Info("worker: database open", "dir", cfg.DataDir, "recovered", db.Stats().Recovered, "shards", rt.Shards(), "backend", rt.Backend().Kind)
-
-	rep, fu := runtime.NewFuture[int](f)
-	// A buffered channel of one, sent once: this never blocks the shard.
-	handoff <- wiring{rt: rt, db: db, records: addr, stop: rep}
-	code, err := fu.Wait(f, 0)
-	if err != nil {
-		return 0 // the runtime is stopping under us (runCtx cancelled)
-	}
-	return code
-}
-
-// serve runs outside the runtime: it waits for main's fiber to hand over the
-// wiring, serves the data plane, marks the worker ready, and on the first
-// signal drains: readiness off, HTTP shut down gracefully, then main's fiber
-// released so that the database closes and the runtime stops.
-func serve(log *slog.Logger, cfg config.Config, tracing *telemetry.Tracing, opsSrv *ops.Server, httpLn net.Listener,
-	handoff <-chan wiring, sigCtx context.Context, runDone <-chan struct{}, cancelRun context.CancelFunc) {
-	var w wiring
-	select {
-	case w = <-handoff:
-	case <-sigCtx.Done():
-		log.Info("worker: signal during start-up; stopping")
-		opsSrv.SetState(ops.Draining)
-		httpLn.Close()
-		cancelRun()
-		return
-	case <-runDone: // main's fiber failed before serving
-		httpLn.Close()
-		return
-	}
-	opsSrv.Attach(w.rt, w.db)
-	api := records.NewHandler(w.rt, w.records, records.Options{TracerProvider: tracing.Provider, Logger: log})
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	httpDone := make(chan struct{})
-	go func() {
-		defer close(httpDone)
-		if err := srv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("worker: http server", "err", err)
-		}
-	}()
 	opsSrv.SetState(ops.Ready)
 	log.Info("worker: ready")
 
-	select {
-	case <-sigCtx.Done():
-		log.Info("worker: draining")
-	case <-runDone: // the runtime stopped by itself (a panic in main)
-	case <-httpDone:
-		log.Error("worker: http server stopped; draining")
+	rep, stop := runtime.NewFuture[struct{}](f)
+	stopper <- rep
+	if _, err := stop.Wait(f, 0); err != nil {
+		return 0 // the runtime is stopping under us (a signal during start-up)
 	}
-	opsSrv.SetState(ops.Draining)
-	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		log.Warn("worker: http drain incomplete", "err", err)
-		srv.Close()
+
+	// /readyz already says 503. Keep serving for the grace, so that the
+	// Service stops sending before the listeners close.
+	log.Info("worker: drain: serving while readiness is off", "grace", cfg.HTTP.DrainGrace.String())
+	runtime.Sleep(f, cfg.HTTP.DrainGrace)
+	log.Info("worker: drain: closing listeners and idle connections", "timeout", cfg.HTTP.DrainTimeout.String())
+	if cut := srv.Shutdown(f, cfg.HTTP.DrainTimeout); cut > 0 {
+		log.Warn("worker: drain: connections cut at the deadline", "connections", cut)
 	}
-	<-httpDone
-	w.stop.Send(nil, 0)
+	log.Info("worker: drain: connections closed; closing the database")
+	return 0
+}
+
+// autoMaxConns splits the file descriptor limit, less a reserve, over the
+// shards (Go raises the soft limit to the hard one at start).
+func autoMaxConns(shards int) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
+		return 1024
+	}
+	n := int(min(lim.Cur, 1<<24)) - fdReserve
+	return max(16, n/max(1, shards))
+}
+
+// readToken reads the bearer token file ("" when none is configured).
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("auth.token_file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("auth.token_file %s: the file is empty", path)
+	}
+	if strings.ContainsAny(t, " \t\r\n") {
+		return "", fmt.Errorf("auth.token_file %s: the token has whitespace inside", path)
+	}
+	return t, nil
 }

@@ -69,10 +69,22 @@ var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+)`)
 // log) and waits for /readyz 200.
 func startWorker(t *testing.T, dataDir string, env ...string) *worker {
 	t.Helper()
-	cmd := exec.Command(workerBin, "--config", filepath.Join(t.TempDir(), "none.toml"),
-		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0")
+	return startWorkerWrapped(t, dataDir, "", env...)
+}
+
+// startWorkerWrapped is startWorker with the binary run by sh -c wrap
+// (wrap ends with exec "$@"), e.g. to lower a ulimit first.
+func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *worker {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "none.toml")
+	args := []string{workerBin, "--config", conf,
+		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--http-drain-grace", "50ms"}
+	cmd := exec.Command(args[0], args[1:]...)
+	if wrap != "" {
+		cmd = exec.Command("sh", append([]string{"-c", wrap, "worker"}, args...)...)
+	}
 	// A config file the test names must exist.
-	os.WriteFile(cmd.Args[2], nil, 0o644)
+	os.WriteFile(conf, nil, 0o644)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -191,9 +203,9 @@ func exercise(t *testing.T, env ...string) {
 	w := startWorker(t, dataDir, env...)
 
 	must(t, "GET", w.ops+"/healthz", "", 200)
-	must(t, "PUT", w.http+"/v1/records/ada", `{"name":"Ada","team":"db"}`, 201)
-	must(t, "PUT", w.http+"/v1/records/bob", `{"name":"Bob"}`, 201)
-	must(t, "PUT", w.http+"/v1/records/gone", `{"x":"y"}`, 201)
+	must(t, "PUT", w.http+"/v1/records/ada", `{"name":"Ada","team":"db"}`, 200)
+	must(t, "PUT", w.http+"/v1/records/bob", `{"name":"Bob"}`, 200)
+	must(t, "PUT", w.http+"/v1/records/gone", `{"x":"y"}`, 200)
 	must(t, "PUT", w.http+"/v1/records/ada", `{"name":"Ada","team":"runtime"}`, 200)
 	must(t, "DELETE", w.http+"/v1/records/gone", "", 204)
 	must(t, "GET", w.http+"/v1/records/gone", "", 404)
@@ -204,7 +216,8 @@ func exercise(t *testing.T, env ...string) {
 	list := must(t, "GET", w.http+"/v1/records?prefix=&limit=10", "", 200)
 
 	metrics := must(t, "GET", w.ops+"/metrics", "", 200)
-	for _, m := range []string{"wo_ready 1", "wo_runtime_info{", "wo_runtime_shards", "wo_shard_backend_syscalls_total", "wo_db_commits_total", "go_goroutines"} {
+	for _, m := range []string{"wo_ready 1", "wo_runtime_info{", "wo_runtime_shards", "wo_shard_backend_syscalls_total", "wo_db_commits_total", "go_goroutines",
+		`wo_http_requests_total{method="PUT",route="/v1/records/{key}",shard=`, "wo_http_request_duration_seconds_bucket", `wo_http_open_connections{shard="0"}`, `wo_db_operation_duration_seconds_bucket{op="upsert"`} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
@@ -246,9 +259,16 @@ func TestWorkerEpoll(t *testing.T)         { exercise(t, "WO_IO=epoll") }
 func TestWorkerEpollOneShard(t *testing.T) { exercise(t, "WO_SHARDS=1", "WO_IO=epoll") }
 
 func TestWorkerUring(t *testing.T) {
-	// The worker child inherits this process's seccomp filter and limits, so
-	// the probe here answers for it too: skip with the probe's reason, or fail
-	// where WO_REQUIRE_URING=1 says io_uring must work.
+	requireUring(t)
+	exercise(t, "WO_IO=uring")
+}
+
+// requireUring skips a test that runs the worker with WO_IO=uring where
+// io_uring is unavailable, with the probe's reason, or fails it where
+// WO_REQUIRE_URING=1 says io_uring must work. The worker child inherits this
+// process's seccomp filter and limits, so the probe here answers for it too.
+func requireUring(t *testing.T) {
+	t.Helper()
 	skip, err := iobackend.UringForTest()
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +276,6 @@ func TestWorkerUring(t *testing.T) {
 	if skip != "" {
 		t.Skip(skip)
 	}
-	exercise(t, "WO_IO=uring")
 }
 
 func TestBadConfigExits2(t *testing.T) {

@@ -16,6 +16,7 @@ const (
 	OpCheck       OpKind = 4 // only evaluate the precondition; writes nothing
 	OpCreateTable OpKind = 5
 	OpCreateIndex OpKind = 6
+	OpPut         OpKind = 7 // add a record or replace it whole (an upsert)
 )
 
 func (k OpKind) String() string {
@@ -32,6 +33,8 @@ func (k OpKind) String() string {
 		return "create table"
 	case OpCreateIndex:
 		return "create index"
+	case OpPut:
+		return "put"
 	}
 	return "op(" + strconv.Itoa(int(k)) + ")"
 }
@@ -71,6 +74,13 @@ type Op struct {
 // value ("", 0, 0.0, false, empty bytes, the Unix epoch).
 func Insert(table string, fields map[string]Value) Op {
 	return Op{Kind: OpInsert, Table: table, Fields: fields}
+}
+
+// Put adds a record, or replaces the record with the same key whole: one
+// operation whatever was there, so no read has to precede it. Fields that
+// are not given take their kind's zero value, as in Insert.
+func Put(table string, fields map[string]Value) Op {
+	return Op{Kind: OpPut, Table: table, Fields: fields}
 }
 
 // Update sets some fields of the record with the given key.
@@ -259,7 +269,7 @@ func (db *DB) stage(m *Mutation, op Op) error {
 		m.defs[op.Table] = nd
 		m.effects = append(m.effects, effect{kind: effCreateIndex, table: op.Table, def: nd, field: nd.fields[op.Field]})
 		return nil
-	case OpInsert, OpUpdate, OpDelete, OpCheck:
+	case OpInsert, OpUpdate, OpDelete, OpCheck, OpPut:
 	default:
 		return newErr(ErrBadBatch, opName, op.Table).detail("unknown operation")
 	}
@@ -269,7 +279,7 @@ func (db *DB) stage(m *Mutation, op Op) error {
 		return newErr(ErrNoTable, opName, op.Table)
 	}
 	key := op.Key
-	if op.Kind == OpInsert {
+	if op.Kind == OpInsert || op.Kind == OpPut {
 		kv, ok := op.Fields[def.schema.Key]
 		if !ok {
 			return newErr(ErrMissingKey, opName, op.Table).field(def.schema.Key)
@@ -288,8 +298,8 @@ func (db *DB) stage(m *Mutation, op Op) error {
 	switch op.Kind {
 	case OpCheck:
 		return nil
-	case OpInsert:
-		if cur != nil {
+	case OpInsert, OpPut:
+		if cur != nil && op.Kind == OpInsert {
 			return newErr(ErrDuplicateKey, opName, op.Table).field(def.schema.Key).value(key)
 		}
 		vals := make([]Value, len(def.schema.Fields))

@@ -12,10 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -32,23 +35,62 @@ const MaxShards = runtime.MaxShards
 
 // Config is the worker's resolved settings.
 type Config struct {
-	Shards     int               // runtime.shards; 0 = every CPU the process may use
-	Pin        runtime.PinMode   // runtime.pin
-	IO         iobackend.Mode    // runtime.io
-	Reductions int               // runtime.reductions
-	DataDir    string            // data.dir
-	HTTPAddr   string            // http.addr: the data plane (records API)
-	OpsAddr    string            // ops.addr: health, metrics, debug
-	LogLevel   slog.Level        // log.level
-	LogFormat  string            // log.format: "text" or "json"
-	File       string            // the config file that was read; "" when none was
-	Sources    map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
+	Shards     int             // runtime.shards; 0 = every CPU the process may use
+	Pin        runtime.PinMode // runtime.pin
+	IO         iobackend.Mode  // runtime.io
+	Reductions int             // runtime.reductions
+	DataDir    string          // data.dir
+	// SnapshotBytes is data.snapshot_bytes: log bytes since the last
+	// snapshot that trigger the next; 0 turns automatic snapshots off.
+	SnapshotBytes int64
+	RepairWAL     bool       // data.repair_wal: truncate the log at damage instead of refusing to start
+	HTTPAddr      string     // http.addr: the data plane (records API)
+	OpsAddr       string     // ops.addr: health, metrics, debug
+	HTTP          HTTP       // http.*: the data plane's limits and drain
+	Pprof         bool       // ops.pprof: serve /debug/pprof on the ops port
+	TokenFile     string     // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
+	LogLevel      slog.Level // log.level
+	LogFormat     string     // log.format: "text" or "json"
+
+	// Replication (docs/replication.md). Empty Peers: a single worker.
+	Peers        []Peer // cluster.peers: the initial members
+	Ordinal      int    // cluster.ordinal; -1 = from the host name's "-N" suffix
+	ClusterState string // cluster.state: "new" (bootstrap Peers) or "existing" (join)
+	PeerAddr     string // peer.addr: the raft peer port
+	PeerCert     string // peer.cert: this member's TLS certificate (PEM file)
+	PeerKey      string // peer.key: its private key
+	PeerCA       string // peer.ca: the CA that signs every member's certificate
+
+	File    string            // the config file that was read; "" when none was
+	Sources map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
+}
+
+// HTTP is the data plane's limits against slow and bad clients, and its
+// drain on SIGTERM.
+type HTTP struct {
+	HeaderTimeout    time.Duration // http.header_timeout
+	BodyTimeout      time.Duration // http.body_timeout
+	IdleTimeout      time.Duration // http.idle_timeout
+	MaxHeaderBytes   int           // http.max_header_bytes
+	MaxBody          int64         // http.max_body
+	MaxConnsPerShard int           // http.max_conns_per_shard; 0 = from the file descriptor limit
+	DrainGrace       time.Duration // http.drain_grace: /readyz 503 while still serving
+	DrainTimeout     time.Duration // http.drain_timeout: in-flight requests' time to finish
 }
 
 // Runtime maps the settings onto a runtime.Config. Watchdog and idle spin keep
 // the runtime's defaults: they are tuning knobs, not deployment settings.
 func (c Config) Runtime(log *slog.Logger) runtime.Config {
 	return runtime.Config{Shards: c.Shards, Pin: c.Pin, IO: c.IO, Reductions: c.Reductions, Logger: log}
+}
+
+// WAL maps the database settings onto the WAL options dbowner.Open takes.
+func (c Config) WAL() wal.Options {
+	o := wal.Options{SnapshotEveryBytes: c.SnapshotBytes, Repair: c.RepairWAL}
+	if c.SnapshotBytes == 0 {
+		o.SnapshotEveryBytes = -1 // off (dbowner reads 0 as its default)
+	}
+	return o
 }
 
 // Logger builds the slog logger the settings ask for.
@@ -88,6 +130,7 @@ type kind uint8
 const (
 	kindString kind = iota
 	kindInt
+	kindBool
 )
 
 // setting is one row of the settings table: Load, --help and the README all
@@ -132,11 +175,74 @@ var settings = []setting{
 			c.DataDir = s
 			return nil
 		}},
+	{key: "data.snapshot_bytes", flag: "snapshot-bytes", env: "WO_SNAPSHOT_BYTES", def: strconv.Itoa(dbowner.DefaultSnapshotEveryBytes), kind: kindInt,
+		help: "log `bytes` written since the last snapshot that make the database take the next one (bounds the log on disk and the replay at start); 0 = never",
+		apply: func(c *Config, s string) error {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 0 {
+				return errors.New("want a byte count, 0 (off) or more")
+			}
+			if n > 0 && n < minSnapshotBytes {
+				return fmt.Errorf("want 0 (off) or at least %d bytes: a snapshot per handful of writes costs more than it saves", minSnapshotBytes)
+			}
+			c.SnapshotBytes = n
+			return nil
+		}},
+	{key: "data.repair_wal", flag: "repair-wal", env: "WO_REPAIR_WAL", def: "false", kind: kindBool,
+		help: "start even if the WAL is damaged before its end: truncate it at the damage recovery names, DROPPING every record after it (logged loudly); for an operator who decided to, never a default",
+		apply: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			c.RepairWAL = b
+			return nil
+		}},
 	{key: "http.addr", flag: "http-addr", env: "WO_HTTP_ADDR", def: ":8080",
 		help: "data-plane listen `address` (records API)",
 		apply: func(c *Config, s string) (err error) {
 			c.HTTPAddr, err = parseAddr(s)
 			return err
+		}},
+	{key: "http.header_timeout", flag: "http-header-timeout", env: "WO_HTTP_HEADER_TIMEOUT", def: "10s",
+		help:  "`duration` a client has from a request's first byte to the end of its headers (then 408, closed)",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.HeaderTimeout = d })},
+	{key: "http.body_timeout", flag: "http-body-timeout", env: "WO_HTTP_BODY_TIMEOUT", def: "30s",
+		help:  "`duration` a client has to send a request's body after its headers (then the connection closes)",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.BodyTimeout = d })},
+	{key: "http.idle_timeout", flag: "http-idle-timeout", env: "WO_HTTP_IDLE_TIMEOUT", def: "60s",
+		help:  "`duration` an idle keep-alive connection is kept open",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.IdleTimeout = d })},
+	{key: "http.max_header_bytes", flag: "http-max-header-bytes", env: "WO_HTTP_MAX_HEADER_BYTES", def: "16384", kind: kindInt,
+		help:  "`bytes` of a request line and headers, at most (then 431)",
+		apply: intSetting(512, 1<<20, func(c *Config, n int) { c.HTTP.MaxHeaderBytes = n })},
+	{key: "http.max_body", flag: "http-max-body", env: "WO_HTTP_MAX_BODY", def: "1048576", kind: kindInt,
+		help:  "`bytes` of a request body, at most (then 413)",
+		apply: intSetting(1, 64<<20, func(c *Config, n int) { c.HTTP.MaxBody = int64(n) })},
+	{key: "http.max_conns_per_shard", flag: "http-max-conns-per-shard", env: "WO_HTTP_MAX_CONNS_PER_SHARD", def: "0", kind: kindInt,
+		help:  "open data-plane connections per shard, at most (`count`; more are closed at once); 0 = the file descriptor limit, less a reserve, split over the shards",
+		apply: intSetting(0, 1<<24, func(c *Config, n int) { c.HTTP.MaxConnsPerShard = n })},
+	{key: "http.drain_grace", flag: "http-drain-grace", env: "WO_HTTP_DRAIN_GRACE", def: "5s",
+		help:  "on SIGTERM, `duration` /readyz says 503 while the data plane still serves (for the Service to drop the pod)",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.DrainGrace = d }, true)},
+	{key: "http.drain_timeout", flag: "http-drain-timeout", env: "WO_HTTP_DRAIN_TIMEOUT", def: "15s",
+		help:  "after the grace, `duration` in-flight requests have to finish before their connections are cut",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.DrainTimeout = d })},
+	{key: "auth.token_file", flag: "auth-token-file", env: "WO_AUTH_TOKEN_FILE", def: "",
+		help: "`file` holding a bearer token; when set, the data plane and the ops port's /debug endpoints require Authorization: Bearer <token>",
+		apply: func(c *Config, s string) error {
+			c.TokenFile = strings.TrimSpace(s)
+			return nil
+		}},
+	{key: "ops.pprof", flag: "ops-pprof", env: "WO_OPS_PPROF", def: "false", kind: kindBool,
+		help: "serve /debug/pprof on the ops port (`bool`)",
+		apply: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			c.Pprof = b
+			return nil
 		}},
 	{key: "ops.addr", flag: "ops-addr", env: "WO_OPS_ADDR", def: ":9090",
 		help: "ops listen `address` (/healthz, /readyz, /metrics, /debug)",
@@ -164,6 +270,83 @@ var settings = []setting{
 			}
 			return errors.New("want text or json")
 		}},
+	{key: "cluster.peers", flag: "peers", env: "WO_PEERS", def: "",
+		help: "initial raft `members` as ordinal=host:port,... (e.g. 0=wo-0.wo:7080,1=wo-1.wo:7080); empty = a single worker" + notWired,
+		apply: func(c *Config, s string) (err error) {
+			c.Peers, err = ParsePeers(s)
+			return err
+		}},
+	{key: "cluster.ordinal", flag: "ordinal", env: "WO_ORDINAL", def: "-1", kind: kindInt,
+		help: "this member's `ordinal` in cluster.peers; -1 = the host name's -N suffix (a StatefulSet pod's ordinal)" + notWired,
+		apply: func(c *Config, s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < -1 || n > MaxOrdinal {
+				return fmt.Errorf("want an integer from -1 (from the host name) to %d", MaxOrdinal)
+			}
+			c.Ordinal = n
+			return nil
+		}},
+	{key: "cluster.state", flag: "cluster-state", env: "WO_CLUSTER_STATE", def: "new",
+		help: "`new` bootstraps cluster.peers on an empty data dir; existing joins a running group and waits to be added" + notWired,
+		apply: func(c *Config, s string) error {
+			switch v := strings.ToLower(strings.TrimSpace(s)); v {
+			case "new", "existing":
+				c.ClusterState = v
+				return nil
+			}
+			return errors.New("want new or existing")
+		}},
+	{key: "peer.addr", flag: "peer-addr", env: "WO_PEER_ADDR", def: ":7080",
+		help: "raft peer port listen `address`" + notWired,
+		apply: func(c *Config, s string) (err error) {
+			c.PeerAddr, err = parseAddr(s)
+			return err
+		}},
+	{key: "peer.cert", flag: "peer-cert", env: "WO_PEER_CERT", def: "",
+		help:  "peer mutual-TLS certificate `file` (PEM); peer.cert, peer.key and peer.ca together, or none (TLS off, logged)" + notWired,
+		apply: func(c *Config, s string) error { c.PeerCert = s; return nil }},
+	{key: "peer.key", flag: "peer-key", env: "WO_PEER_KEY", def: "",
+		help:  "peer mutual-TLS private key `file` (PEM)" + notWired,
+		apply: func(c *Config, s string) error { c.PeerKey = s; return nil }},
+	{key: "peer.ca", flag: "peer-ca", env: "WO_PEER_CA", def: "",
+		help:  "peer mutual-TLS CA `file` (PEM) that signs every member's certificate" + notWired,
+		apply: func(c *Config, s string) error { c.PeerCA = s; return nil }},
+}
+
+// notWired marks the replication settings in --help until the worker uses
+// them (issue 13: the raft member is built and tested in package
+// replication, not yet connected to the owner and the WAL).
+const notWired = " [replication: parsed, not yet used by the worker; docs/replication.md]"
+
+// minSnapshotBytes is the smallest data.snapshot_bytes other than 0.
+const minSnapshotBytes = 64 << 10
+
+// durationSetting parses a Go duration ("10s", "1m30s"), positive unless
+// zeroOK.
+func durationSetting(set func(c *Config, d time.Duration), zeroOK ...bool) func(c *Config, s string) error {
+	return func(c *Config, s string) error {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d < 0 || (d == 0 && len(zeroOK) == 0) {
+			if len(zeroOK) > 0 {
+				return errors.New("want a duration such as 5s (0 for none)")
+			}
+			return errors.New("want a positive duration such as 10s or 1m")
+		}
+		set(c, d)
+		return nil
+	}
+}
+
+// intSetting parses an integer from lo to hi.
+func intSetting(lo, hi int, set func(c *Config, n int)) func(c *Config, s string) error {
+	return func(c *Config, s string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("want an integer from %d to %d", lo, hi)
+		}
+		set(c, n)
+		return nil
+	}
 }
 
 // parseAddr accepts host:port with a numeric port (host may be empty).
@@ -203,6 +386,9 @@ func Load(args []string, out io.Writer) (Config, error) {
 	configFile := fset.String("config", DefaultFile, "TOML config `file`; a missing default file is fine, a missing explicit one is an error")
 	for _, s := range settings {
 		fset.String(s.flag, s.def, fmt.Sprintf("%s [env %s, file key %s]", s.help, s.env, s.key))
+		if s.kind == kindBool {
+			fset.Lookup(s.flag).NoOptDefVal = "true" // --repair-wal alone means true
+		}
 	}
 	fset.Usage = func() { Usage(out, fset) }
 	if err := fset.Parse(args); err != nil {
@@ -270,7 +456,30 @@ func Load(args []string, out io.Writer) (Config, error) {
 		_ = s.apply(&cfg, str) // check has just validated str
 		cfg.Sources[s.key] = src
 	}
+	if err := cfg.checkPeerTLS(); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
+}
+
+// checkPeerTLS refuses a partial TLS setting: a member with a certificate
+// but no CA would run, unauthenticated, while its operator believes
+// otherwise.
+func (c Config) checkPeerTLS() error {
+	set := map[string]bool{"peer.cert": c.PeerCert != "", "peer.key": c.PeerKey != "", "peer.ca": c.PeerCA != ""}
+	var have, missing []string
+	for _, k := range []string{"peer.cert", "peer.key", "peer.ca"} {
+		if set[k] {
+			have = append(have, k+" ("+c.Sources[k]+")")
+		} else {
+			missing = append(missing, k)
+		}
+	}
+	if len(have) == 0 || len(missing) == 0 {
+		return nil
+	}
+	return &Error{Key: missing[0], Source: "peer TLS settings",
+		Err: fmt.Errorf("set peer.cert, peer.key and peer.ca together or none of them: %s set, %s missing", strings.Join(have, ", "), strings.Join(missing, ", "))}
 }
 
 // check turns a raw value into the string apply parses, refusing TOML values
@@ -281,14 +490,20 @@ func (s setting) check(raw any, src string) (string, error) {
 	switch x := raw.(type) {
 	case string:
 		str, disp = x, strconv.Quote(x)
-		if s.kind == kindInt && strings.HasPrefix(src, "file ") {
-			return "", &Error{Key: s.key, Source: src, Value: disp, Err: errors.New("want an integer, got a string")}
+		if s.kind != kindString && strings.HasPrefix(src, "file ") {
+			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a string", s.kind.want())}
 		}
 	case int64:
 		str = strconv.FormatInt(x, 10)
 		disp = str
 		if s.kind != kindInt {
-			return "", &Error{Key: s.key, Source: src, Value: disp, Err: errors.New("want a string, got an integer")}
+			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got an integer", s.kind.want())}
+		}
+	case bool:
+		str = strconv.FormatBool(x)
+		disp = str
+		if s.kind != kindBool {
+			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a boolean", s.kind.want())}
 		}
 	case int:
 		str = strconv.Itoa(x)
@@ -304,8 +519,11 @@ func (s setting) check(raw any, src string) (string, error) {
 }
 
 func (k kind) want() string {
-	if k == kindInt {
+	switch k {
+	case kindInt:
 		return "an integer"
+	case kindBool:
+		return "a boolean"
 	}
 	return "a string"
 }

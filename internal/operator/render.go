@@ -84,6 +84,9 @@ const (
 type Options struct {
 	// DefaultImage is used when a Worker's spec.image is empty.
 	DefaultImage string
+	// ImagePullPolicy is the worker containers' pull policy; empty leaves
+	// the Kubernetes default (Always for :latest, else IfNotPresent).
+	ImagePullPolicy corev1.PullPolicy
 }
 
 // Objects is everything one Worker renders to.
@@ -105,6 +108,11 @@ var ErrNoImage = errors.New("no worker image: set spec.image or run the operator
 // disagree. The downward API (resourceFieldRef limits.cpu) rounds up, which
 // would give a pod limited to 1.5 CPUs two shards competing for 1.5 CPUs of
 // quota; that is why the operator computes the number itself.
+// TerminationGracePeriodSeconds is what the operator renders: the worker's
+// default drain (http.drain_grace 5s + http.drain_timeout 15s) plus the
+// database close, with room to spare.
+const TerminationGracePeriodSeconds = 30
+
 func Shards(w *wov1.Worker) int {
 	return sizing.ShardsForMilliCPU(w.Spec.Resources.Limits.Cpu().MilliValue())
 }
@@ -187,6 +195,7 @@ func Render(w *wov1.Worker, opts Options) (*Objects, error) {
 	shards := Shards(w)
 	cm := RenderConfigMap(w, shards)
 	sts := RenderStatefulSet(w, image, shards, configHash(cm))
+	sts.Spec.Template.Spec.Containers[0].ImagePullPolicy = opts.ImagePullPolicy
 	objs := &Objects{
 		Shards:      shards,
 		ConfigMap:   cm,
@@ -433,7 +442,11 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 					},
 				},
 				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{container},
+					// The worker's default drain: 5s of /readyz 503 while serving
+					// (http.drain_grace), 15s for in-flight requests
+					// (http.drain_timeout), then the WAL close; 10s to spare.
+					TerminationGracePeriodSeconds: ptr.To(int64(TerminationGracePeriodSeconds)),
+					Containers:                    []corev1.Container{container},
 					Volumes: []corev1.Volume{
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(w)},

@@ -73,6 +73,9 @@ func TestRenderStatefulSetContract(t *testing.T) {
 	if *sts.Spec.Replicas != 2 || sts.Spec.ServiceName != "chat-headless" {
 		t.Errorf("replicas %d serviceName %q", *sts.Spec.Replicas, sts.Spec.ServiceName)
 	}
+	if g := sts.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 30 {
+		t.Errorf("terminationGracePeriodSeconds %v, want 30 (the worker's drain grace 5s + drain timeout 15s + the WAL close)", g)
+	}
 	c := sts.Spec.Template.Spec.Containers[0]
 	env := envMap(c)
 	want := map[string]string{

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -51,14 +52,25 @@ type Server struct {
 	db    atomic.Pointer[dbowner.DB]
 	reg   *prometheus.Registry
 	mux   *http.ServeMux
+	opts  Options
+}
+
+// Options choose what the ops port serves.
+type Options struct {
+	// Pprof serves /debug/pprof (off by default: profiles expose internals
+	// and cost CPU).
+	Pprof bool
+	// Token, when set, is the bearer token /debug/... requires. /healthz,
+	// /readyz and /metrics stay open: the kubelet and Prometheus probe them.
+	Token string
 }
 
 // New returns a Server in state Starting, with nothing attached yet: /healthz
 // answers from the start (the operator's startup probe covers WAL recovery),
 // /readyz says 503 and /metrics has only the Go and process collectors until
 // Attach.
-func New() *Server {
-	s := &Server{reg: prometheus.NewRegistry(), mux: http.NewServeMux()}
+func New(opts Options) *Server {
+	s := &Server{reg: prometheus.NewRegistry(), mux: http.NewServeMux(), opts: opts}
 	s.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -67,14 +79,28 @@ func New() *Server {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
-	s.mux.HandleFunc("GET /debug/runtime", s.debugRuntime)
-	// pprof on our own mux: the worker never serves http.DefaultServeMux.
-	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
-	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.mux.HandleFunc("GET /debug/runtime", s.guard(s.debugRuntime))
+	if opts.Pprof {
+		// pprof on our own mux: the worker never serves http.DefaultServeMux.
+		s.mux.HandleFunc("/debug/pprof/", s.guard(pprof.Index))
+		s.mux.HandleFunc("/debug/pprof/cmdline", s.guard(pprof.Cmdline))
+		s.mux.HandleFunc("/debug/pprof/profile", s.guard(pprof.Profile))
+		s.mux.HandleFunc("/debug/pprof/symbol", s.guard(pprof.Symbol))
+		s.mux.HandleFunc("/debug/pprof/trace", s.guard(pprof.Trace))
+	}
 	return s
+}
+
+// guard requires the bearer token, when one is set, on a debug or admin
+// endpoint.
+func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !httpd.BearerOK(r, s.opts.Token) {
+			httpd.Unauthorized(w)
+			return
+		}
+		h(w, r)
+	}
 }
 
 // Handler serves the ops endpoints.
@@ -166,4 +192,10 @@ func (s *Server) debugRuntime(w http.ResponseWriter, _ *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(s.Info())
+}
+
+// Register adds the data plane's metrics (requests, latency, open
+// connections) to the registry.
+func (s *Server) Register(srv *httpd.Server) {
+	s.reg.MustRegister(srv.Metrics().Collectors()...)
 }

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -33,7 +34,7 @@ func get(t *testing.T, url string) (int, string) {
 // state, metrics read both Stats, and the handlers (ordinary goroutines)
 // race with nothing on the shards (the race detector is the check).
 func TestEndpoints(t *testing.T) {
-	s := New()
+	s := New(Options{Pprof: true})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	defer http.DefaultClient.CloseIdleConnections()
@@ -83,6 +84,9 @@ func TestEndpoints(t *testing.T) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
 		}
 	}
+	if want := fmt.Sprintf(`shards="%d"} 1`, rt.Shards()); !strings.Contains(body, want) {
+		t.Errorf("/metrics: wo_runtime_info lacks %s", want)
+	}
 	code, body = get(t, srv.URL+"/debug/runtime")
 	var info RuntimeInfo
 	if err := json.Unmarshal([]byte(body), &info); err != nil || code != 200 {
@@ -107,5 +111,35 @@ func TestEndpoints(t *testing.T) {
 	// Stats stay readable after the runtime has stopped.
 	if code, _ := get(t, srv.URL+"/metrics"); code != 200 {
 		t.Fatalf("metrics after stop: %d", code)
+	}
+}
+
+// pprof is off unless asked for; with a token, /debug wants it while the
+// probes and /metrics stay open.
+func TestPprofGateAndToken(t *testing.T) {
+	s := New(Options{Token: "s3cret"})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	if code, _ := get(t, srv.URL+"/debug/pprof/"); code != 404 {
+		t.Fatalf("pprof off: %d, want 404", code)
+	}
+	if code, _ := get(t, srv.URL+"/debug/runtime"); code != 401 {
+		t.Fatalf("/debug/runtime without the token: %d, want 401", code)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/debug/runtime", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/debug/runtime with the token: %d", resp.StatusCode)
+	}
+	for _, p := range []string{"/healthz", "/metrics"} {
+		if code, _ := get(t, srv.URL+p); code != 200 {
+			t.Fatalf("%s with a token set: %d, want 200 (open)", p, code)
+		}
 	}
 }

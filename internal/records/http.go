@@ -1,7 +1,7 @@
 package records
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,106 +12,96 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/runtime"
 )
 
 // Limits of the API.
 const (
-	MaxBody      = 1 << 20 // bytes of a PUT body
 	MaxKey       = 1024    // bytes of a key
 	DefaultLimit = 100     // records per list page
-	MaxLimit     = 1000
+	MaxLimit     = 1000    // records per list page, at most
+	MaxPageBytes = 1 << 20 // bytes of a list page's records: a page stops before it would pass this (it has at least one record)
 )
 
-// Options configure the HTTP handler.
-type Options struct {
-	// Timeout bounds one request's wait for the actor (default 30s).
-	Timeout time.Duration
-	// TracerProvider, when it records, makes a SERVER span per request whose
-	// context the database calls continue (nil: no spans).
-	TracerProvider trace.TracerProvider
-	// Logger receives unexpected errors (default slog.Default()).
-	Logger *slog.Logger
-}
-
-// Handler serves the records API. It runs on ordinary goroutines and reaches
-// the database only through runtime.Call to the records actor.
+// Handler serves the records API. Its handlers run on the connection's
+// fiber (httpd) and call the database from there.
 type Handler struct {
-	rt     *runtime.Runtime
-	addr   runtime.Addr[Request]
-	opts   Options
-	tracer trace.Tracer // nil: no spans
-	mux    *http.ServeMux
+	db  *dbowner.DB
+	log *slog.Logger
+	lat *prometheus.HistogramVec
+	// The observers of each operation, resolved once: the hot path takes
+	// no lock of the vector's.
+	obsGet, obsUpsert, obsDelete, obsQuery prometheus.Observer
 }
 
-// NewHandler returns the records API for the actor at addr.
-func NewHandler(rt *runtime.Runtime, addr runtime.Addr[Request], opts Options) *Handler {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Second
+// Collectors returns the API's Prometheus collectors: the latency of its
+// database calls by operation, as a request sees it (a cross-shard hop to
+// the owner and, for writes, the group commit's fsync included).
+func (h *Handler) Collectors() []prometheus.Collector { return []prometheus.Collector{h.lat} }
+
+func since(o prometheus.Observer, t time.Time) { o.Observe(time.Since(t).Seconds()) }
+
+// Register adds the records routes to s.
+func Register(s *httpd.Server, db *dbowner.DB, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.Default()
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	h := &Handler{rt: rt, addr: addr, opts: opts, mux: http.NewServeMux()}
-	if tp := opts.TracerProvider; tp != nil {
-		tr := tp.Tracer("github.com/writeonce/wo/internal/records")
-		if _, probe := tr.Start(context.Background(), "records.probe"); probe.IsRecording() {
-			h.tracer = tr
-		}
-	}
-	h.mux.HandleFunc("GET /v1/records/{key}", h.get)
-	h.mux.HandleFunc("PUT /v1/records/{key}", h.put)
-	h.mux.HandleFunc("DELETE /v1/records/{key}", h.delete)
-	h.mux.HandleFunc("GET /v1/records", h.list)
+	h := &Handler{db: db, log: log, lat: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "wo_db_operation_duration_seconds",
+		Help:    "Database calls of the records API by operation, from the calling fiber: the hop to the owner shard and, for writes, durability included.",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	}, []string{"op"})}
+	h.obsGet, h.obsUpsert = h.lat.WithLabelValues("get"), h.lat.WithLabelValues("upsert")
+	h.obsDelete, h.obsQuery = h.lat.WithLabelValues("delete"), h.lat.WithLabelValues("query")
+	s.HandleFunc("GET /v1/records/{key}", h.get)
+	s.HandleFunc("HEAD /v1/records/{key}", h.get)
+	s.HandleFunc("PUT /v1/records/{key}", h.put)
+	s.HandleFunc("DELETE /v1/records/{key}", h.delete)
+	s.HandleFunc("GET /v1/records", h.list)
 	return h
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// conn returns the request's fiber and the database handle whose calls'
+// spans continue the request's span.
+func (h *Handler) conn(r *http.Request) (*runtime.Fiber, *dbowner.DB) {
+	f := httpd.Fiber(r.Context())
+	if trace.SpanFromContext(r.Context()).IsRecording() {
+		return f, h.db.WithContext(r.Context())
+	}
+	return f, h.db
+}
 
-// call sends req to the actor and waits for its answer, with a SERVER span
-// around it when tracing is on.
-func (h *Handler) call(r *http.Request, route string, req Request) Response {
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
-	defer cancel()
-	var span trace.Span
-	if h.tracer != nil {
-		ctx, span = h.tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
-		defer span.End()
-		req.span = span.SpanContext()
+// checkKey says what is wrong with a key, "" when nothing is.
+func checkKey(k string) string {
+	switch {
+	case k == "":
+		return "the key is empty"
+	case len(k) > MaxKey:
+		return fmt.Sprintf("the key is %d bytes; at most %d", len(k), MaxKey)
+	case !utf8.ValidString(k):
+		return "the key is not valid UTF-8"
 	}
-	resp, err := runtime.Call(ctx, h.rt, h.addr, func(rep runtime.Reply[Response]) Request {
-		req.reply = rep
-		return req
-	})
-	if err != nil {
-		resp = Response{Err: err}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c == 0x7f {
+			return fmt.Sprintf("the key has a control character (byte 0x%02x at offset %d)", c, i)
+		}
 	}
-	if span != nil && resp.Err != nil {
-		span.SetStatus(codes.Error, resp.Err.Error())
-	}
-	return resp
+	return ""
 }
 
 func (h *Handler) key(w http.ResponseWriter, r *http.Request) (string, bool) {
 	k := r.PathValue("key")
-	switch {
-	case k == "":
-		writeError(w, http.StatusBadRequest, "the key is empty")
-	case len(k) > MaxKey:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("the key is %d bytes; at most %d", len(k), MaxKey))
-	case !utf8.ValidString(k):
-		writeError(w, http.StatusBadRequest, "the key is not valid UTF-8")
-	default:
-		return k, true
+	if msg := checkKey(k); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return "", false
 	}
-	return "", false
+	return k, true
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
@@ -119,12 +109,15 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	resp := h.call(r, "/v1/records/{key}", Request{op: opGet, key: k})
-	if resp.Err != nil {
-		h.fail(w, resp.Err, k)
+	f, db := h.conn(r)
+	t0 := time.Now()
+	rec, err := db.Get(f, Table, engine.String(k))
+	since(h.obsGet, t0)
+	if err != nil {
+		h.fail(w, r, err, k)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp.Record)
+	writeRecord(w, http.StatusOK, toRecord(rec))
 }
 
 func (h *Handler) put(w http.ResponseWriter, r *http.Request) {
@@ -132,21 +125,21 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fields, status, msg := decodeFields(http.MaxBytesReader(w, r.Body, MaxBody))
+	fields, status, msg := decodeFields(r.Body)
 	if status != 0 {
 		writeError(w, status, msg)
 		return
 	}
-	resp := h.call(r, "/v1/records/{key}", Request{op: opPut, key: k, fields: fields})
-	if resp.Err != nil {
-		h.fail(w, resp.Err, k)
+	f, db := h.conn(r)
+	t0 := time.Now()
+	defer since(h.obsUpsert, t0)
+	v, err := db.Upsert(f, Table, map[string]engine.Value{"key": engine.String(k), "fields": engine.Bytes(fields)})
+	if err != nil {
+		h.fail(w, r, err, k)
 		return
 	}
-	status = http.StatusOK
-	if resp.Created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, resp.Record)
+	// Answered only now: the write is durable.
+	writeRecord(w, http.StatusOK, Record{Key: k, Fields: fields, Version: v})
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
@@ -154,18 +147,15 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	resp := h.call(r, "/v1/records/{key}", Request{op: opDelete, key: k})
-	if resp.Err != nil {
-		h.fail(w, resp.Err, k)
+	f, db := h.conn(r)
+	t0 := time.Now()
+	err := db.Delete(f, Table, engine.String(k))
+	since(h.obsDelete, t0)
+	if err != nil {
+		h.fail(w, r, err, k)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// listPage is the JSON of a list response.
-type listPage struct {
-	Records []Record `json:"records"`
-	Next    string   `json:"next,omitempty"`
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
@@ -179,62 +169,202 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	resp := h.call(r, "/v1/records", Request{op: opList, prefix: q.Get("prefix"), limit: limit, after: q.Get("after")})
-	if resp.Err != nil {
-		h.fail(w, resp.Err, "")
+	prefix := q.Get("prefix")
+	if !utf8.ValidString(prefix) {
+		writeError(w, http.StatusBadRequest, "prefix= is not valid UTF-8")
 		return
 	}
-	writeJSON(w, http.StatusOK, listPage{Records: resp.Records, Next: resp.Next})
+	var after string
+	if s := q.Get("after"); s != "" {
+		k, ok := decodeCursor(s)
+		if !ok {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("after=%q: not a cursor this API returned (pass the next of the previous page as it is)", s))
+			return
+		}
+		after = k
+	}
+	f, db := h.conn(r)
+	t0 := time.Now()
+	page, err := listPage(f, db, prefix, after, limit)
+	since(h.obsQuery, t0)
+	if err != nil {
+		h.fail(w, r, err, "")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(page)
+}
+
+// listPage builds the JSON of one page: up to limit records in key order,
+// stopping before the records' bytes would pass MaxPageBytes. It queries
+// in chunks sized by the records seen so far, so a page of large records
+// holds a few of them in memory, not limit.
+func listPage(f *runtime.Fiber, db *dbowner.DB, prefix, after string, limit int) ([]byte, error) {
+	base := []engine.Filter{}
+	if prefix != "" {
+		base = append(base, engine.Ge("key", engine.String(prefix)))
+		if end, ok := prefixEnd(prefix); ok {
+			base = append(base, engine.Lt("key", engine.String(end)))
+		}
+	}
+	b := []byte(`{"records":[`)
+	n, bytesUsed, largest := 0, 0, 0
+	more := false
+	last := after
+	for n < limit {
+		chunk := min(limit-n, 64)
+		if largest > 0 {
+			chunk = max(1, min(chunk, (MaxPageBytes-bytesUsed)/largest))
+		} else {
+			chunk = min(chunk, 8)
+		}
+		where := base
+		if last != "" {
+			where = append(where[:len(where):len(where)], engine.Gt("key", engine.String(last)))
+		}
+		res, err := db.Query(f, engine.Query{Table: Table, Where: where, Limit: chunk})
+		if err != nil {
+			return nil, err
+		}
+		stop := false
+		for _, rec := range res.Records {
+			r := toRecord(rec)
+			size := len(r.Key) + len(r.Fields) + 40
+			if n > 0 && bytesUsed+size > MaxPageBytes {
+				more, stop = true, true
+				break
+			}
+			if n > 0 {
+				b = append(b, ',')
+			}
+			b = appendRecord(b, r)
+			n++
+			bytesUsed += size
+			largest = max(largest, size)
+			last = r.Key
+		}
+		if stop {
+			break
+		}
+		if res.Next == nil {
+			break // the end of the table (or of the prefix)
+		}
+		if n == limit {
+			more = true
+		}
+	}
+	b = append(b, ']')
+	if more {
+		b = append(b, `,"next":"`...)
+		b = append(b, encodeCursor(last)...)
+		b = append(b, '"')
+	}
+	return append(b, "}\n"...), nil
 }
 
 // decodeFields reads a PUT body: one JSON object whose values are strings,
 // and nothing after it. It returns the canonical encoding (keys sorted) or
 // an HTTP status and a message saying what was wrong.
-func decodeFields(body io.Reader) (string, int, string) {
-	dec := json.NewDecoder(body)
-	var raw any
-	if err := dec.Decode(&raw); err != nil {
-		return "", bodyStatus(err), "bad JSON body: " + describeJSONError(err)
+func decodeFields(body io.Reader) ([]byte, int, string) {
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("body too large: at most %d bytes", mbe.Limit)
+		}
+		return nil, http.StatusBadRequest, "reading the body: " + describeReadError(err)
+	}
+	return canonicalFields(raw)
+}
+
+// canonicalFields is decodeFields on bytes in hand (the fuzz target).
+func canonicalFields(raw []byte) ([]byte, int, string) {
+	if !utf8.Valid(raw) {
+		return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: invalid UTF-8 at byte %d", invalidAt(raw))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var obj map[string]json.RawMessage
+	if err := dec.Decode(&obj); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return nil, http.StatusBadRequest, "bad JSON body: want an object of string fields, got " + jsonType(ute.Value)
+		}
+		return nil, http.StatusBadRequest, "bad JSON body: " + describeJSONError(err)
+	}
+	if obj == nil {
+		return nil, http.StatusBadRequest, "bad JSON body: want an object of string fields, got null"
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil && bodyStatus(err) == http.StatusRequestEntityTooLarge {
-			return "", http.StatusRequestEntityTooLarge, "body too large"
-		}
-		return "", http.StatusBadRequest, "bad JSON body: data after the object"
-	}
-	obj, ok := raw.(map[string]any)
-	if !ok {
-		return "", http.StatusBadRequest, "bad JSON body: want an object of string fields, got " + jsonType(raw)
+		return nil, http.StatusBadRequest, "bad JSON body: data after the object"
 	}
 	fields := make(map[string]string, len(obj))
 	for k, v := range obj {
-		s, ok := v.(string)
-		if !ok {
-			return "", http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: want a string, got %s", k, jsonType(v))
+		if len(v) == 0 || v[0] != '"' {
+			return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: want a string, got %s", k, jsonKind(v))
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: %v", k, err)
+		}
+		// encoding/json turns an escaped lone surrogate (\ud800) into
+		// U+FFFD silently; a replacement character the client did not
+		// send is refused instead of stored.
+		if lossy(v, s) {
+			return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: invalid UTF-16 escape (a lone surrogate)", k)
 		}
 		fields[k] = s
 	}
+	// Names: the decoder unescaped them already; check the same way.
+	for k := range obj {
+		if bytes.ContainsRune([]byte(k), utf8.RuneError) && !bytes.Contains(raw, []byte(string(utf8.RuneError))) &&
+			!bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`)) {
+			return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: field name %q: invalid UTF-16 escape (a lone surrogate)", k)
+		}
+	}
 	b, err := json.Marshal(fields) // sorted keys: the canonical form
 	if err != nil {
-		return "", http.StatusInternalServerError, "encode fields: " + err.Error()
+		return nil, http.StatusInternalServerError, "encode fields: " + err.Error()
 	}
-	return string(b), 0, ""
+	return b, 0, ""
 }
 
-func bodyStatus(err error) int {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return http.StatusRequestEntityTooLarge
+// lossy says decoding the JSON string v produced a U+FFFD that v does not
+// spell (raw or as \ufffd).
+func lossy(v []byte, s string) bool {
+	if !bytes.ContainsRune([]byte(s), utf8.RuneError) {
+		return false
 	}
-	return http.StatusBadRequest
+	want := bytes.Count([]byte(s), []byte(string(utf8.RuneError)))
+	have := bytes.Count(v, []byte(string(utf8.RuneError))) + bytes.Count(bytes.ToLower(v), []byte(`\ufffd`))
+	return have < want
+}
+
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+func describeReadError(err error) string {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the body ended before its length"
+	}
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		return "the body did not arrive in time"
+	}
+	return "the connection failed"
 }
 
 func describeJSONError(err error) string {
 	var se *json.SyntaxError
-	var mbe *http.MaxBytesError
 	switch {
-	case errors.As(err, &mbe):
-		return fmt.Sprintf("body too large (at most %d bytes)", mbe.Limit)
 	case errors.As(err, &se):
 		return fmt.Sprintf("%v at byte %d", se, se.Offset)
 	case errors.Is(err, io.EOF):
@@ -245,60 +375,59 @@ func describeJSONError(err error) string {
 	return err.Error()
 }
 
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
+func jsonType(t string) string {
+	switch t {
+	case "array":
 		return "an array"
-	case map[string]any:
-		return "an object"
+	case "string":
+		return "a string"
+	case "number":
+		return "a number"
+	case "bool":
+		return "a boolean"
 	}
-	return fmt.Sprintf("%T", v)
+	return t
 }
 
-// fail maps an error from the actor or the call to a status.
-func (h *Handler) fail(w http.ResponseWriter, err error, key string) {
+func jsonKind(v json.RawMessage) string {
+	switch {
+	case len(v) == 0:
+		return "nothing"
+	case v[0] == '{':
+		return "an object"
+	case v[0] == '[':
+		return "an array"
+	case v[0] == 't' || v[0] == 'f':
+		return "a boolean"
+	case v[0] == 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// fail maps a database error to a status.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, key string) {
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no record %q", key))
-	case errors.Is(err, engine.ErrBadCursor):
-		writeError(w, http.StatusBadRequest, "bad cursor (after=): "+err.Error())
 	case errors.Is(err, runtime.ErrStopped), errors.Is(err, dbowner.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "the worker is stopping")
-	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, "the database did not answer in time")
-	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads the answer.
-		writeError(w, 499, "client closed the request")
 	case errors.Is(err, dbowner.ErrNoSpace):
 		writeError(w, http.StatusInsufficientStorage, "no space left for the write")
 	default:
-		h.opts.Logger.Error("records: request failed", "key", key, "err", err)
+		h.log.ErrorContext(r.Context(), "records: request failed", "key", key, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error")
 	}
 }
 
-type errorBody struct {
-	Error string `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"encode response"}`)
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(httpd.ErrorBody(msg))
+}
+
+func writeRecord(w http.ResponseWriter, status int, r Record) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(appendRecord(make([]byte, 0, 64+len(r.Key)+len(r.Fields)), r), '\n'))
 }
