@@ -7,7 +7,7 @@ GO ?= go
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 
-.PHONY: all run test vet e2e-traces test-operator generate verify-generated bench bench-chat envtest-binaries helm fuzz fmt image manifests verify-manifests
+.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-chat envtest-binaries helm fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -18,19 +18,33 @@ run:
 ## test: vet, then every test under the race detector: the whole module at the
 ## default shard count (operator tests against a real kube-apiserver and etcd),
 ## the sharded packages again at one shard, the runtime and replication
-## (fiber sockets, timers) with epoll forced, and the traces end to end in
-## Jaeger (e2e-traces).
+## (fiber sockets, timers) with epoll forced, the traces end to end in Jaeger
+## (e2e-traces), and then test-seccomp (the whole suite with io_uring denied).
 test: vet envtest-binaries helm
 	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" $(GO) test -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
 	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/... ./replication/...
 	bash hack/e2e-traces.sh
+	$(MAKE) --no-print-directory test-seccomp
 
 ## e2e-traces: the worker's traces in a real Jaeger (built from the module
 ## proxy and cached), checked through its query API, with a screenshot in
 ## _output/e2e-traces/. See docs/tracing.md.
 e2e-traces:
 	bash hack/e2e-traces.sh
+
+## test-seccomp: the whole suite again with io_uring denied the way Docker's
+## and containerd's default seccomp profiles deny it (io_uring_setup, _enter
+## and _register fail with EPERM): every test binary runs under
+## hack/seccomp-deny-uring (go test -exec), so WO_IO=auto must fall back to
+## epoll everywhere and every io_uring test must skip with the probe's reason.
+## WO_REQUIRE_URING is cleared: here io_uring is meant to be unavailable.
+## The test binaries are the ones `make test` just built (same flags), so
+## this costs their run time, not a second build.
+test-seccomp: envtest-binaries helm
+	$(GO) build -o bin/seccomp-deny-uring ./hack/seccomp-deny-uring
+	env -u WO_REQUIRE_URING KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" \
+		$(GO) test -race -count=1 -timeout 30m -exec $(CURDIR)/bin/seccomp-deny-uring ./...
 
 ## vet: go vet, then wo's own analyzer (cmd/wovet): WO-E222, a message type
 ## with mutable references sent where it may cross shards, and WO-E223, a

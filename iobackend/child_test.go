@@ -64,6 +64,20 @@ func TestSeccompFallback(t *testing.T) {
 	if _, err := Open(KindUring, Options{}); err == nil {
 		t.Fatal("Open(uring) succeeded under the filter")
 	}
+	// What a test that needs io_uring does here: skip with the probe's
+	// reason, or fail when WO_REQUIRE_URING says io_uring must work.
+	t.Setenv(RequireUringEnv, "")
+	if skip, err := UringForTest(); err != nil || !strings.Contains(skip, "seccomp") {
+		t.Fatalf("UringForTest unset = %q, %v; want a skip naming seccomp", skip, err)
+	}
+	t.Setenv(RequireUringEnv, "0")
+	if skip, err := UringForTest(); err != nil || skip == "" {
+		t.Fatalf("UringForTest with 0 = %q, %v; want a skip", skip, err)
+	}
+	t.Setenv(RequireUringEnv, "1")
+	if _, err := UringForTest(); err == nil || !strings.Contains(err.Error(), RequireUringEnv+"=1") || !strings.Contains(err.Error(), "seccomp") {
+		t.Fatalf("UringForTest with 1 = %v; want an error naming %s=1 and seccomp", err, RequireUringEnv)
+	}
 	b, err := Open(sel.Kind, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,17 +4,28 @@ package iobackend
 
 import (
 	"fmt"
-	"sync"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
+// epollKind is what a parked epoll operation does when its fd is ready. The
+// epoll backend has its own kinds rather than borrowing io_uring's opcodes:
+// nothing here is submitted to a ring.
+type epollKind uint8
+
+const (
+	epRecv epollKind = iota + 1
+	epSend
+	epAccept
+	epPoll
+)
+
 // epollOp is a parked operation: waiting for an edge on its fd.
 type epollOp struct {
 	token  uint64
-	opcode uint8 // the io_uring opcode of the same operation: opPollAdd, opRecv, opSend, opAccept
+	kind   epollKind
 	fd     int
 	buf    []byte
 	events uint32 // PollAdd: the poll events asked for
@@ -38,9 +49,21 @@ type epollFD struct {
 	// readable and writable say an edge was seen in that direction since the
 	// last EAGAIN. They start true: an unknown fd is tried before parking.
 	readable, writable bool
-	readers            []*epollOp // Recv, Accept
-	writers            []*epollOp // Send
-	polls              []*epollOp // PollAdd, any events
+	// stream says the fd is a SOCK_STREAM socket (asked once, when it is
+	// registered): a recv that returns less than asked for has emptied its
+	// receive queue, so the next recv can park at once instead of paying a
+	// recvfrom that fails with EAGAIN. New data is a new edge, so nothing is
+	// missed. Datagram sockets return one datagram per call and get no such
+	// shortcut.
+	stream bool
+	// peerDone says a FIN, RST, error or urgent data was reported on the fd.
+	// A recv that reaches the FIN returns the data before it short and
+	// consumes the FIN, and the EOF the next recv would see produces no new
+	// edge: from then on every recv is tried.
+	peerDone bool
+	readers  []*epollOp // Recv, Accept
+	writers  []*epollOp // Send
+	polls    []*epollOp // PollAdd, any events
 }
 
 // epollMask is the one registration of every fd: all events, edge-triggered.
@@ -59,14 +82,12 @@ const (
 // I/O. Write and Fsync block the shard thread for as long as the disk takes;
 // that is the documented cost of running without io_uring.
 type epollBackend struct {
-	mu     sync.RWMutex // orders Wake against Close
-	closed bool
+	waker
 
 	epfd   int
-	wakeFd int
 	events []unix.EpollEvent
 	fds    map[int]*epollFD
-	live   map[uint64]*epollOp
+	live   opTable[epollOp]
 	ready  []Completion
 	broken map[int]bool   // fd had a failed or short Write since its last Fsync
 	pfd    [1]unix.PollFd // poll(2)'s argument, kept here so it does not escape per call
@@ -80,10 +101,9 @@ func openEpoll(opts Options) (*epollBackend, error) {
 		n = DefaultEntries
 	}
 	b := &epollBackend{
-		epfd: -1, wakeFd: -1,
+		epfd: -1, waker: waker{wakeFd: -1},
 		events: make([]unix.EpollEvent, n),
 		fds:    make(map[int]*epollFD),
-		live:   make(map[uint64]*epollOp),
 		broken: make(map[int]bool),
 	}
 	var err error
@@ -122,15 +142,7 @@ func (b *epollBackend) Kind() Kind   { return KindEpoll }
 func (b *epollBackend) Stats() Stats { return b.stats.snapshot() }
 
 func (b *epollBackend) check(token uint64) unix.Errno {
-	switch {
-	case b.closed:
-		return unix.EBADFD
-	case token&ReservedTokenBit != 0:
-		return unix.EINVAL
-	case b.live[token] != nil:
-		return unix.EEXIST
-	}
-	return 0
+	return checkToken(b.closed, token, b.live.get(token) != nil)
 }
 
 // ---- the syscalls, tried at once and again on readiness ----
@@ -145,7 +157,7 @@ func sysResult(n uintptr, errno unix.Errno) int32 {
 
 // try performs op's syscall without blocking (every fd handed to the backend
 // is non-blocking). again reports EAGAIN: wait for readiness and retry.
-func (b *epollBackend) try(opcode uint8, fd int, buf []byte) (res int32, again bool) {
+func (b *epollBackend) try(kind epollKind, fd int, buf []byte) (res int32, again bool) {
 	var p unsafe.Pointer
 	if len(buf) > 0 {
 		p = unsafe.Pointer(&buf[0])
@@ -154,12 +166,12 @@ func (b *epollBackend) try(opcode uint8, fd int, buf []byte) (res int32, again b
 		var n uintptr
 		var errno unix.Errno
 		b.stats.syscalls.Add(1)
-		switch opcode {
-		case opRecv:
+		switch kind {
+		case epRecv:
 			n, _, errno = unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(p), uintptr(len(buf)), 0, 0, 0)
-		case opSend:
+		case epSend:
 			n, _, errno = unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(buf)), unix.MSG_NOSIGNAL, 0, 0)
-		case opAccept:
+		case epAccept:
 			n, _, errno = unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
 		}
 		switch errno {
@@ -172,56 +184,59 @@ func (b *epollBackend) try(opcode uint8, fd int, buf []byte) (res int32, again b
 	}
 }
 
-// queue returns the waiter list of st that an op of opcode parks on, and the
+// queue returns the waiter list of st that an op of kind parks on, and the
 // readiness flag of that direction.
-func (st *epollFD) queue(opcode uint8) (*[]*epollOp, *bool) {
-	if opcode == opSend {
+func (st *epollFD) queue(kind epollKind) (*[]*epollOp, *bool) {
+	if kind == epSend {
 		return &st.writers, &st.writable
 	}
 	return &st.readers, &st.readable
 }
 
-func (b *epollBackend) start(opcode uint8, fd int, buf []byte, token uint64) (int32, bool) {
+func (b *epollBackend) start(kind epollKind, fd int, buf []byte, token uint64) (int32, bool) {
 	if e := b.check(token); e != 0 {
 		return -int32(e), true
 	}
 	b.stats.submitted.Add(1)
-	op := &epollOp{token: token, opcode: opcode, fd: fd, buf: buf}
+	op := &epollOp{token: token, kind: kind, fd: fd, buf: buf}
 	if st := b.fds[fd]; st != nil && st.registered && !st.verify {
-		q, ready := st.queue(opcode)
+		q, ready := st.queue(kind)
 		if len(*q) > 0 || !*ready {
 			// No edge since the last EAGAIN in this direction: the syscall
 			// would fail again, and an op already waiting goes first.
 			*q = append(*q, op)
-			b.live[token] = op
+			b.live.put(token, op)
 			return 0, false
 		}
 	}
-	res, again := b.try(opcode, fd, buf)
+	res, again := b.try(kind, fd, buf)
 	if !again {
+		if st := b.fds[fd]; st != nil && drained(st, kind, res, buf) {
+			st.readable = false
+		}
 		return res, true
 	}
 	st, errno := b.register(fd)
 	if errno != 0 {
 		return -int32(errno), true
 	}
-	q, ready := st.queue(opcode)
+	q, ready := st.queue(kind)
 	*ready = false
 	*q = append(*q, op)
-	b.live[token] = op
+	b.live.put(token, op)
 	return 0, false
 }
 
 func (b *epollBackend) Recv(fd int, buf []byte, token uint64) (int32, bool) {
-	return b.start(opRecv, fd, buf, token)
+	return b.start(epRecv, fd, buf, token)
 }
 
 func (b *epollBackend) Send(fd int, buf []byte, token uint64) (int32, bool) {
-	return b.start(opSend, fd, buf, token)
+	return b.start(epSend, fd, buf, token)
 }
 
 func (b *epollBackend) Accept(fd int, token uint64) (int32, bool) {
-	return b.start(opAccept, fd, nil, token)
+	return b.start(epAccept, fd, nil, token)
 }
 
 // PollAdd asks poll(2) first: with edge triggering an fd that is ready now
@@ -249,9 +264,9 @@ func (b *epollBackend) PollAdd(fd int, events uint32, token uint64) error {
 		b.ready = append(b.ready, Completion{Token: token, Res: -int32(errno)})
 		return nil
 	}
-	op := &epollOp{token: token, opcode: opPollAdd, fd: fd, events: events}
+	op := &epollOp{token: token, kind: epPoll, fd: fd, events: events}
 	st.polls = append(st.polls, op)
-	b.live[token] = op
+	b.live.put(token, op)
 	return nil
 }
 
@@ -311,13 +326,25 @@ func (b *epollBackend) register(fd int) (*epollFD, unix.Errno) {
 		}
 		return nil, errnoOf(err)
 	}
+	if !st.registered {
+		typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+		b.stats.syscalls.Add(1)
+		st.stream = err == nil && typ == unix.SOCK_STREAM
+	}
 	st.registered, st.verify = true, false
 	return st, 0
 }
 
+// drained says a completed op left st's receive queue empty: a short recv on
+// a registered stream socket. Only a registered fd qualifies: its next edge
+// is what wakes the parked recv.
+func drained(st *epollFD, kind epollKind, res int32, buf []byte) bool {
+	return kind == epRecv && st.stream && !st.peerDone && st.registered && !st.verify && res > 0 && int(res) < len(buf)
+}
+
 // finish retires op and queues its completion.
 func (b *epollBackend) finish(op *epollOp, res int32) {
-	delete(b.live, op.token)
+	b.live.del(op.token)
 	op.buf = nil
 	b.ready = append(b.ready, Completion{Token: op.token, Res: res})
 }
@@ -331,6 +358,11 @@ func (b *epollBackend) onEvent(fd int, revents uint32) {
 	if st == nil {
 		return // forgotten, or never parked on: nothing waits
 	}
+	if revents&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLPRI) != 0 {
+		// Set before the readers retry below: the recv that consumes
+		// the FIN must not mark the fd drained.
+		st.peerDone = true
+	}
 	if revents&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 		// A dead socket is often closed without Forget (a refused connect
 		// in Dial); re-check the registration before trusting it again.
@@ -343,27 +375,34 @@ func (b *epollBackend) onEvent(fd int, revents uint32) {
 	}
 	if revents&epollReadEvents != 0 {
 		st.readable = true
-		b.retry(&st.readers, &st.readable)
+		b.retry(st, &st.readers, &st.readable)
 	}
 	if revents&epollWriteEvents != 0 {
 		st.writable = true
-		b.retry(&st.writers, &st.writable)
+		b.retry(st, &st.writers, &st.writable)
 	}
 }
 
 // retry runs the waiters of q in order; the first EAGAIN clears ready and
-// leaves it and the ones behind it parked.
-func (b *epollBackend) retry(q *[]*epollOp, ready *bool) {
+// leaves it and the ones behind it parked. A short recv on a stream socket
+// does the same without the EAGAIN: the queue is empty.
+func (b *epollBackend) retry(st *epollFD, q *[]*epollOp, ready *bool) {
 	ws := *q
 	i := 0
 	for ; i < len(ws); i++ {
 		w := ws[i]
-		res, again := b.try(w.opcode, w.fd, w.buf)
+		res, again := b.try(w.kind, w.fd, w.buf)
 		if again {
 			*ready = false
 			break
 		}
+		short := drained(st, w.kind, res, w.buf)
 		b.finish(w, res)
+		if short {
+			*ready = false
+			i++
+			break
+		}
 	}
 	if i == 0 {
 		return
@@ -498,12 +537,9 @@ func (b *epollBackend) Fsync(fd int, token uint64) (int32, bool) {
 // ---- cancel, wake, wait, close ----
 
 func (b *epollBackend) Cancel(token uint64) error {
-	if b.closed {
-		return fmt.Errorf("iobackend: cancel: %w", ErrClosed)
-	}
-	op := b.live[token]
-	if op == nil {
-		return fmt.Errorf("iobackend: cancel token %d: %w", token, unix.ENOENT)
+	op, err := cancelTarget(b.closed, &b.live, token)
+	if err != nil {
+		return err
 	}
 	if st := b.fds[op.fd]; st != nil {
 		_ = remove(&st.readers, op) || remove(&st.writers, op) || remove(&st.polls, op)
@@ -516,14 +552,7 @@ func (b *epollBackend) Cancel(token uint64) error {
 	return nil
 }
 
-func (b *epollBackend) Wake() error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return fmt.Errorf("iobackend: wake: %w", ErrClosed)
-	}
-	return eventfdWrite(b.wakeFd, &b.stats)
-}
+func (b *epollBackend) Wake() error { return b.wake(&b.stats) }
 
 // drainWake empties the eventfd counter (one read, non-blocking).
 func (b *epollBackend) drainWake() {
@@ -534,13 +563,7 @@ func (b *epollBackend) drainWake() {
 	}
 }
 
-func (b *epollBackend) takeReady(out []Completion) int {
-	n := copy(out, b.ready)
-	rest := copy(b.ready, b.ready[n:])
-	clear(b.ready[rest:])
-	b.ready = b.ready[:rest]
-	return n
-}
+func (b *epollBackend) takeReady(out []Completion) int { return takeReady(&b.ready, out) }
 
 // Wait runs epoll_wait with the timeout rounded up to whole milliseconds (so a
 // short timeout never turns into a busy poll).
@@ -599,21 +622,12 @@ func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 // Close closes the epoll and eventfd descriptors. Parked operations are
 // abandoned; the kernel holds none of their buffers, so nothing needs draining.
 func (b *epollBackend) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if b.markClosed() {
 		return nil
 	}
-	b.closed = true
 	b.release()
-	b.live, b.fds, b.ready = nil, nil, nil
+	b.live, b.fds, b.ready = opTable[epollOp]{}, nil, nil
 	return nil
 }
 
-func newEpoll(opts Options) (Backend, error) {
-	b, err := openEpoll(opts)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}
+func newEpoll(opts Options) (Backend, error) { return asBackend(openEpoll(opts)) }

@@ -22,11 +22,28 @@ func TestMain(m *testing.M) {
 
 var kinds = []Kind{KindUring, KindEpoll}
 
+// requireKind skips (or, with WO_REQUIRE_URING=1, fails) a test of the
+// io_uring backend where the probe refuses io_uring; epoll always runs.
+func requireKind(t testing.TB, k Kind) {
+	t.Helper()
+	if k != KindUring {
+		return
+	}
+	skip, err := UringForTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip != "" {
+		t.Skip(skip)
+	}
+}
+
 // eachKind runs f as a subtest per backend, on a locked OS thread like a shard.
 func eachKind(t *testing.T, opts Options, f func(t *testing.T, b Backend)) {
 	t.Helper()
 	for _, k := range kinds {
 		t.Run(string(k), func(t *testing.T) {
+			requireKind(t, k)
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			b, err := Open(k, opts)

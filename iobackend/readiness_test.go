@@ -304,3 +304,80 @@ func TestForgetCancelsLeftovers(t *testing.T) {
 		}
 	})
 }
+
+// TestShortReadThenPark: after a short recv on a stream socket the epoll
+// backend parks the next recv without trying it (the queue is empty; the
+// next edge wakes it). Data that arrives between the two recvs must still
+// complete the second one, on both backends.
+func TestShortReadThenPark(t *testing.T) {
+	eachKind(t, Options{}, func(t *testing.T, b Backend) {
+		a, c := socketpair(t)
+		buf := make([]byte, 64)
+		recv := func(tok uint64, want string) {
+			t.Helper()
+			r, done := b.Recv(a, buf, tok)
+			if n := result(t, b, tok, r, done); n != int32(len(want)) || string(buf[:n]) != want {
+				t.Fatalf("recv %d = %d %q, want %q", tok, n, buf[:max(n, 0)], want)
+			}
+		}
+		// Park first, so the fd is registered, then a short read.
+		r, done := b.Recv(a, buf, 1)
+		if done {
+			t.Fatalf("recv done with no data: %d", r)
+		}
+		unix.Write(c, []byte("x"))
+		if n := result(t, b, 1, r, done); n != 1 {
+			t.Fatalf("recv 1 = %d", n)
+		}
+		// Data arrives before the next recv starts: it must be delivered.
+		unix.Write(c, []byte("yy"))
+		recv(2, "yy")
+		// No data: on epoll the recv parks without a syscall.
+		before := b.Stats().Syscalls
+		r, done = b.Recv(a, buf, 3)
+		if done {
+			t.Fatalf("recv 3 done with no data: %d", r)
+		}
+		if b.Kind() == KindEpoll {
+			if d := b.Stats().Syscalls - before; d != 0 {
+				t.Errorf("recv after a short read made %d syscalls, want 0", d)
+			}
+		}
+		unix.Write(c, []byte("zzz"))
+		if n := result(t, b, 3, r, done); n != 3 || string(buf[:3]) != "zzz" {
+			t.Fatalf("recv 3 = %d %q", n, buf[:max(n, 0)])
+		}
+		// A full-buffer read is not short: the next recv tries the syscall.
+		unix.Write(c, make([]byte, 64))
+		recv(4, string(make([]byte, 64)))
+	})
+}
+
+// TestShortReadThenFIN: a recv that reaches the peer's FIN returns the data
+// before it, short, and consumes the FIN; the EOF that follows produces no
+// new edge, so the next recv must be tried, not parked (it would hang).
+func TestShortReadThenFIN(t *testing.T) {
+	eachKind(t, Options{}, func(t *testing.T, b Backend) {
+		a, c := socketpair(t)
+		buf := make([]byte, 64)
+		r, done := b.Recv(a, buf, 1)
+		if done {
+			t.Fatalf("recv done with no data: %d", r)
+		}
+		unix.Write(c, []byte("x"))
+		if n := result(t, b, 1, r, done); n != 1 {
+			t.Fatalf("recv 1 = %d", n)
+		}
+		// Data and FIN together, while the read side is marked drained.
+		unix.Write(c, []byte("yz"))
+		unix.Shutdown(c, unix.SHUT_WR)
+		r, done = b.Recv(a, buf, 2)
+		if n := result(t, b, 2, r, done); n != 2 || string(buf[:2]) != "yz" {
+			t.Fatalf("recv 2 = %d %q, want the 2 bytes before the FIN", n, buf[:max(n, 0)])
+		}
+		r, done = b.Recv(a, buf, 3)
+		if n := result(t, b, 3, r, done); n != 0 {
+			t.Fatalf("recv 3 = %d, want 0 (EOF)", n)
+		}
+	})
+}

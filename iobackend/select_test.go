@@ -93,3 +93,16 @@ func TestClassifySetup(t *testing.T) {
 		}
 	}
 }
+
+func TestUringForTestBadValue(t *testing.T) {
+	t.Setenv(RequireUringEnv, "yes please")
+	_, err := UringForTest()
+	if err == nil || !strings.Contains(err.Error(), RequireUringEnv) || !strings.Contains(err.Error(), `"yes please"`) {
+		t.Fatalf("UringForTest(%q) = %v; want an error naming the variable and the value", "yes please", err)
+	}
+	t.Setenv(RequireUringEnv, "1")
+	skip, err := UringForTest()
+	if probe := ProbeUring(Options{}); (probe == nil) != (err == nil && skip == "") {
+		t.Fatalf("UringForTest = %q, %v but the probe said %v", skip, err, probe)
+	}
+}

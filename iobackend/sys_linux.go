@@ -5,6 +5,7 @@ package iobackend
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,4 +37,41 @@ func eventfdWrite(fd int, c *counters) error {
 		c.wakeWrites.Add(1)
 		return nil
 	}
+}
+
+// waker is what both backends share for cross-thread wake-ups: the wake
+// eventfd, and the lock that orders Wake (from any goroutine) against Close
+// (on the owner) so that Wake never writes to a closed, possibly reused, fd.
+// closed is written only under mu; the owner thread reads it freely.
+type waker struct {
+	mu     sync.RWMutex
+	closed bool
+	wakeFd int
+}
+
+// wake adds 1 to the eventfd unless the backend is closed.
+func (w *waker) wake(c *counters) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return fmt.Errorf("iobackend: wake: %w", ErrClosed)
+	}
+	return eventfdWrite(w.wakeFd, c)
+}
+
+// markClosed sets closed and reports whether it was already set.
+func (w *waker) markClosed() (already bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	already, w.closed = w.closed, true
+	return already
+}
+
+// asBackend turns a constructor's typed result into a Backend, never a
+// non-nil interface holding a nil pointer.
+func asBackend[B Backend](b B, err error) (Backend, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }

@@ -62,8 +62,7 @@ type uringOp struct {
 // thread; mu only orders Wake against Close so that Wake never writes to a
 // closed (and possibly reused) eventfd.
 type uringBackend struct {
-	mu     sync.RWMutex
-	closed bool
+	waker // the wake eventfd (read by an IORING_OP_READ, see below)
 
 	fd       int
 	features uint32
@@ -87,7 +86,7 @@ type uringBackend struct {
 	localTail  uint32 // next SQE slot; published to *sqTail before each enter
 	overflow0  uint32 // *cqOverflow at setup
 
-	live     map[uint64]*uringOp
+	live     opTable[uringOp]
 	freeOps  []*uringOp                  // finished socket ops, for reuse (see recycle)
 	held     []*uringOp                  // writes not yet placed in the SQ, in start order
 	writes   map[int]map[uint64]*uringOp // outstanding writes per fd (held or submitted)
@@ -99,7 +98,6 @@ type uringBackend struct {
 	// The wake eventfd is read by an IORING_OP_READ into wakeBuf; the CQE of
 	// that read is both the wake-up and the drain, so a wake costs the owner no
 	// extra syscall.
-	wakeFd    int
 	wakeBuf   [8]byte
 	wakeArmed bool
 
@@ -133,8 +131,7 @@ func openUring(opts Options) (*uringBackend, error) {
 	}
 	b := &uringBackend{
 		fd:       -1,
-		wakeFd:   -1,
-		live:     make(map[uint64]*uringOp),
+		waker:    waker{wakeFd: -1},
 		writes:   make(map[int]map[uint64]*uringOp),
 		deferred: make(map[int][]*uringOp),
 		broken:   make(map[int]bool),
@@ -144,13 +141,20 @@ func openUring(opts Options) (*uringBackend, error) {
 	fd, err := ioUringSetup(entries, &p)
 	b.stats.syscalls.Add(1)
 	if err != nil {
-		return nil, fmt.Errorf("iobackend: io_uring_setup(%d): %w", entries, err)
+		// The probe's words, so a shard whose ring fails after the probe
+		// passed (RLIMIT_MEMLOCK spent by the shards before it, a limit
+		// on rings) says why the way the probe would have.
+		return nil, fmt.Errorf("iobackend: open io_uring (%d entries): %w", entries, classifySetup(err))
 	}
 	b.fd = fd
 	b.features = p.Features
 	if err := b.mapRings(&p); err != nil {
 		b.release()
-		return nil, err
+		reason := ReasonOther
+		if errors.Is(err, unix.ENOMEM) {
+			reason = ReasonMemlock
+		}
+		return nil, &ProbeError{Reason: reason, Err: err, Msg: err.Error() + memlockHint(err)}
 	}
 	// The wake eventfd stays blocking: io_uring completes a READ on an
 	// O_NONBLOCK file with -EAGAIN instead of waiting for it. Wake's write never
@@ -320,15 +324,7 @@ func (b *uringBackend) pendingSQEs() uint32 {
 
 // check validates a caller token; errno 0 means fine.
 func (b *uringBackend) check(token uint64) unix.Errno {
-	switch {
-	case b.closed:
-		return unix.EBADFD
-	case token&ReservedTokenBit != 0:
-		return unix.EINVAL
-	case b.live[token] != nil:
-		return unix.EEXIST
-	}
-	return 0
+	return checkToken(b.closed, token, b.live.get(token) != nil)
 }
 
 func (b *uringBackend) newOp(token uint64, opcode uint8, fd int, buf []byte) *uringOp {
@@ -341,7 +337,7 @@ func (b *uringBackend) newOp(token uint64, opcode uint8, fd int, buf []byte) *ur
 		op = new(uringOp)
 	}
 	*op = uringOp{token: token, opcode: opcode, fd: fd, buf: buf, state: stateSubmitted, startSeq: b.starts}
-	b.live[token] = op
+	b.live.put(token, op)
 	b.stats.submitted.Add(1)
 	return op
 }
@@ -551,7 +547,7 @@ func (b *uringBackend) compactHeld() {
 
 // drop forgets an op that never reached the kernel.
 func (b *uringBackend) drop(op *uringOp) {
-	delete(b.live, op.token)
+	b.live.del(op.token)
 	if w := b.writes[op.fd]; w != nil && w[op.token] == op {
 		delete(w, op.token)
 		if len(w) == 0 {
@@ -562,12 +558,9 @@ func (b *uringBackend) drop(op *uringOp) {
 }
 
 func (b *uringBackend) Cancel(token uint64) error {
-	if b.closed {
-		return fmt.Errorf("iobackend: cancel: %w", ErrClosed)
-	}
-	op := b.live[token]
-	if op == nil {
-		return fmt.Errorf("iobackend: cancel token %d: %w", token, unix.ENOENT)
+	op, err := cancelTarget(b.closed, &b.live, token)
+	if err != nil {
+		return err
 	}
 	switch op.state {
 	case stateHeld:
@@ -634,14 +627,7 @@ func (b *uringBackend) armWake() error {
 	return nil
 }
 
-func (b *uringBackend) Wake() error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.closed {
-		return fmt.Errorf("iobackend: wake: %w", ErrClosed)
-	}
-	return eventfdWrite(b.wakeFd, &b.stats)
-}
+func (b *uringBackend) Wake() error { return b.wake(&b.stats) }
 
 // ---- completions ----
 
@@ -670,7 +656,7 @@ func (b *uringBackend) reap(out []Completion) (n int, woke bool) {
 			}
 			continue
 		}
-		if op := b.live[cqe.UserData]; op != nil {
+		if op := b.live.get(cqe.UserData); op != nil {
 			b.complete(op, cqe.Res)
 			b.recycle(op)
 		}
@@ -721,7 +707,7 @@ func (b *uringBackend) complete(op *uringOp, res int32) {
 	if op.opcode == opWrite {
 		b.writeDone(op, res)
 	}
-	delete(b.live, op.token)
+	b.live.del(op.token)
 	op.buf = nil
 }
 
@@ -871,15 +857,7 @@ func (b *uringBackend) checkOverflow() error {
 	return nil
 }
 
-func (b *uringBackend) takeReady(out []Completion) int {
-	n := copy(out, b.ready)
-	if n == 0 {
-		return 0
-	}
-	rest := copy(b.ready, b.ready[n:])
-	b.ready = b.ready[:rest]
-	return n
-}
+func (b *uringBackend) takeReady(out []Completion) int { return takeReady(&b.ready, out) }
 
 // ---- Close ----
 
@@ -895,19 +873,19 @@ const closeDrainTimeout = 5 * time.Second
 // every buffer back within closeDrainTimeout, the buffers are kept reachable
 // forever rather than risk the kernel writing into freed memory.
 func (b *uringBackend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if b.markClosed() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
 
 	// Ops that never reached the kernel just go.
-	for _, op := range b.live {
+	var unsent []*uringOp
+	b.live.each(func(_ uint64, op *uringOp) {
 		if op.state != stateSubmitted {
-			b.drop(op)
+			unsent = append(unsent, op)
 		}
+	})
+	for _, op := range unsent {
+		b.drop(op)
 	}
 	b.held, b.emit, b.ready = nil, nil, nil
 	b.deferred = map[int][]*uringOp{}
@@ -917,13 +895,11 @@ func (b *uringBackend) Close() error {
 		b.selfPin.Unpin()
 	} else {
 		graveyard.Lock()
-		for _, op := range b.live {
-			graveyard.ops = append(graveyard.ops, op)
-		}
+		b.live.each(func(_ uint64, op *uringOp) { graveyard.ops = append(graveyard.ops, op) })
 		graveyard.ops = append(graveyard.ops, &uringOp{buf: b.wakeBuf[:]})
 		graveyard.Unlock()
 	}
-	b.live = nil
+	b.live = opTable[uringOp]{}
 	b.release()
 	return nil
 }
@@ -931,7 +907,7 @@ func (b *uringBackend) Close() error {
 // drainForClose cancels everything in the kernel and reaps until the live
 // table is empty and the wake read is done.
 func (b *uringBackend) drainForClose() bool {
-	kernelOwned := func() bool { return len(b.live) > 0 || b.wakeArmed }
+	kernelOwned := func() bool { return b.live.len() > 0 || b.wakeArmed }
 	if !kernelOwned() {
 		return true
 	}
@@ -947,7 +923,10 @@ func (b *uringBackend) drainForClose() bool {
 		sqe.UserData = resvCancel | (b.seq & 0xffffffffffffff)
 		return true
 	}
-	for tok := range b.live {
+	// Collect first: making room in the SQ may reap, which edits the table.
+	var toks []uint64
+	b.live.each(func(tok uint64, _ *uringOp) { toks = append(toks, tok) })
+	for _, tok := range toks {
 		if !cancel(tok) {
 			return false
 		}
@@ -987,10 +966,12 @@ func (b *uringBackend) drainForClose() bool {
 	return !kernelOwned()
 }
 
-func newUring(opts Options) (Backend, error) {
-	b, err := openUring(opts)
-	if err != nil {
-		return nil, err
+// memlockHint adds what to do when a ring mapping failed for lack of memory.
+func memlockHint(err error) string {
+	if errors.Is(err, unix.ENOMEM) {
+		return "; raise RLIMIT_MEMLOCK (ulimit -l; kernels before 5.12 charge rings to it)"
 	}
-	return b, nil
+	return ""
 }
+
+func newUring(opts Options) (Backend, error) { return asBackend(openUring(opts)) }

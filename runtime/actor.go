@@ -3,6 +3,8 @@ package runtime
 import (
 	"reflect"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 )
 
 // Receiver is any type that handles messages of type M. An actor is a value of
@@ -60,6 +62,34 @@ type actorCell[M any] struct {
 	// out their deadlines. Kept beside the mailbox, not in it, so a plain
 	// Send carries nothing extra; answered askers ignore the failure.
 	askers []undeliverable
+	// rx is the actor's mail from other shards (made on the first such
+	// message): typed, so a value message crosses without being boxed in
+	// an interface, which cost a heap allocation per message.
+	rx atomic.Pointer[remoteMail[M]]
+}
+
+// remoteMail queues an actor's mail from other shards. Senders append under
+// mu; only the first message after a drain sends a notice (a remoteItem
+// naming the cell, no payload) to the actor's shard, which then moves the
+// whole batch into the mailbox. Each sender's messages keep their order.
+type remoteMail[M any] struct {
+	mu     sync.Mutex
+	items  []mail[M]
+	spare  []mail[M]
+	queued bool // a notice is on its way to the actor's shard
+}
+
+type mail[M any] struct {
+	msg M
+	ask undeliverable
+}
+
+func (c *actorCell[M]) remote() *remoteMail[M] {
+	if rx := c.rx.Load(); rx != nil {
+		return rx
+	}
+	c.rx.CompareAndSwap(nil, new(remoteMail[M]))
+	return c.rx.Load()
 }
 
 // undeliverable is the asking side of a request; the runtime calls it on the
@@ -121,7 +151,19 @@ func sendMail[M any](f *Fiber, to Addr[M], msg M, ask undeliverable) {
 		c.enqueue(msg, ask)
 		return
 	}
-	f.sh.sendRemote(c.sh, remoteItem{to: c, msg: msg, ask: ask})
+	if f.sh.rt.stopping.Load() {
+		f.sh.rt.dropped.Add(1)
+		return
+	}
+	rx := c.remote()
+	rx.mu.Lock()
+	rx.items = append(rx.items, mail[M]{msg: msg, ask: ask})
+	notify := !rx.queued
+	rx.queued = true
+	rx.mu.Unlock()
+	if notify {
+		f.sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
+	}
 }
 
 func (c *actorCell[M]) enqueue(msg M, ask undeliverable) {
@@ -143,8 +185,33 @@ func (c *actorCell[M]) enqueue(msg M, ask undeliverable) {
 	}
 }
 
+// rxNotice is the payload of a notice: "mail is waiting in rx". A zero-size
+// value boxes without allocating.
+type rxNotice struct{}
+
+// deliverRemote handles a notice by moving every message other shards queued
+// in rx into the mailbox, or enqueues the one message an outside goroutine
+// posted (Post, Call: those are rare and stay boxed).
 func (c *actorCell[M]) deliverRemote(sh *shard, it remoteItem) {
-	c.enqueue(unbox[M](it.msg), it.ask)
+	if _, ok := it.msg.(rxNotice); !ok {
+		c.enqueue(unbox[M](it.msg), it.ask)
+		return
+	}
+	rx := c.rx.Load()
+	rx.mu.Lock()
+	items := rx.items
+	rx.items, rx.spare = rx.spare[:0], nil
+	rx.queued = false
+	rx.mu.Unlock()
+	for i := range items {
+		c.enqueue(items[i].msg, items[i].ask)
+	}
+	clear(items)
+	if cap(items) <= maxIdleMailbox {
+		rx.mu.Lock()
+		rx.spare = items[:0]
+		rx.mu.Unlock()
+	}
 }
 
 // unbox recovers a T that crossed shards as an any. A nil interface value (a
@@ -226,7 +293,6 @@ func (sh *shard) ensureCarrier() {
 		sh.ready(f)
 		return
 	}
-	sh.carriers++
 	f := sh.newFiber(carrierLoop, nil)
 	f.carrier = true
 	sh.carrier = f

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -70,41 +71,99 @@ type Config struct {
 	// Logger receives panics, watchdog reports and the backend choice
 	// (default slog.Default()).
 	Logger *slog.Logger
+	// Backend opens shard's backend of the selected kind, on the shard's
+	// own thread (default: iobackend.Open with default options). Tests use
+	// it to run the scheduler and actors on a fake backend, or to make one
+	// shard's backend fail.
+	Backend BackendFactory
+}
+
+// BackendFactory opens the I/O backend of one shard. It is called on the
+// shard's locked OS thread, once per shard, with the kind Select chose.
+type BackendFactory func(shard int, kind iobackend.Kind) (iobackend.Backend, error)
+
+func openBackend(_ int, kind iobackend.Kind) (iobackend.Backend, error) {
+	return iobackend.Open(kind, iobackend.Options{})
+}
+
+// MaxShards bounds the shard count. Each shard is a locked OS thread; a typo
+// such as WO_SHARDS=40000 would otherwise die on the thread limit long after
+// the setting was accepted.
+const MaxShards = 1024
+
+// MaxReductions bounds the fiber budget: beyond it a fiber effectively never
+// yields, which is what a budget is for.
+const MaxReductions = 1 << 30
+
+// The runtime's settings are parsed and bounded here and only here: by
+// ConfigFromEnv (tests, examples) and by internal/config (the worker's flags,
+// WO_* environment and TOML file), so the two can never disagree on what is
+// valid. Each parser's error says what is wanted, without naming the source:
+// the caller names the variable, flag or key.
+
+// ParseShards parses a shard count (WO_SHARDS, runtime.shards): 0 means every
+// CPU the process may use.
+func ParseShards(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 || n > MaxShards {
+		return 0, fmt.Errorf("want an integer from 0 (every CPU) to %d", MaxShards)
+	}
+	return n, nil
+}
+
+// ParseReductions parses a fiber budget (WO_REDUCTIONS, runtime.reductions).
+func ParseReductions(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n <= 0 || n > MaxReductions {
+		return 0, fmt.Errorf("want a positive integer, at most %d", MaxReductions)
+	}
+	return n, nil
 }
 
 // ConfigFromEnv reads WO_SHARDS, WO_PIN, WO_IO and WO_REDUCTIONS on top of base.
-// A malformed value is an error naming the variable and the value.
+// An empty variable counts as unset. A malformed or out-of-range value is an
+// error naming the variable and the value.
 func ConfigFromEnv(base Config) (Config, error) {
 	cfg := base
-	if v, ok := os.LookupEnv("WO_SHARDS"); ok && v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return cfg, fmt.Errorf("WO_SHARDS=%q: want a non-negative integer (0 = every CPU)", v)
+	env := func(name string, parse func(string) error) error {
+		v := os.Getenv(name)
+		if v == "" {
+			return nil
 		}
-		cfg.Shards = n
+		if err := parse(v); err != nil {
+			return fmt.Errorf("runtime: %s=%q: %w", name, v, err)
+		}
+		return nil
 	}
-	if v, ok := os.LookupEnv("WO_PIN"); ok {
-		m, err := ParsePinMode(v)
-		if err != nil {
-			return cfg, fmt.Errorf("WO_PIN: %w", err)
-		}
-		cfg.Pin = m
-	}
-	if v, ok := os.LookupEnv("WO_IO"); ok {
-		m, err := iobackend.ParseMode(v)
-		if err != nil {
-			return cfg, fmt.Errorf("WO_IO: %w", err)
-		}
-		cfg.IO = m
-	}
-	if v, ok := os.LookupEnv("WO_REDUCTIONS"); ok && v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return cfg, fmt.Errorf("WO_REDUCTIONS=%q: want a positive integer", v)
-		}
-		cfg.Reductions = n
+	err := errors.Join(
+		env("WO_SHARDS", func(v string) (err error) { cfg.Shards, err = ParseShards(v); return }),
+		env("WO_PIN", func(v string) (err error) { cfg.Pin, err = ParsePinMode(v); return }),
+		env("WO_IO", func(v string) (err error) { cfg.IO, err = iobackend.ParseMode(v); return }),
+		env("WO_REDUCTIONS", func(v string) (err error) { cfg.Reductions, err = ParseReductions(v); return }),
+	)
+	if err != nil {
+		return base, err
 	}
 	return cfg, nil
+}
+
+// validate refuses a Config that Start cannot honour, with the field named.
+// Zero values mean "the default" and are always valid.
+func (c Config) validate() error {
+	var errs []error
+	if c.Shards < 0 || c.Shards > MaxShards {
+		errs = append(errs, fmt.Errorf("Config.Shards = %d: want 0 (every CPU) to %d", c.Shards, MaxShards))
+	}
+	if c.Reductions < 0 || c.Reductions > MaxReductions {
+		errs = append(errs, fmt.Errorf("Config.Reductions = %d: want 0 (the default) to %d", c.Reductions, MaxReductions))
+	}
+	if _, err := ParsePinMode(string(c.Pin)); err != nil {
+		errs = append(errs, fmt.Errorf("Config.Pin: %w", err))
+	}
+	if _, err := iobackend.ParseMode(string(c.IO)); err != nil {
+		errs = append(errs, fmt.Errorf("Config.IO: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 func (c Config) withDefaults() Config {
@@ -125,6 +184,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Backend == nil {
+		c.Backend = openBackend
 	}
 	return c
 }

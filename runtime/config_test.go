@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -29,7 +30,9 @@ func TestConfigFromEnvNamesTheBadValue(t *testing.T) {
 		{"WO_SHARDS", "-1"},
 		{"WO_PIN", "sometimes"},
 		{"WO_IO", "kqueue"},
+		{"WO_SHARDS", "1025"}, // above MaxShards: the worker's bound too
 		{"WO_REDUCTIONS", "0"},
+		{"WO_REDUCTIONS", "1073741825"},
 	} {
 		t.Run(tc.key+"="+tc.val, func(t *testing.T) {
 			t.Setenv(tc.key, tc.val)
@@ -38,6 +41,38 @@ func TestConfigFromEnvNamesTheBadValue(t *testing.T) {
 				t.Fatalf("error %v should name %s and %q", err, tc.key, tc.val)
 			}
 		})
+	}
+}
+
+// Start refuses what ConfigFromEnv would refuse, naming the field, instead
+// of starting with a value no setting could produce.
+func TestStartValidatesConfig(t *testing.T) {
+	for _, cfg := range []Config{{Shards: -1}, {Shards: MaxShards + 1}, {Reductions: -5}, {Pin: "sometimes"}, {IO: "kqueue"}} {
+		rt, err := Start(context.Background(), cfg, func(*Fiber) int { return 0 })
+		if err == nil {
+			rt.Wait()
+			t.Errorf("Start(%+v) succeeded", cfg)
+			continue
+		}
+		if !strings.Contains(err.Error(), "Config.") {
+			t.Errorf("Start(%+v) = %v: want the field named", cfg, err)
+		}
+	}
+}
+
+func TestParseBounds(t *testing.T) {
+	for s, want := range map[string]int{"0": 0, " 4 ": 4, "1024": MaxShards} {
+		if n, err := ParseShards(s); err != nil || n != want {
+			t.Errorf("ParseShards(%q) = %d, %v; want %d", s, n, err, want)
+		}
+	}
+	for _, s := range []string{"", "-1", "1025", "4.0", "0x10"} {
+		if _, err := ParseShards(s); err == nil || !strings.Contains(err.Error(), "1024") {
+			t.Errorf("ParseShards(%q) = %v; want an error giving the range", s, err)
+		}
+	}
+	if n, err := ParseReductions("1"); err != nil || n != 1 {
+		t.Errorf("ParseReductions(1) = %d, %v", n, err)
 	}
 }
 

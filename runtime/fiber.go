@@ -43,10 +43,6 @@ type Fiber struct {
 	// carrier marks fibers that deliver actor messages; see actor.go.
 	carrier bool
 
-	// wakeRes carries the result of the operation the fiber parked on (an I/O
-	// completion's result).
-	wakeRes int32
-
 	// prev and next link every live fiber of the shard, for unwinding at stop.
 	prev, next *Fiber
 }
@@ -76,20 +72,87 @@ func (f *Fiber) String() string { return fmt.Sprintf("fiber %d on shard %d", f.i
 // newFiber creates a runnable fiber on sh. The coroutine is created here, on
 // the shard's locked thread, which the coroutine switch donates to it: every
 // fiber of the shard runs on the shard's TID.
+//
+// A fiber whose function returned is kept, parked, in the shard's pool
+// (up to maxIdleFibers) and the next newFiber hands it the new function
+// instead of creating a coroutine: iter.Pull's allocations (the coroutine,
+// its goroutine, the closures) were most of a spawn's cost. A reused fiber
+// gets a fresh id, so nothing keyed by the old fiber's id (a socket's bound
+// fiber, the watchdog) mistakes it for the old one.
 func (sh *shard) newFiber(fn func(f *Fiber), mainFn func(f *Fiber) int) *Fiber {
+	if n := len(sh.idleFibers); n > 0 && mainFn == nil {
+		f := sh.idleFibers[n-1]
+		sh.idleFibers[n-1] = nil
+		sh.idleFibers = sh.idleFibers[:n-1]
+		f.id, f.fn = sh.rt.nextFiberID(), fn
+		sh.ready(f)
+		return f
+	}
 	f := &Fiber{sh: sh, id: sh.rt.nextFiberID(), fn: fn, mainFn: mainFn}
 	f.resume, f.stop = iter.Pull(f.body)
 	sh.link(f)
-	sh.liveFibers++
 	f.state = fiberRunnable
 	sh.runq.push(f)
 	return f
 }
 
-// body is the coroutine: it runs the fiber's function and turns a panic into a
-// log line (a non-main fiber dies alone) or an exit code (main).
+// maxIdleFibers bounds the shard's pool of finished fibers kept for reuse.
+const maxIdleFibers = 256
+
+// body is the coroutine: it runs the fiber's function, then, pooled, the
+// functions later spawns hand it, until the pool is full or the runtime
+// unwinds it.
 func (f *Fiber) body(yield func(struct{}) bool) {
 	f.yield = yield
+	defer func() {
+		// An unwind of a pooled fiber parked between functions.
+		if r := recover(); r != nil {
+			if _, ok := r.(unwindSignal); !ok {
+				panic(r)
+			}
+		}
+	}()
+	if f.mainFn != nil {
+		f.runMain()
+		return
+	}
+	for {
+		if f.run(); f.unwinding {
+			return
+		}
+		sh := f.sh
+		if len(sh.idleFibers) >= maxIdleFibers || sh.rt.stopping.Load() {
+			return
+		}
+		f.carrier = false
+		sh.idleFibers = append(sh.idleFibers, f)
+		for f.fn == nil { // a stale wake-up finds no function and parks again
+			if f.park(); f.unwinding {
+				return
+			}
+		}
+	}
+}
+
+// run runs one function on the fiber; a panic kills that function alone,
+// and goes to the log. An unwind (the runtime stopping) sets unwinding and
+// ends here too.
+func (f *Fiber) run() {
+	fn := f.fn
+	f.fn = nil
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(unwindSignal); ok {
+				return
+			}
+			f.sh.rt.reportPanic(f.String(), r, debug.Stack())
+		}
+	}()
+	fn(f)
+}
+
+// runMain runs main (fiber 0): a panic becomes ExitPanic.
+func (f *Fiber) runMain() {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -99,15 +162,9 @@ func (f *Fiber) body(yield func(struct{}) bool) {
 			return
 		}
 		f.sh.rt.reportPanic(f.String(), r, debug.Stack())
-		if f.mainFn != nil {
-			f.exitCode = ExitPanic
-		}
+		f.exitCode = ExitPanic
 	}()
-	if f.mainFn != nil {
-		f.exitCode = f.mainFn(f)
-		return
-	}
-	f.fn(f)
+	f.exitCode = f.mainFn(f)
 }
 
 // Go starts fn on a new fiber on the caller's shard. Fibers never migrate.

@@ -47,10 +47,9 @@ func (fl *File) WriteAt(f *Fiber, p []byte, off int64) (int, error) {
 	f.charge(1)
 	done := 0
 	for done < len(p) {
-		tok := f.sh.nextToken()
-		w := f.expectIO(tok)
-		res, ok := f.sh.be.Write(fl.fd, p[done:], off+int64(done), tok)
-		res = f.awaitIO(tok, w, res, ok)
+		t := f.startIO()
+		res, ok := f.sh.be.Write(fl.fd, p[done:], off+int64(done), t.tok)
+		res, _ = f.awaitIO(t, res, ok)
 		if res < 0 {
 			return done, fl.errno("write", res)
 		}
@@ -65,10 +64,9 @@ func (fl *File) WriteAt(f *Fiber, p []byte, off int64) (int, error) {
 // Sync makes every completed write to the file durable (fdatasync).
 func (fl *File) Sync(f *Fiber) error {
 	f.charge(1)
-	tok := f.sh.nextToken()
-	w := f.expectIO(tok)
-	res, ok := f.sh.be.Fsync(fl.fd, tok)
-	if res = f.awaitIO(tok, w, res, ok); res < 0 {
+	t := f.startIO()
+	res, ok := f.sh.be.Fsync(fl.fd, t.tok)
+	if res, _ = f.awaitIO(t, res, ok); res < 0 {
 		return fmt.Errorf("%w: %w", ErrSyncFailed, fl.errno("fdatasync", res))
 	}
 	return nil
@@ -84,12 +82,11 @@ func (fl *File) WriteAtSync(f *Fiber, p []byte, off int64) error {
 	f.charge(1)
 	sh := f.sh
 	for len(p) > 0 {
-		wtok, stok := sh.nextToken(), sh.nextToken()
-		ww, sw := f.expectIO(wtok), f.expectIO(stok)
-		wres, wok := sh.be.Write(fl.fd, p, off, wtok)
-		sres, sok := sh.be.Fsync(fl.fd, stok)
-		wres = f.awaitIO(wtok, ww, wres, wok)
-		sres = f.awaitIO(stok, sw, sres, sok)
+		wt, st := f.startIO(), f.startIO()
+		wres, wok := sh.be.Write(fl.fd, p, off, wt.tok)
+		sres, sok := sh.be.Fsync(fl.fd, st.tok)
+		wres, _ = f.awaitIO(wt, wres, wok)
+		sres, _ = f.awaitIO(st, sres, sok)
 		switch {
 		case wres < 0:
 			return fl.errno("write", wres)

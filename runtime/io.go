@@ -6,54 +6,123 @@ import (
 	"github.com/writeonce/wo/iobackend"
 )
 
-// ioWait is a fiber parked on a backend operation.
-type ioWait struct {
+// The shard's I/O table: one slot per backend operation in flight, in a flat
+// slice reused through a free list, so starting and finishing an operation
+// costs no allocation and no map operation. A token names its slot (low 32
+// bits, plus one so that no token is 0, which netFD uses for "none") and
+// the slot's generation (the next 31 bits): a completion for a slot that has
+// since been reused carries the old generation and is ignored.
+//
+// Every operation goes through the same two calls:
+//
+//	t := f.startIO()                       // a token, registered for f
+//	res, done := sh.be.Recv(fd, buf, t.tok) // (or any backend operation)
+//	res, ok := f.awaitIO(t, res, done)      // park until it completes
+//
+// ok is false only when the runtime unwound the fiber while the operation
+// was still in the kernel: the caller keeps t.tok to cancel it.
+
+// ioSlot is one operation's entry.
+type ioSlot struct {
 	f    *Fiber
+	gen  uint32
 	res  int32
 	done bool
+	used bool
+	next int32 // free list link, -1 at the end
+}
+
+// ioTable is the shard's I/O table; only the shard's thread touches it.
+type ioTable struct {
+	slots    []ioSlot
+	free     int32 // head of the free list, -1 when empty
+	inFlight int
+}
+
+// ioTicket is a started operation's token and slot.
+type ioTicket struct {
+	tok  uint64
+	slot int32
+}
+
+const ioGenMask = 1<<31 - 1
+
+func (t *ioTable) init() { t.free = -1 }
+
+// get registers f as the waiter of a new operation.
+func (t *ioTable) get(f *Fiber) ioTicket {
+	i := t.free
+	if i < 0 {
+		t.slots = append(t.slots, ioSlot{})
+		i = int32(len(t.slots) - 1)
+	} else {
+		t.free = t.slots[i].next
+	}
+	s := &t.slots[i]
+	s.gen = (s.gen + 1) & ioGenMask
+	s.f, s.res, s.done, s.used, s.next = f, 0, false, true, -1
+	t.inFlight++
+	return ioTicket{tok: uint64(s.gen)<<32 | uint64(i+1), slot: i}
+}
+
+// put frees a slot.
+func (t *ioTable) put(i int32) {
+	s := &t.slots[i]
+	if !s.used {
+		return
+	}
+	s.f, s.used, s.next = nil, false, t.free
+	t.free = i
+	t.inFlight--
+}
+
+// lookup returns the live slot a token names, or -1.
+func (t *ioTable) lookup(tok uint64) int32 {
+	i := int64(tok&0xffffffff) - 1
+	if i < 0 || i >= int64(len(t.slots)) {
+		return -1
+	}
+	s := &t.slots[i]
+	if !s.used || s.done || uint64(s.gen) != tok>>32 {
+		return -1
+	}
+	return int32(i)
 }
 
 // complete routes a backend completion to the fiber that waits for it.
 func (sh *shard) complete(c iobackend.Completion) {
-	w, ok := sh.ioWaiters[c.Token]
-	if !ok {
+	i := sh.io.lookup(c.Token)
+	if i < 0 {
 		return
 	}
-	delete(sh.ioWaiters, c.Token)
-	w.res, w.done = c.Res, true
-	sh.ready(w.f)
+	s := &sh.io.slots[i]
+	s.res, s.done = c.Res, true
+	sh.ready(s.f)
 }
 
-// nextToken returns a fresh token for a backend operation of this shard.
-func (sh *shard) nextToken() uint64 {
-	sh.ioSeq++
-	return sh.ioSeq &^ iobackend.ReservedTokenBit
-}
+// startIO returns a fresh token for a backend operation of f's shard, with f
+// registered as its waiter before the operation starts, so a completion that
+// arrives in the same batch as an earlier one is never lost.
+func (f *Fiber) startIO() ioTicket { return f.sh.io.get(f) }
 
-// expectIO registers f as the waiter for token before the operation starts,
-// so a completion that arrives in the same batch as an earlier one is never
-// lost.
-func (f *Fiber) expectIO(token uint64) *ioWait {
-	w := &ioWait{f: f}
-	f.sh.ioWaiters[token] = w
-	return w
-}
-
-// awaitIO parks f until the operation started with token completes, unless it
-// already completed (done), and returns its result (-errno on failure). While
-// the runtime unwinds it returns -ECANCELED; the backend keeps the buffer
-// referenced until its own close.
-func (f *Fiber) awaitIO(token uint64, w *ioWait, res int32, done bool) int32 {
+// awaitIO parks f until the operation of t completes, unless it already
+// completed (done), and returns its result (-errno on failure) and true.
+// While the runtime unwinds it returns -ECANCELED and false: the operation is
+// still in flight, the slot stays taken until shutdown, and the backend keeps
+// the buffer referenced until its own close.
+func (f *Fiber) awaitIO(t ioTicket, res int32, done bool) (int32, bool) {
+	tbl := &f.sh.io
 	if done {
-		delete(f.sh.ioWaiters, token)
-		return res
+		tbl.put(t.slot)
+		return res, true
 	}
-	for !w.done {
+	for !tbl.slots[t.slot].done {
 		if f.unwinding {
-			delete(f.sh.ioWaiters, token)
-			return -int32(unix.ECANCELED)
+			return -int32(unix.ECANCELED), false
 		}
 		f.park()
 	}
-	return w.res
+	res = tbl.slots[t.slot].res
+	tbl.put(t.slot)
+	return res, true
 }

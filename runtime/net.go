@@ -123,34 +123,31 @@ func (nfd *netFD) do(f *Fiber, d *direction, op sockOp, buf []byte) int32 {
 		return resTimedOut
 	}
 	d.expired = false
-	tok := sh.nextToken()
-	w := f.expectIO(tok)
+	t := f.startIO()
 	var res int32
 	var done bool
 	switch op {
 	case sockRecv:
-		res, done = sh.be.Recv(nfd.fd, buf, tok)
+		res, done = sh.be.Recv(nfd.fd, buf, t.tok)
 	case sockSend:
-		res, done = sh.be.Send(nfd.fd, buf, tok)
+		res, done = sh.be.Send(nfd.fd, buf, t.tok)
 	case sockAccept:
-		res, done = sh.be.Accept(nfd.fd, tok)
+		res, done = sh.be.Accept(nfd.fd, t.tok)
 	case sockPollOut:
-		if err := sh.be.PollAdd(nfd.fd, unix.POLLOUT, tok); err != nil {
+		if err := sh.be.PollAdd(nfd.fd, unix.POLLOUT, t.tok); err != nil {
 			res, done = -int32(errnoOf(err)), true
 		}
 	}
-	if done {
-		delete(sh.ioWaiters, tok)
-		return res
+	if !done {
+		d.tok = t.tok
+		if d.when != 0 {
+			nfd.armDeadline(d)
+		}
 	}
-	d.tok = tok
-	if d.when != 0 {
-		nfd.armDeadline(d)
-	}
-	res = f.awaitIO(tok, w, res, done)
-	if !w.done {
-		// awaitIO gave up because the runtime unwinds; the operation is
-		// still in flight and d.tok keeps it cancellable by Close.
+	res, ok := f.awaitIO(t, res, done)
+	if !ok {
+		// The runtime unwinds; the operation is still in flight and d.tok
+		// keeps it cancellable by Close.
 		return res
 	}
 	d.tok = 0

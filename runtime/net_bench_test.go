@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/sizing"
 )
 
 // TCP echo over loopback, side by side: the server on the runtime (a fiber
@@ -134,6 +135,9 @@ func benchEcho(b *testing.B, server string, conns int) {
 			cfg.Shards = 0
 		}
 		cfg.Pin = PinOff
+		if !allShards && clientCPU() >= 0 {
+			cfg.Pin = PinOn // the one shard on the first CPU, the client on the last
+		}
 		cfg.Watchdog = -1
 		addrCh := make(chan string, 1)
 		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
@@ -203,6 +207,11 @@ func benchEcho(b *testing.B, server string, conns int) {
 	defer stop()
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNetEchoBenchClient$")
+	if cpu := clientCPU(); cpu >= 0 {
+		// taskset sets the affinity before exec, so every thread of the
+		// client inherits it (a Go program cannot move its own threads).
+		cmd = exec.Command("taskset", "-c", strconv.Itoa(cpu), os.Args[0], "-test.run=^TestNetEchoBenchClient$")
+	}
 	cmd.Env = append(os.Environ(), fmt.Sprintf("WO_NETBENCH_CLIENT=%s %d %d", addr, conns, dur.Nanoseconds()))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -248,6 +257,21 @@ func benchEcho(b *testing.B, server string, conns int) {
 	if server != "gonet" {
 		b.ReportMetric(float64(sys1-sys0)/msgs*1000, "syscalls/1k-msgs")
 	}
+}
+
+// clientCPU is the CPU the load generator is pinned to: the last of this
+// process's affinity set when there are at least two and taskset(1) is
+// installed, else -1 (no pinning). A one-shard server is then pinned to the
+// first CPU, so server and client never share a core.
+func clientCPU() int {
+	det, err := sizing.Detect("")
+	if err != nil || len(det.CPUs) < 2 {
+		return -1
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return -1
+	}
+	return det.CPUs[len(det.CPUs)-1]
 }
 
 // processCPU returns the user+system CPU time this process has used.

@@ -32,12 +32,11 @@ const (
 // Runtime is a set of shards running fibers and actors. Create one with Start
 // (or Run, which also waits for it).
 type Runtime struct {
-	cfg         Config
-	log         *slog.Logger
-	shards      []*shard
-	backendKind iobackend.Kind
-	selection   iobackend.Selection
-	epoch       time.Time
+	cfg       Config
+	log       *slog.Logger
+	shards    []*shard
+	selection iobackend.Selection
+	epoch     time.Time
 
 	startGate chan struct{}
 	mainFn    func(f *Fiber) int
@@ -89,6 +88,9 @@ type ShardStats struct {
 // Start creates the shards, starts main as fiber 0 on shard 0 and returns.
 // Cancelling ctx stops the runtime: every fiber is unwound.
 func Start(ctx context.Context, cfg Config, main func(f *Fiber) int) (*Runtime, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
 	cfg = cfg.withDefaults()
 	rt := &Runtime{cfg: cfg, log: cfg.Logger, epoch: time.Now(), startGate: make(chan struct{}), done: make(chan struct{})}
 
@@ -104,37 +106,31 @@ func Start(ctx context.Context, cfg Config, main func(f *Fiber) int) (*Runtime, 
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
-	rt.selection, rt.backendKind = sel, sel.Kind
-	rt.log.Info("wo: runtime starting", "shards", n, "backend", sel.Kind, "reason", sel.Reason, "pin", cfg.Pin)
-
 	cpus := pinPlan(cfg.Pin, n, det.CPUs)
 	rt.prevGOMAXPROCS = ensureGOMAXPROCS(n)
-
-	started := make(chan error, n)
-	for i := 0; i < n; i++ {
-		sh := &shard{id: i, rt: rt, cpu: cpus[i], done: make(chan struct{}),
-			ioWaiters: make(map[uint64]*ioWait), cqes: make([]iobackend.Completion, 256)}
-		sh.outbox = make([][]remoteItem, n)
-		rt.shards = append(rt.shards, sh)
-	}
-	for _, sh := range rt.shards {
-		rt.wg.Add(1)
-		go func() {
-			defer rt.wg.Done()
-			sh.run(started)
-		}()
-	}
-	var startErr error
-	for range rt.shards {
-		if err := <-started; err != nil && startErr == nil {
-			startErr = err
+	for {
+		rt.selection = sel
+		rt.log.Info("wo: runtime starting", "shards", n, "backend", sel.Kind, "reason", sel.Reason, "pin", cfg.Pin)
+		err := rt.startShards(n, cpus)
+		if err == nil {
+			break
 		}
-	}
-	if startErr != nil {
-		rt.stopping.Store(true)
-		close(rt.startGate)
-		rt.wg.Wait()
-		return nil, fmt.Errorf("runtime: %w", startErr)
+		// The probe passed but a shard could not open its ring (its
+		// RLIMIT_MEMLOCK share, a ring limit): in auto mode every shard
+		// starts again on epoll, never a mix; with WO_IO=uring it is the
+		// probe's kind of failure. No shard has run a fiber yet.
+		var pe *iobackend.ProbeError
+		if sel.Kind == iobackend.KindUring && errors.As(err, &pe) {
+			if cfg.IO == iobackend.ModeAuto {
+				rt.log.Warn("wo: io_uring probe passed but a shard could not open its ring; every shard uses epoll", "err", err)
+				sel = iobackend.Selection{Kind: iobackend.KindEpoll, Probe: pe,
+					Reason: "WO_IO=auto: io_uring probe passed but a shard's ring failed, using epoll: " + err.Error()}
+				continue
+			}
+			err = fmt.Errorf("WO_IO=uring but io_uring cannot be used: %w", err)
+		}
+		rt.restoreGOMAXPROCS()
+		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	rt.mainFn = main
 	close(rt.startGate)
@@ -163,6 +159,44 @@ func Start(ctx context.Context, cfg Config, main func(f *Fiber) int) (*Runtime, 
 		rt.closeDone()
 	}()
 	return rt, nil
+}
+
+// startShards creates n shards on the selected backend and waits until each
+// has its thread and its backend. If any fails, every shard is torn down
+// before it returns, so a runtime is never half-started and Start may try
+// again.
+func (rt *Runtime) startShards(n int, cpus []int) error {
+	started := make(chan error, n)
+	rt.shards = nil
+	for i := 0; i < n; i++ {
+		sh := &shard{id: i, rt: rt, cpu: cpus[i], done: make(chan struct{}), cqes: make([]iobackend.Completion, cqeBatch)}
+		sh.io.init()
+		sh.outbox = make([][]remoteItem, n)
+		rt.shards = append(rt.shards, sh)
+	}
+	for _, sh := range rt.shards {
+		rt.wg.Add(1)
+		go func() {
+			defer rt.wg.Done()
+			sh.run(started)
+		}()
+	}
+	var errs []error
+	for range rt.shards {
+		if err := <-started; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	rt.stopping.Store(true)
+	close(rt.startGate)
+	rt.wg.Wait()
+	rt.stopping.Store(false)
+	rt.startGate = make(chan struct{})
+	rt.shards = nil
+	return errors.Join(errs...)
 }
 
 // Run starts a runtime with main as fiber 0, waits until main returns (or the
@@ -221,12 +255,16 @@ func SignalContext(parent context.Context) (context.Context, context.CancelFunc)
 func (rt *Runtime) Wait() int {
 	<-rt.done
 	rt.wg.Wait()
+	rt.restoreGOMAXPROCS()
+	return int(rt.exitCode.Load())
+}
+
+func (rt *Runtime) restoreGOMAXPROCS() {
 	rt.restoreOnce.Do(func() {
 		if rt.prevGOMAXPROCS > 0 {
 			runtime.GOMAXPROCS(rt.prevGOMAXPROCS)
 		}
 	})
-	return int(rt.exitCode.Load())
 }
 
 // Stop stops the runtime from outside (as a cancelled context does) and waits
@@ -270,7 +308,7 @@ func (rt *Runtime) Backend() iobackend.Selection { return rt.selection }
 // Stats returns the runtime's counters.
 func (rt *Runtime) Stats() Stats {
 	s := Stats{
-		Shards: len(rt.shards), Backend: rt.backendKind, BackendReason: rt.selection.Reason,
+		Shards: len(rt.shards), Backend: rt.selection.Kind, BackendReason: rt.selection.Reason,
 		Dropped: rt.dropped.Load(), ActorDeaths: rt.actorDeaths.Load(), Panics: rt.fiberPanics.Load(),
 		ActorsSpawned: rt.actorsSpawned.Load(), WakeWrites: rt.wakeWrites.Load(), WatchdogReports: rt.overruns.Load(),
 	}

@@ -25,20 +25,19 @@ type shard struct {
 	timers   timerHeap
 	timerSeq uint64
 
-	// live fibers, for unwinding at stop.
+	// live fibers, for unwinding at stop, and the finished ones kept for
+	// reuse (parked, still live; fiber.go).
 	fibers     *Fiber
-	liveFibers int
+	idleFibers []*Fiber
 
 	// actors with mail, and the carrier fibers that deliver it (actor.go).
 	readyActors fifo[actorTurn]
 	carrier     *Fiber
 	idleCarrier []*Fiber
-	carriers    int
 
-	// I/O: operations in flight by token, and the completion buffer.
-	ioWaiters map[uint64]*ioWait
-	ioSeq     uint64
-	cqes      []iobackend.Completion
+	// I/O: the operations in flight (io.go), and the completion buffer.
+	io   ioTable
+	cqes []iobackend.Completion
 
 	// open fiber sockets (net.go), closed at shutdown.
 	sockets map[*netFD]struct{}
@@ -192,7 +191,6 @@ func (sh *shard) unlink(f *Fiber) {
 		f.next.prev = f.prev
 	}
 	f.prev, f.next = nil, nil
-	sh.liveFibers--
 }
 
 // ready makes a parked fiber runnable again. Waking a fiber that is not
@@ -222,9 +220,10 @@ func (sh *shard) run(started chan<- error) {
 			return
 		}
 	}
-	be, err := iobackend.Open(sh.rt.backendKind, iobackend.Options{})
+	kind := sh.rt.selection.Kind
+	be, err := sh.rt.cfg.Backend(sh.id, kind)
 	if err != nil {
-		started <- fmt.Errorf("shard %d: open %s backend: %w", sh.id, sh.rt.backendKind, err)
+		started <- fmt.Errorf("shard %d: open %s backend: %w", sh.id, kind, err)
 		return
 	}
 	sh.be = be
@@ -268,7 +267,7 @@ func (sh *shard) loop() {
 				}
 			}
 		}
-		if timeout != 0 || len(sh.ioWaiters) > 0 {
+		if timeout != 0 || sh.io.inFlight > 0 {
 			sh.poll(timeout)
 		}
 		if sh.inbox.pending.Load() > 0 {
@@ -297,13 +296,30 @@ func (sh *shard) poll(timeout time.Duration) {
 	if timeout != 0 {
 		sh.sleeping.Store(false)
 	}
-	if err != nil && !errors.Is(err, unix.EINTR) {
-		sh.rt.log.Error("wo: backend wait", "shard", sh.id, "err", err)
-	}
-	for _, c := range sh.cqes[:n] {
-		sh.complete(c)
+	// A full buffer means more are ready: reap them too, without blocking,
+	// so a burst of thousands of ready connections runs in this tick rather
+	// than a batch per tick.
+	for round := 0; ; round++ {
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			sh.rt.log.Error("wo: backend wait", "shard", sh.id, "err", err)
+		}
+		for _, c := range sh.cqes[:n] {
+			sh.complete(c)
+		}
+		if n < len(sh.cqes) || round == maxReapRounds {
+			return
+		}
+		n, err = sh.be.Wait(0, sh.cqes)
 	}
 }
+
+// cqeBatch is how many completions one backend Wait hands over, and
+// maxReapRounds how many more non-blocking Waits a tick makes while the
+// buffer comes back full: up to 16,384 completions per tick.
+const (
+	cqeBatch      = 1024
+	maxReapRounds = 15
+)
 
 // spinForInbox polls the inbox for a short while before the shard goes to
 // sleep, and reports whether mail arrived. A wake-up through the kernel costs
@@ -318,7 +334,7 @@ func (sh *shard) poll(timeout time.Duration) {
 // the spin in the way).
 func (sh *shard) spinForInbox(timeout time.Duration) bool {
 	spin := sh.rt.cfg.IdleSpin
-	if spin <= 0 || (timeout > 0 && timeout < spin) || len(sh.rt.shards) == 1 || len(sh.ioWaiters) > 0 {
+	if spin <= 0 || (timeout > 0 && timeout < spin) || len(sh.rt.shards) == 1 || sh.io.inFlight > 0 {
 		return false
 	}
 	deadline := sh.rt.now() + int64(spin)
@@ -366,9 +382,6 @@ func (sh *shard) switchTo(f *Fiber) {
 func (sh *shard) fiberDone(f *Fiber) {
 	f.state = fiberDead
 	sh.unlink(f)
-	if f.carrier {
-		sh.carriers--
-	}
 	if f.mainFn != nil {
 		sh.rt.finish(f.exitCode)
 	}
@@ -393,13 +406,13 @@ func (sh *shard) shutdown() {
 	// Sockets whose fibers were unwound without closing them: cancel their
 	// parked operations and close them before the backend goes (net.go).
 	sh.closeSockets()
+	sh.idleFibers = nil
 	sh.runq.reset()
 	sh.readyActors.reset()
 	sh.timers = nil
-	for tok, w := range sh.ioWaiters {
-		w.res, w.done = -int32(unix.ECANCELED), true
-		delete(sh.ioWaiters, tok)
-	}
+	// Slots still taken belong to operations of unwound fibers; the backend
+	// abandons them on Close.
+	sh.io = ioTable{}
 	if err := sh.be.Close(); err != nil {
 		sh.rt.log.Error("wo: close backend", "shard", sh.id, "err", err)
 	}

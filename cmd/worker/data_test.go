@@ -24,9 +24,7 @@ func hostOf(base string) string { return strings.TrimPrefix(base, "http://") }
 func backends(t *testing.T, fn func(t *testing.T, env ...string)) {
 	t.Run("epoll", func(t *testing.T) { fn(t, "WO_IO=epoll") })
 	t.Run("uring", func(t *testing.T) {
-		if !uringUsable() {
-			t.Skip("io_uring unusable here")
-		}
+		requireUring(t)
 		fn(t, "WO_IO=uring")
 	})
 }

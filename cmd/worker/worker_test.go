@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/writeonce/wo/iobackend"
 )
 
 var workerBin string
@@ -258,33 +260,23 @@ func TestWorkerEpoll(t *testing.T)         { exercise(t, "WO_IO=epoll") }
 func TestWorkerEpollOneShard(t *testing.T) { exercise(t, "WO_SHARDS=1", "WO_IO=epoll") }
 
 func TestWorkerUring(t *testing.T) {
-	if !uringUsable() {
-		t.Skip("io_uring unusable here")
-	}
+	requireUring(t)
 	exercise(t, "WO_IO=uring")
 }
 
-// uringUsable asks the ring probe through a throwaway worker at one shard:
-// with WO_IO=uring a worker that cannot get a ring exits (status 3) before
-// it logs "worker: ready".
-func uringUsable() bool {
-	dir, _ := os.MkdirTemp("", "wo-uring-probe")
-	defer os.RemoveAll(dir)
-	cmd := exec.Command(workerBin, "--config", os.DevNull, "--io", "uring", "--shards", "1", "--data-dir", dir,
-		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil || cmd.Start() != nil {
-		return false
+// requireUring skips a test that runs the worker with WO_IO=uring where
+// io_uring is unavailable, with the probe's reason, or fails it where
+// WO_REQUIRE_URING=1 says io_uring must work. The worker child inherits this
+// process's seccomp filter and limits, so the probe here answers for it too.
+func requireUring(t *testing.T) {
+	t.Helper()
+	skip, err := iobackend.UringForTest()
+	if err != nil {
+		t.Fatal(err)
 	}
-	ready := false
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "worker: ready") {
-			ready = true
-			cmd.Process.Signal(syscall.SIGTERM)
-		}
+	if skip != "" {
+		t.Skip(skip)
 	}
-	return cmd.Wait() == nil && ready
 }
 
 func TestBadConfigExits2(t *testing.T) {

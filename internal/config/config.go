@@ -29,10 +29,10 @@ import (
 // exist, which is fine.
 const DefaultFile = "/etc/wo/worker.toml"
 
-// MaxShards bounds runtime.shards. Each shard is a locked OS thread; a typo
-// such as WO_SHARDS=40000 would otherwise die on the thread limit long after
-// the config was "accepted".
-const MaxShards = 1024
+// MaxShards bounds runtime.shards; the runtime owns the bound (and the
+// parsing of every runtime setting), so the worker and runtime.ConfigFromEnv
+// accept exactly the same values.
+const MaxShards = runtime.MaxShards
 
 // Config is the worker's resolved settings.
 type Config struct {
@@ -164,13 +164,9 @@ type setting struct {
 var settings = []setting{
 	{key: "runtime.shards", flag: "shards", env: "WO_SHARDS", def: "0", kind: kindInt,
 		help: "shard `count`; 0 = every CPU the process may use (affinity and cgroup cpu.max aware)",
-		apply: func(c *Config, s string) error {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 || n > MaxShards {
-				return fmt.Errorf("want an integer from 0 (every CPU) to %d", MaxShards)
-			}
-			c.Shards = n
-			return nil
+		apply: func(c *Config, s string) (err error) {
+			c.Shards, err = runtime.ParseShards(s)
+			return err
 		}},
 	{key: "runtime.pin", flag: "pin", env: "WO_PIN", def: "auto",
 		help: "CPU pinning `mode` of shard threads: auto, on or off",
@@ -186,13 +182,9 @@ var settings = []setting{
 		}},
 	{key: "runtime.reductions", flag: "reductions", env: "WO_REDUCTIONS", def: strconv.Itoa(runtime.DefaultReductions), kind: kindInt,
 		help: "fiber budget: runtime `calls` before a fiber yields its turn",
-		apply: func(c *Config, s string) error {
-			n, err := strconv.Atoi(s)
-			if err != nil || n <= 0 {
-				return errors.New("want a positive integer")
-			}
-			c.Reductions = n
-			return nil
+		apply: func(c *Config, s string) (err error) {
+			c.Reductions, err = runtime.ParseReductions(s)
+			return err
 		}},
 	{key: "data.dir", flag: "data-dir", env: "WO_DATA_DIR", def: "./data",
 		help: "database `dir` (WAL and snapshots), created if missing",
