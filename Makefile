@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseMode -fuzztime 10s ./iobackend/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 10s ./dbowner/wal/
 	$(GO) test -run '^$$' -fuzz FuzzSegment -fuzztime 10s ./dbowner/wal/
+	$(GO) test -run '^$$' -fuzz FuzzSnapshot -fuzztime 10s ./dbowner/wal/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMutation -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/

@@ -48,7 +48,11 @@ type Options struct {
 	// fdatasync on epoll). Tests pass a faultfs.FS; any other wal.FS is
 	// used with blocking calls on the owner shard.
 	FS wal.FS
-	// WAL configures segments and snapshot intervals.
+	// WAL configures segments and snapshots. Snapshots are on by default:
+	// a zero WAL.SnapshotEveryBytes means DefaultSnapshotEveryBytes (a
+	// negative one turns the size trigger off). The recovery hooks
+	// (Restore, Replay, OnCut, Yield) are the owner's own and are
+	// overwritten.
 	WAL wal.Options
 	// TracerProvider makes the spans; nil means otel.GetTracerProvider(),
 	// read once at Open (install a global provider before opening). A
@@ -99,6 +103,11 @@ func (s Stats) CommitsPerGroup() float64 {
 	return float64(s.Commits) / float64(s.Groups)
 }
 
+// DefaultSnapshotEveryBytes is the log written since the last snapshot
+// that makes the owner take the next one: it bounds the log on disk and
+// the replay at start-up (the worker's data.snapshot_bytes).
+const DefaultSnapshotEveryBytes = 16 << 20
+
 // Open starts the database's owner on shard OwnerShard, recovers the engine
 // from the WAL in opts.Dir there (snapshot plus log replay; a torn tail is
 // truncated, a corrupt middle refused), and returns a handle. f is the
@@ -129,14 +138,20 @@ func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 		probe.SetAttributes(attrSystem)
 		probe.End()
 	}
+	switch {
+	case opts.WAL.SnapshotEveryBytes == 0:
+		opts.WAL.SnapshotEveryBytes = DefaultSnapshotEveryBytes
+	case opts.WAL.SnapshotEveryBytes < 0:
+		opts.WAL.SnapshotEveryBytes = 0
+	}
 	o := &owner{opts: opts, tr: tr}
 	o.fs = opts.FS
 	if o.fs == nil {
-		o.ring = &ringFS{}
-		o.fs = o.ring
+		o.fs = ringFS{}
 	}
 	o.addr = runtime.SpawnOn(f, OwnerShard, &ownerActor{o})
 	o.committer = runtime.SpawnOn(f, OwnerShard, &committerActor{o})
+	o.snapshotter = runtime.SpawnOn(f, OwnerShard, &snapshotterActor{o})
 	resp, err := runtime.Ask(f, o.committer, 0, func(r runtime.Reply[response]) ctl {
 		return ctl{kind: ctlOpen, reply: r}
 	})
@@ -239,11 +254,7 @@ func (d *DB) Close(f *runtime.Fiber) error {
 func (d *DB) read(f *runtime.Fiber, req request) response {
 	if f.Shard() == OwnerShard {
 		runtime.Checkpoint(f)
-		var sp trace.Span
-		if d.tr != nil {
-			_, sp = d.tr.Start(d.ctx, spanName(req.op, req.table), trace.WithSpanKind(trace.SpanKindInternal),
-				trace.WithAttributes(callAttrs(req.op, req.table, f.Shard())...))
-		}
+		_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, req.op, req.table, f.Shard())
 		resp := d.o.serveRead(&req)
 		endSpan(sp, resp.err)
 		return resp
@@ -255,35 +266,22 @@ func (d *DB) read(f *runtime.Fiber, req request) response {
 	return d.remote(f, req)
 }
 
-// write runs a write transaction. On the owner shard the batch is prepared
-// inline and the fiber parks only for the group commit; elsewhere the batch
-// goes to the owner in a message.
+// write runs a write transaction. On the owner shard the fiber submits the
+// batch itself and parks on a Future until its group is durable; elsewhere
+// the batch goes to the owner in a message, which submits it the same way
+// with the message's Reply.
 func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, error) {
 	if f.Shard() != OwnerShard {
-		req := request{kind: reqWrite, op: op, table: table, batch: cloneBatch(b)}
-		resp := d.remote(f, req)
+		resp := d.remote(f, request{kind: reqWrite, op: op, table: table, batch: cloneBatch(b)})
 		return resp.seq, resp.err
 	}
-	o := d.o
-	var sp trace.Span
-	if d.tr != nil {
-		_, sp = d.tr.Start(d.ctx, spanName(op, table), trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(callAttrs(op, table, f.Shard())...))
-	}
-	if err := o.writable(op, table); err != nil {
+	_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, op, table, f.Shard())
+	rep, fu := runtime.NewFuture[response](f)
+	if err := d.o.submit(f, commit{reply: rep, op: op, table: table, span: sp}, b); err != nil {
 		endSpan(sp, err)
 		return 0, err
 	}
-	m, err := o.eng.Prepare(b)
-	if err != nil {
-		endSpan(sp, err)
-		return 0, err
-	}
-	// No runtime call between Prepare and the enqueue inside mk: the commit
-	// queue stays in Prepare order, which is the order Apply needs.
-	resp, err := runtime.Ask(f, o.committer, 0, func(r runtime.Reply[response]) ctl {
-		return o.enqueue(f, commit{m: m, reply: r, op: op, table: table, span: sp})
-	})
+	resp, err := fu.Wait(f, 0)
 	if err != nil {
 		// The runtime is stopping; the commit may still happen, but this
 		// fiber will never know.
@@ -296,11 +294,8 @@ func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, 
 // span on this shard whose context travels in the request.
 func (d *DB) remote(f *runtime.Fiber, req request) response {
 	req.from = f.Shard()
-	var sp trace.Span
-	if d.tr != nil {
-		var ctx context.Context
-		ctx, sp = d.tr.Start(d.ctx, spanName(req.op, req.table), trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(callAttrs(req.op, req.table, f.Shard())...))
+	ctx, sp := startSpan(d.tr, d.ctx, trace.SpanKindClient, req.op, req.table, f.Shard())
+	if sp != nil {
 		req.trace = propagation.MapCarrier{}
 		propagator.Inject(ctx, req.trace)
 	}

@@ -5,71 +5,98 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/runtime"
 )
 
-// ringFS is the default wal.FS: the OS file system, with the log's writes
-// and fdatasyncs on the owner shard's I/O backend through runtime.File.
-// Those calls park a fiber, and the wal.File interface has none to give, so
-// ringFS carries one: the committer sets cur for the length of each Receive
-// (it is the only fiber that touches the log's files) and clears it after.
-type ringFS struct {
-	wal.OS
-	cur *runtime.Fiber
-}
+// This file is the one place where the log meets the owner shard's I/O
+// backend. The wal package prepares bytes and says where they go; the
+// functions here carry them out with the fiber that asks, and nothing holds
+// a fiber on the side.
 
-var (
-	_ wal.FS         = (*ringFS)(nil)
-	_ wal.SyncWriter = (*ringFile)(nil)
-)
+// ringFS is the default wal.FS: the OS file system, whose files are
+// runtime.Files, so that the committer and the snapshotter can write and
+// sync them on the shard's backend (writeSync, syncFile). Through the
+// wal.File interface, which has no fiber to park, the same files take
+// plain blocking calls: segment headers, rollbacks, recovery's truncations.
+type ringFS struct{ wal.OS }
 
-func (r *ringFS) Create(name string) (wal.File, error) {
+var _ wal.FS = ringFS{}
+
+func (ringFS) Create(name string) (wal.File, error) {
 	fl, err := runtime.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &ringFile{fl: fl, fs: r}, nil
+	return ringFile{fl}, nil
 }
 
-func (r *ringFS) OpenWrite(name string) (wal.File, error) {
+func (ringFS) OpenWrite(name string) (wal.File, error) {
 	fl, err := runtime.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &ringFile{fl: fl, fs: r}, nil
+	return ringFile{fl}, nil
 }
 
-// ringFile is a wal.File over runtime.File. It implements wal.SyncWriter, so
-// a group commit is one WRITE linked to one FSYNC(DATASYNC) on io_uring (a
-// blocking pwrite + fdatasync on epoll).
-type ringFile struct {
-	fl *runtime.File
-	fs *ringFS
-}
+// ringFile is a wal.File over a runtime.File.
+type ringFile struct{ fl *runtime.File }
 
-func (r *ringFile) fiber() *runtime.Fiber {
-	if r.fs.cur == nil {
-		// A bug in this package, not an I/O error: every log write must
-		// happen inside a committer Receive.
-		panic(fmt.Sprintf("dbowner: WAL file %s used outside the committer", r.fl.Name()))
+func (r ringFile) WriteAt(p []byte, off int64) (int, error) {
+	for {
+		n, err := unix.Pwrite(r.fl.Fd(), p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return max(n, 0), &os.PathError{Op: "write", Path: r.fl.Name(), Err: err}
+		}
+		return n, nil
 	}
-	return r.fs.cur
 }
 
-func (r *ringFile) WriteAt(p []byte, off int64) (int, error) {
-	return r.fl.WriteAt(r.fiber(), p, off)
+func (r ringFile) Datasync() error {
+	for {
+		err := unix.Fdatasync(r.fl.Fd())
+		if err == unix.EINTR {
+			continue // interrupted before it started: not a failed sync
+		}
+		if err != nil {
+			return &os.PathError{Op: "fdatasync", Path: r.fl.Name(), Err: err}
+		}
+		return nil
+	}
 }
 
-func (r *ringFile) Datasync() error { return r.fl.Sync(r.fiber()) }
+func (r ringFile) Truncate(size int64) error { return r.fl.Truncate(size) }
+func (r ringFile) Close() error              { return r.fl.Close() }
 
-func (r *ringFile) WriteAtSync(p []byte, off int64) error {
-	err := r.fl.WriteAtSync(r.fiber(), p, off)
+// writeSync carries out a prepared append: on the owner's files one WRITE
+// linked to one FSYNC(DATASYNC) that parks f (a blocking pwrite + fdatasync
+// on epoll); on any other wal.File (Options.FS: faultfs in tests) the
+// blocking wal.WriteSync. The caller marks the result (Log.Appended or
+// Log.Failed).
+func writeSync(f *runtime.Fiber, p *wal.Pending) error {
+	rf, ok := p.File.(ringFile)
+	if !ok {
+		return wal.WriteSync(p.File, p.Data, p.Off)
+	}
+	err := rf.fl.WriteAtSync(f, p.Data, p.Off)
 	if err != nil && errors.Is(err, runtime.ErrSyncFailed) {
 		return fmt.Errorf("%w: %w", wal.ErrFsyncFailed, err)
 	}
 	return err
 }
 
-func (r *ringFile) Truncate(size int64) error { return r.fl.Truncate(size) }
-func (r *ringFile) Close() error              { return r.fl.Close() }
+// syncFile is the fdatasync of a snapshot file, on f's backend for the
+// owner's files.
+func syncFile(f *runtime.Fiber) func(wal.File) error {
+	return func(file wal.File) error {
+		if rf, ok := file.(ringFile); ok {
+			return rf.fl.Sync(f)
+		}
+		return file.Datasync()
+	}
+}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writeonce/wo/dbowner/engine"
@@ -15,28 +14,31 @@ import (
 	"github.com/writeonce/wo/runtime"
 )
 
-// owner is the database's state on the owner shard. Two actors share it,
-// both on OwnerShard, so on one thread and never at the same time:
+// owner is the database's state on the owner shard. Three actors share it,
+// all on OwnerShard, so on one thread and never at the same time:
 //
 //   - ownerActor answers requests from other shards: reads at once, writes
-//     by Prepare and a place in the commit queue. Its Receive never parks,
-//     so it keeps serving while a group commit is in flight;
-//   - committerActor owns the WAL: it takes the whole commit queue, writes
-//     it as one group (one WRITE linked to one FSYNC(DATASYNC)), parks until
-//     it is durable, then applies and answers, and repeats while the queue
-//     is not empty. It is the only fiber that ever touches the log's files,
-//     which is what lets ringFS bind them to "the committer's fiber".
+//     through submit (Prepare and a place in the commit queue). Its Receive
+//     never parks, so it keeps serving while a group commit is in flight;
+//   - committerActor runs the pipeline (pipeline.go): it takes the whole
+//     commit queue as one group, encodes it, has the log place it
+//     (wal.Log.Prepare), writes it with its own fiber (writeSync: one WRITE
+//     linked to one FSYNC(DATASYNC)), marks it, applies it and answers, and
+//     repeats while the queue is not empty. It is the only fiber that
+//     appends to the log;
+//   - snapshotterActor writes a snapshot file from a frozen copy of the
+//     state while the committer goes on (snapshot.go).
 //
-// Fibers on the owner shard calling the DB run the ownerActor's logic
-// inline: the engine is theirs to read between safepoints.
+// Fibers on the owner shard calling the DB run submit inline: the engine is
+// theirs to read between safepoints.
 type owner struct {
 	opts Options
 	tr   trace.Tracer
 	fs   wal.FS
-	ring *ringFS // nil when Options.FS was given
 
-	addr      runtime.Addr[request]
-	committer runtime.Addr[ctl]
+	addr        runtime.Addr[request]
+	committer   runtime.Addr[ctl]
+	snapshotter runtime.Addr[snapJob]
 
 	eng *engine.DB
 	log *wal.Log
@@ -46,6 +48,7 @@ type owner struct {
 	kicked  bool  // a kick is in the committer's mailbox, or it is running
 	fatal   error // sticky: the WAL failed fatally
 	closed  bool
+	closing bool   // Close is draining: no new snapshot
 	payload []byte // encoding buffer, reused
 
 	// Group gathering (see gather).
@@ -54,6 +57,8 @@ type owner struct {
 	gathering   bool
 	gatherWant  int
 	gatherWake  runtime.Reply[struct{}]
+
+	snap snapState
 
 	stats counters
 }
@@ -71,7 +76,6 @@ type ctlKind uint8
 
 const (
 	ctlKick ctlKind = iota // the queue has work
-	ctlNop                 // an inline writer's wake-up handle; kick pending already
 	ctlOpen
 	ctlClose
 )
@@ -88,10 +92,8 @@ type committerActor struct{ o *owner }
 func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 	o := a.o
 	var sp trace.Span
-	if o.tr != nil && req.trace != nil {
-		ctx := propagator.Extract(context.Background(), req.trace)
-		_, sp = o.tr.Start(ctx, spanName(req.op, req.table), trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(append(callAttrs(req.op, req.table, req.from), attrOwner)...))
+	if req.trace != nil {
+		_, sp = startSpan(o.tr, propagator.Extract(context.Background(), req.trace), trace.SpanKindServer, req.op, req.table, req.from)
 	}
 	if req.kind != reqWrite {
 		resp := o.serveRead(&req)
@@ -99,36 +101,39 @@ func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 		req.reply.Send(f, resp)
 		return
 	}
-	if err := o.writable(req.op, req.table); err != nil {
+	if err := o.submit(f, commit{reply: req.reply, op: req.op, table: req.table, span: sp}, req.batch); err != nil {
 		endSpan(sp, err)
 		req.reply.Send(f, response{err: err})
-		return
-	}
-	m, err := o.eng.Prepare(req.batch)
-	if err != nil {
-		endSpan(sp, err)
-		req.reply.Send(f, response{err: err})
-		return
-	}
-	if k := o.enqueue(f, commit{m: m, reply: req.reply, op: req.op, table: req.table, span: sp}); k.kind == ctlKick {
-		runtime.Send(f, o.committer, k)
 	}
 }
 
-// enqueue adds a prepared commit to the queue and returns the message for
-// the committer: a kick if none is pending, else a no-op. f is the calling
-// fiber (to wake a gathering committer).
-func (o *owner) enqueue(f *runtime.Fiber, c commit) ctl {
+// submit is the one way into the pipeline, for inline and remote writes
+// alike: it validates the batch against every earlier commit (Prepare),
+// queues it, and makes sure the committer will run. c.reply is answered
+// once the commit is durable and applied, or failed. An error returned
+// here means the batch was refused at once and c.reply will not be
+// answered.
+func (o *owner) submit(f *runtime.Fiber, c commit, b engine.Batch) error {
+	if err := o.writable(c.op, c.table); err != nil {
+		return err
+	}
+	m, err := o.eng.Prepare(b)
+	if err != nil {
+		return err
+	}
+	// No runtime call between Prepare and the append: the queue stays in
+	// Prepare order, which is the order Apply needs.
+	c.m = m
 	o.queue = append(o.queue, c)
 	if o.gathering && len(o.queue) >= o.gatherWant {
 		o.gathering = false
 		o.gatherWake.Send(f, struct{}{})
 	}
-	if o.kicked {
-		return ctl{kind: ctlNop}
+	if !o.kicked {
+		o.kicked = true
+		runtime.Send(f, o.committer, ctl{kind: ctlKick})
 	}
-	o.kicked = true
-	return ctl{kind: ctlKick}
+	return nil
 }
 
 func (o *owner) writable(op, table string) error {
@@ -158,18 +163,23 @@ func (o *owner) serveRead(req *request) response {
 
 func (a *committerActor) Receive(f *runtime.Fiber, c ctl) {
 	o := a.o
-	if o.ring != nil {
-		o.ring.cur = f
-		defer func() { o.ring.cur = nil }()
-	}
 	switch c.kind {
-	case ctlNop:
 	case ctlKick:
 		o.drain(f)
 	case ctlOpen:
-		c.reply.Send(f, response{err: o.open()})
+		err := o.open(f)
+		if err == nil {
+			o.maybeSnapshot(f) // a long log recovered: bound it now
+		}
+		c.reply.Send(f, response{err: err})
 	case ctlClose:
-		o.kicked = true // no kick needed while we drain here
+		o.closing = true // no new snapshot
+		o.kicked = true  // no kick needed while we drain here
+		o.drain(f)
+		o.waitSnapshot(f)
+		// Commits submitted while the snapshot finished: drain them too.
+		// From here to closed there is no safepoint, so none can follow.
+		o.kicked = true
 		o.drain(f)
 		var err error
 		if !o.closed {
@@ -199,7 +209,10 @@ func (o *owner) drain(f *runtime.Fiber) {
 		o.concurrency = len(group) + len(o.queue)
 		clear(group)
 		o.spare = group[:0]
+		o.finishSnapshot(f)
+		o.maybeSnapshot(f)
 	}
+	o.finishSnapshot(f)
 	o.kicked = false
 }
 
@@ -228,168 +241,67 @@ func (o *owner) gather(f *runtime.Fiber) {
 	o.gatherWake = runtime.Reply[struct{}]{}
 }
 
-func (o *owner) open() error {
-	log, rec, err := wal.Open(o.fs, o.opts.Dir, o.opts.WAL)
-	if err != nil {
-		return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
-	}
+// replayYieldBytes is how much log recovery replays between two yields.
+const replayYieldBytes = 256 << 10
+
+// open recovers the engine on the committer's fiber f: the snapshot is
+// loaded and the log replayed one segment at a time, so memory follows the
+// live data and the log since the last snapshot, not the whole history;
+// the replay yields to the shard's other fibers as it goes.
+func (o *owner) open(f *runtime.Fiber) error {
 	eng := engine.New()
-	if rec.Snapshot != nil {
-		if eng, err = engine.Load(rec.Snapshot); err != nil {
-			log.Close()
-			return fmt.Errorf("dbowner: open %s: load snapshot at LSN %d: %w", o.opts.Dir, rec.SnapshotLSN, err)
+	wopts := o.opts.WAL
+	wopts.Restore = func(lsn wal.LSN, body []byte) error {
+		e, err := engine.LoadYield(body, func() { runtime.Checkpoint(f) })
+		if err != nil {
+			return fmt.Errorf("load the engine state at LSN %d: %w", lsn, err)
 		}
+		eng = e
+		return nil
 	}
-	for _, r := range rec.Records {
+	replayed := 0 // bytes since the last yield
+	wopts.Replay = func(r wal.Record) error {
+		// A safepoint per record, and a yield every replayYieldBytes: a
+		// budget of records alone could be long with large records.
+		if replayed += len(r.Payload); replayed >= replayYieldBytes {
+			replayed = 0
+			runtime.Yield(f)
+		} else {
+			runtime.Checkpoint(f)
+		}
 		if r.Type != wal.TypeMutation {
-			continue
+			return nil
 		}
 		m, err := engine.DecodeMutation(r.Payload)
 		if err == nil {
 			err = eng.Redo(m)
 		}
 		if err != nil {
-			log.Close()
-			return fmt.Errorf("dbowner: open %s: replay record LSN %d: %w", o.opts.Dir, r.LSN, err)
+			return fmt.Errorf("replay record LSN %d: %w", r.LSN, err)
 		}
+		return nil
 	}
-	for _, t := range rec.Truncated {
-		o.opts.Logger.Warn("dbowner: recovery cut the log", "file", t.File, "offset", t.Offset, "removed", t.Removed, "reason", t.Reason)
+	wopts.Yield = func() { runtime.Yield(f) }
+	wopts.OnCut = func(t wal.Truncation) {
+		if strings.HasPrefix(t.Reason, "repair:") {
+			o.opts.Logger.Error("dbowner: REPAIR: cutting the log at damage; every record after this point is dropped",
+				"file", t.File, "offset", t.Offset, "removed_whole_file", t.Removed, "reason", t.Reason)
+			return
+		}
+		o.opts.Logger.Warn("dbowner: recovery cuts a torn tail (records never acknowledged)", "file", t.File, "offset", t.Offset, "reason", t.Reason)
+	}
+	log, rec, err := wal.Open(o.fs, o.opts.Dir, wopts)
+	if err != nil {
+		if errors.Is(err, wal.ErrCorrupt) {
+			return fmt.Errorf("dbowner: open %s: %w; recovery will not drop data silently: to truncate the log at this damage, losing every record after it, start with the WAL repair option (worker: --repair-wal or WO_REPAIR_WAL=true; dbowner: Options.WAL.Repair)", o.opts.Dir, err)
+		}
+		return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
 	}
 	for _, s := range rec.SkippedSnapshots {
 		o.opts.Logger.Warn("dbowner: recovery skipped a bad snapshot", "snapshot", s)
 	}
 	o.eng, o.log = eng, log
-	o.stats.recovered.Store(int64(len(rec.Records)))
+	o.stats.recovered.Store(int64(rec.Replayed))
 	o.stats.lastLSN.Store(uint64(log.LastLSN()))
 	return nil
-}
-
-// commitGroup makes a group durable with one AppendBatch, then applies and
-// answers it in Prepare order.
-func (o *owner) commitGroup(f *runtime.Fiber, group []commit) {
-	if o.fatal != nil || o.closed {
-		err := o.writable(group[0].op, group[0].table)
-		o.eng.Discard(group[0].m) // refused: drop it and everything after
-		o.failAll(f, group, err)
-		o.failAll(f, o.queue, err)
-		o.queue = nil
-		return
-	}
-	buf := o.payload[:0]
-	offs := make([]int, 0, len(group)+1)
-	for _, c := range group {
-		if c.m.Empty() {
-			continue // checks only: nothing to log, answered in order below
-		}
-		offs = append(offs, len(buf))
-		buf = c.m.Encode(buf)
-	}
-	offs = append(offs, len(buf))
-	payloads := make([][]byte, len(offs)-1)
-	for i := range payloads {
-		payloads[i] = buf[offs[i]:offs[i+1]]
-	}
-	if cap(buf) <= 4<<20 {
-		o.payload = buf
-	}
-
-	var sp trace.Span
-	if o.tr != nil && len(payloads) > 0 {
-		links := make([]trace.Link, 0, len(group))
-		for _, c := range group {
-			if c.span != nil {
-				links = append(links, trace.Link{SpanContext: c.span.SpanContext()})
-			}
-		}
-		_, sp = o.tr.Start(context.Background(), "wal fsync", trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithLinks(links...),
-			trace.WithAttributes(attrSystem, attrOwner,
-				attribute.Int("wo.wal.batch_size", len(group)),
-				attribute.Int("wo.wal.records", len(payloads)),
-				attribute.Int("wo.wal.bytes", len(buf))))
-	}
-	var err error
-	if len(payloads) > 0 {
-		_, err = o.log.AppendBatch(wal.TypeMutation, payloads)
-	}
-	endSpan(sp, err)
-	if err != nil {
-		o.stats.failed.Add(uint64(len(group) + len(o.queue)))
-		if _, derr := o.eng.Discard(group[0].m); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		later := o.queue
-		o.queue = nil
-		if errors.Is(err, wal.ErrFatal) {
-			o.fatal = err
-			ferr := fmt.Errorf("%w: %w", ErrFatal, err)
-			o.failAll(f, group, ferr)
-			o.failAll(f, later, ferr)
-			o.opts.Fatal(err)
-			return
-		}
-		// ENOSPC or another write error: the log is as it was. Fail this
-		// group, and every commit prepared after it (Discard dropped them:
-		// they were validated assuming this group would happen).
-		o.failAll(f, group, fmt.Errorf("dbowner: commit failed, nothing was written: %w", err))
-		o.failAll(f, later, fmt.Errorf("dbowner: commit abandoned (an earlier commit it was validated against failed): %w", err))
-		return
-	}
-	if len(payloads) > 0 {
-		o.stats.groups.Add(1)
-		o.stats.groupBytes.Add(uint64(len(buf)))
-		if n := uint64(len(group)); n > o.stats.maxGroup.Load() {
-			o.stats.maxGroup.Store(n)
-		}
-	}
-	for _, c := range group {
-		if aerr := o.eng.Apply(c.m); aerr != nil {
-			// A protocol bug, not an I/O failure: the state is no longer
-			// known to match the log. Stop like a fatal WAL error.
-			o.fatal = fmt.Errorf("dbowner: apply after commit: %w", aerr)
-			o.failAll(f, group, fmt.Errorf("%w: %w", ErrFatal, o.fatal))
-			o.opts.Fatal(o.fatal)
-			return
-		}
-	}
-	o.stats.commits.Add(uint64(len(group)))
-	o.stats.lastLSN.Store(uint64(o.log.LastLSN()))
-	for _, c := range group {
-		endSpan(c.span, nil)
-		c.reply.Send(f, response{seq: c.m.Seq()})
-	}
-	if o.log.SnapshotDue() {
-		o.snapshot()
-	}
-}
-
-func (o *owner) failAll(f *runtime.Fiber, cs []commit, err error) {
-	for _, c := range cs {
-		endSpan(c.span, err)
-		c.reply.Send(f, response{err: fmt.Errorf("%s %q: %w", c.op, c.table, err)})
-	}
-}
-
-// snapshot writes a snapshot of the applied state (which is exactly the log
-// up to LastLSN: pending commits are neither applied nor logged) and lets
-// the WAL drop the segments it covers. It runs on the committer, so commits
-// wait for it; the interval is Options.WAL.SnapshotEvery*.
-func (o *owner) snapshot() {
-	frozen := o.eng.Freeze()
-	err := o.log.Snapshot(o.log.LastLSN(), func(w io.Writer) error {
-		_, err := frozen.WriteTo(w)
-		return err
-	})
-	if err == nil {
-		o.stats.snapshots.Add(1)
-		return
-	}
-	if errors.Is(err, wal.ErrFatal) {
-		o.fatal = err
-		o.opts.Fatal(err)
-		return
-	}
-	// Out of space or similar: the log is intact and simply stays longer.
-	o.opts.Logger.Warn("dbowner: snapshot failed; the log keeps growing until one succeeds", "err", err)
 }

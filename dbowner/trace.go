@@ -1,6 +1,8 @@
 package dbowner
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -50,4 +52,16 @@ func endSpan(sp trace.Span, err error) {
 		sp.SetStatus(codes.Error, err.Error())
 	}
 	sp.End()
+}
+
+// startSpan is the one place a call's span is made: INTERNAL for a call on
+// the owner shard, CLIENT on the caller's shard, SERVER on the owner for a
+// call from elsewhere (parent from the envelope). It returns a nil span, and
+// ctx unchanged, when tracing is off (tr nil).
+func startSpan(tr trace.Tracer, ctx context.Context, kind trace.SpanKind, op, table string, shard int) (context.Context, trace.Span) {
+	if tr == nil {
+		return ctx, nil
+	}
+	attrs := callAttrs(op, table, shard)
+	return tr.Start(ctx, spanName(op, table), trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }

@@ -475,7 +475,12 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 // Load rebuilds an engine from a snapshot body written by Frozen.WriteTo.
 // Secondary indexes are rebuilt, not stored. Errors wrap ErrCorrupt.
-func Load(body []byte) (*DB, error) {
+func Load(body []byte) (*DB, error) { return LoadYield(body, nil) }
+
+// LoadYield is Load calling yield (if not nil) after every row, so that a
+// caller on a cooperative scheduler can let others run while a large state
+// loads (dbowner passes runtime.Checkpoint).
+func LoadYield(body []byte, yield func()) (*DB, error) {
 	d := decoder{b: body}
 	if v := d.byte(); d.err == nil && v != snapshotVersion {
 		return nil, corrupt("snapshot", errorf("unknown version %d", v))
@@ -516,6 +521,9 @@ func Load(body []byte) (*DB, error) {
 				break
 			}
 			t.put(key, &row{vals: vals, version: version})
+			if yield != nil {
+				yield()
+			}
 		}
 		db.tables[def.schema.Name] = t
 	}

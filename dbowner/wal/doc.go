@@ -4,11 +4,16 @@
 // recovery that truncates a torn tail but refuses a corrupt middle. The
 // format is normative in docs/wal.md.
 //
-// All file access goes through the FS and File interfaces so that the owner
-// can put them on its shard's io_uring (a WRITE at an offset linked to an
-// FSYNC(DATASYNC), parking the fiber), tests can use OS, and fault tests can
-// use faultfs. The log deals in opaque payloads; engine.Mutation.Encode
-// produces the ones the database logs.
+// All file access goes through the FS and File interfaces, so that tests can
+// use OS and fault tests faultfs. An append is two-phase (Log.Prepare gives
+// the bytes and their place, the caller writes and syncs them, Log.Appended
+// or Log.Failed marks the outcome) so that the owner can do the write on
+// its own fiber on its shard's io_uring (a WRITE at an offset linked to an
+// FSYNC(DATASYNC)) while this package does no I/O of its own on that path;
+// AppendBatch is the blocking composition. Snapshots are likewise split
+// (BeginSnapshot, WriteSnapshot, SnapshotDone) so that appends go on while
+// one is written. The log deals in opaque payloads;
+// engine.Mutation.Encode produces the ones the database logs.
 //
 // Failure contract:
 //   - an fdatasync or directory fsync error is fatal (FatalError, ErrFatal,

@@ -72,3 +72,31 @@ func Example() {
 	// snapshot after commit 1
 	// 2 2 3
 }
+
+// The two-phase append: the log prepares the bytes and their place, the
+// caller (the owner, on its fiber) writes and syncs them, and marks the
+// outcome; only then are the records durable and counted.
+func ExampleLog_Prepare() {
+	dir, _ := os.MkdirTemp("", "wal-example")
+	defer os.RemoveAll(dir)
+	log, _, err := wal.Open(wal.OS{}, dir, wal.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer log.Close()
+
+	p, err := log.Prepare(wal.TypeMutation, [][]byte{[]byte("one"), []byte("two")})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("pending:", p.Records(), "records at offset", p.Off, "last LSN", log.LastLSN())
+	if err := wal.WriteSync(p.File, p.Data, p.Off); err != nil {
+		err = log.Failed(p, err) // rolled back, or fatal (a failed fsync)
+		panic(err)
+	}
+	first := log.Appended(p)
+	fmt.Println("durable: LSN", first, "to", log.LastLSN())
+	// Output:
+	// pending: 2 records at offset 32 last LSN 0
+	// durable: LSN 1 to 2
+}

@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,14 +55,68 @@ type FS interface {
 	// OpenWrite opens an existing file for writing.
 	OpenWrite(name string) (File, error)
 	ReadFile(name string) ([]byte, error)
-	// ReadDir returns the names (not paths) of the entries of dir.
-	ReadDir(dir string) ([]string, error)
+	// ReadDir returns the entries of dir: names (not paths) and types, as
+	// lstat sees them (a symbolic link is not a regular file).
+	ReadDir(dir string) ([]Entry, error)
 	Rename(oldname, newname string) error
 	Remove(name string) error
 	MkdirAll(dir string) error
 	// SyncDir makes the directory's entries durable (fsync on the directory),
 	// required after creating, renaming or removing a file in it.
 	SyncDir(dir string) error
+}
+
+// Entry is one directory entry.
+type Entry struct {
+	Name string
+	Type fs.FileMode // the type bits (fs.ModeType); 0 for a regular file
+}
+
+// Regular reports whether the entry is a regular file.
+func (e Entry) Regular() bool { return e.Type&fs.ModeType == 0 }
+
+// kind names a non-regular file's type for an error message.
+func (e Entry) kind() string {
+	switch t := e.Type & fs.ModeType; {
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// WriteSync writes all of p at off in f and makes it durable: with
+// SyncWriter.WriteAtSync when f has it, else File.WriteAt (looping over
+// short writes) then File.Datasync. A sync failure is returned wrapping
+// ErrFsyncFailed. It is the blocking way to carry out a Pending append; the
+// owner carries it out on its fiber instead (one WRITE linked to one
+// FSYNC(DATASYNC)).
+func WriteSync(f File, p []byte, off int64) error {
+	if sw, ok := f.(SyncWriter); ok {
+		return sw.WriteAtSync(p, off)
+	}
+	if err := writeFull(f, p, off); err != nil {
+		return err
+	}
+	if err := f.Datasync(); err != nil {
+		return fmt.Errorf("%w: %w", ErrFsyncFailed, err)
+	}
+	return nil
+}
+
+// ReaderInto is an optional FS method: read a whole file into buf's
+// storage (grown when too small) and return the contents. Recovery with
+// Options.Replay reads every segment into one buffer through it, so its
+// memory is the largest segment, not the sum of them. OS has it.
+type ReaderInto interface {
+	ReadFileInto(name string, buf []byte) ([]byte, error)
 }
 
 // OS is the FS of the operating system, with blocking calls.
@@ -106,16 +161,46 @@ func (OS) OpenWrite(name string) (File, error) {
 
 func (OS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 
-func (OS) ReadDir(dir string) ([]string, error) {
+// ReadFileInto reads name into buf's storage (see ReaderInto).
+func (OS) ReadFileInto(name string, buf []byte) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if n := int(fi.Size()) + 1; cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // the file grew: let append grow it
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (OS) ReadDir(dir string) ([]Entry, error) {
 	es, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(es))
+	out := make([]Entry, len(es))
 	for i, e := range es {
-		names[i] = e.Name()
+		out[i] = Entry{Name: e.Name(), Type: e.Type()}
 	}
-	return names, nil
+	return out, nil
 }
 
 func (OS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -26,10 +27,37 @@ type Options struct {
 	SnapshotEveryBytes   int64
 	SnapshotEveryRecords int64
 	// Repair makes recovery truncate the log at damage it would otherwise
-	// refuse (a corrupt middle), dropping everything after it. Recovered
-	// reports what was dropped. Use it only when an operator decided to.
+	// refuse (a corrupt middle, a missing log after a snapshot), dropping
+	// everything after it. Recovered reports what was dropped. Use it only
+	// when an operator decided to.
 	Repair bool
+	// Preallocate is the step, in bytes, by which the active segment is
+	// extended with zeros ahead of its records (default 1 MiB; negative:
+	// off). An append that fits in the zeroed space overwrites blocks the
+	// file already has, so its fdatasync commits data only, not the file's
+	// growth. Recovery reads the zeros as the end of the log.
+	Preallocate int64
+
+	// Restore, if set, receives the newest valid snapshot during Open,
+	// before any record is replayed; Recovered.Snapshot is then nil. Its
+	// error fails Open, naming the snapshot file.
+	Restore func(lsn LSN, body []byte) error
+	// Replay, if set, receives every record after the snapshot during
+	// Open, in LSN order, one segment in memory at a time; the payload is
+	// valid only during the call and Recovered.Records stays empty. Its
+	// error fails Open. Without it the records are collected in
+	// Recovered.Records (all segments stay in memory).
+	Replay func(Record) error
+	// OnCut, if set, is told about every cut recovery is about to make
+	// (torn tail, repair), before it is made.
+	OnCut func(Truncation)
+	// Yield, if set, is called now and then during long scans in Open,
+	// so that a caller on a cooperative scheduler can let others run.
+	Yield func()
 }
+
+// DefaultPreallocate is Options.Preallocate's default.
+const DefaultPreallocate = 1 << 20
 
 func (o *Options) fill() {
 	if o.SegmentSize <= 0 {
@@ -37,6 +65,12 @@ func (o *Options) fill() {
 	}
 	if o.MaxRecordSize <= 0 {
 		o.MaxRecordSize = 64 << 20
+	}
+	if o.Preallocate == 0 {
+		o.Preallocate = DefaultPreallocate
+	}
+	if o.Yield == nil {
+		o.Yield = func() {}
 	}
 }
 
@@ -47,8 +81,13 @@ type Recovered struct {
 	// none) and SnapshotLSN the last LSN it covers (0 if none).
 	Snapshot    []byte
 	SnapshotLSN LSN
-	// Records are the records after SnapshotLSN, in LSN order.
+	// Records are the records after SnapshotLSN, in LSN order (empty
+	// when Options.Replay took them).
 	Records []Record
+	// Replayed counts the records after SnapshotLSN, and ReplayedBytes
+	// their framed size: the log a snapshot would make unnecessary.
+	Replayed      int
+	ReplayedBytes int64
 	// Truncated lists every cut recovery made: torn tails, and with
 	// Options.Repair, corrupt middles.
 	Truncated []Truncation
@@ -80,11 +119,17 @@ type Log struct {
 	segs   []segment // oldest first; the last is active
 	active File
 	off    int64 // end of the durable, valid part of the active segment
+	zeroed int64 // the active segment is zeros from off up to here (preallocated)
 	next   LSN   // LSN of the next record
+
+	pending *Pending // the prepared append not yet marked (at most one)
 
 	snapLSN          LSN
 	bytesSinceSnap   int64
 	recordsSinceSnap int64
+	// What had been appended when the snapshot in progress was started
+	// (BeginSnapshot); SnapshotDone subtracts it.
+	snapStartBytes, snapStartRecords int64
 
 	buf    []byte
 	failed error // sticky fatal error
@@ -127,22 +172,29 @@ func (l *Log) recover() (*Recovered, error) {
 	}
 	var snaps []LSN
 	dirty := false
-	for _, n := range names {
+	for _, e := range names {
+		n := e.Name
+		_, isTmp := parseName(strings.TrimSuffix(n, tmpSuffix), snapSuffix)
+		isTmp = isTmp && strings.HasSuffix(n, tmpSuffix)
+		first, isSeg := parseName(n, segSuffix)
+		snap, isSnap := parseName(n, snapSuffix)
+		if (isTmp || isSeg || isSnap) && !e.Regular() {
+			// Reading it could hang (a FIFO) or read something that is not
+			// ours (a device): refuse, and say what to do.
+			return nil, fmt.Errorf("wal: %s is %s, not a regular file: a file with a segment's or snapshot's name must be one (move it out of %s)", l.path(n), e.kind(), l.dir)
+		}
 		switch {
-		case strings.HasSuffix(n, tmpSuffix):
-			// An unfinished snapshot: never renamed, so never relied on.
+		case isTmp:
+			// An unfinished snapshot (%016x.snap.tmp): never renamed, so
+			// never relied on. No other file is removed.
 			if err := l.fs.Remove(l.path(n)); err != nil {
 				return nil, fmt.Errorf("wal: remove %s: %w", l.path(n), err)
 			}
 			dirty = true
-		case strings.HasSuffix(n, segSuffix):
-			if first, ok := parseName(n, segSuffix); ok {
-				l.segs = append(l.segs, segment{l.path(n), first})
-			}
-		case strings.HasSuffix(n, snapSuffix):
-			if lsn, ok := parseName(n, snapSuffix); ok {
-				snaps = append(snaps, lsn)
-			}
+		case isSeg:
+			l.segs = append(l.segs, segment{l.path(n), first})
+		case isSnap:
+			snaps = append(snaps, snap)
 		}
 	}
 	slices.SortFunc(l.segs, func(a, b segment) int { return compareLSN(a.first, b.first) })
@@ -164,9 +216,19 @@ func (l *Log) recover() (*Recovered, error) {
 			continue
 		}
 		rec.Snapshot, rec.SnapshotLSN = body, lsn
+		if l.opts.Restore != nil {
+			if err := l.opts.Restore(lsn, body); err != nil {
+				return nil, fmt.Errorf("wal: restore snapshot %s: %w", name, err)
+			}
+			rec.Snapshot = nil // the caller has it; do not keep a second copy
+		}
 		break
 	}
 	l.snapLSN = rec.SnapshotLSN
+	skipped := ""
+	if len(rec.SkippedSnapshots) > 0 {
+		skipped = "; skipped bad snapshot " + strings.Join(rec.SkippedSnapshots, "; skipped bad snapshot ")
+	}
 
 	// Segments wholly covered by the snapshot are left over from a crash
 	// between writing it and truncating the log.
@@ -179,18 +241,26 @@ func (l *Log) recover() (*Recovered, error) {
 	}
 	if len(l.segs) > 0 && l.segs[0].first > rec.SnapshotLSN+1 {
 		return nil, &CorruptError{File: l.segs[0].name, Offset: 0,
-			Reason: fmt.Sprintf("records %d..%d are missing (snapshot covers up to %d)", rec.SnapshotLSN+1, l.segs[0].first-1, rec.SnapshotLSN)}
+			Reason: fmt.Sprintf("records %d..%d are missing (snapshot covers up to %d)%s", rec.SnapshotLSN+1, l.segs[0].first-1, rec.SnapshotLSN, skipped)}
+	}
+	if len(l.segs) == 0 && rec.SnapshotLSN > 0 && !l.opts.Repair {
+		// Taking a snapshot never removes the segment after it (the log
+		// always keeps an active segment), so this directory lost files.
+		return nil, &CorruptError{File: l.path(snapName(rec.SnapshotLSN)), Offset: 0,
+			Reason: fmt.Sprintf("the snapshot covers up to LSN %d but no segment follows it: the log after the snapshot was deleted", rec.SnapshotLSN)}
 	}
 
 	want := LSN(0) // expected first LSN of the next segment; 0: any <= snapshot+1
-	var activeEnd, prevEnd int64
+	var activeEnd, prevEnd, activeZeroed, prevZeroed int64
+	var rbuf []byte // one buffer for every segment, with Replay (see readSegment)
 	for i := 0; i < len(l.segs); i++ {
 		s := l.segs[i]
 		last := i == len(l.segs)-1
-		data, err := l.fs.ReadFile(s.name)
+		data, err := l.readSegment(s.name, &rbuf)
 		if err != nil {
 			return nil, fmt.Errorf("wal: read segment %s: %w", s.name, err)
 		}
+		l.opts.Yield()
 		first, herr := parseSegHeader(data)
 		if herr == nil && first != s.first {
 			herr = fmt.Errorf("header says first LSN %d, name says %d", first, s.first)
@@ -199,13 +269,13 @@ func (l *Log) recover() (*Recovered, error) {
 			herr = fmt.Errorf("first LSN %d, want %d (gap in the log)", first, want)
 		}
 		if herr != nil {
-			if last && len(data) <= SegHeaderSize {
+			if last && (len(data) <= SegHeaderSize || allZero(data[SegHeaderSize:])) {
 				// Created but its header never became durable: a torn
 				// creation. No record was ever acknowledged from it.
+				l.cut(rec, Truncation{File: s.name, Removed: true, Reason: "torn segment creation: " + herr.Error()})
 				if err := l.fs.Remove(s.name); err != nil {
 					return nil, fmt.Errorf("wal: remove torn segment %s: %w", s.name, err)
 				}
-				rec.Truncated = append(rec.Truncated, Truncation{File: s.name, Removed: true, Reason: herr.Error()})
 			} else {
 				cerr := &CorruptError{File: s.name, Offset: 0, Reason: herr.Error()}
 				if !l.opts.Repair {
@@ -217,7 +287,7 @@ func (l *Log) recover() (*Recovered, error) {
 			}
 			// The previous segment, read in full, becomes the active one.
 			l.segs = l.segs[:i]
-			l.next, activeEnd = want, prevEnd
+			l.next, activeEnd, activeZeroed = want, prevEnd, prevZeroed
 			dirty = true
 			break
 		}
@@ -227,13 +297,26 @@ func (l *Log) recover() (*Recovered, error) {
 			typ, payload, size, st, reason := decodeRecord(data[off:], l.opts.MaxRecordSize)
 			if st == decodeOK {
 				if lsn > rec.SnapshotLSN {
-					rec.Records = append(rec.Records, Record{LSN: lsn, Type: typ, Payload: payload})
+					rec.Replayed++
+					rec.ReplayedBytes += int64(size)
+					if l.opts.Replay != nil {
+						if err := l.opts.Replay(Record{LSN: lsn, Type: typ, Payload: payload}); err != nil {
+							return nil, err
+						}
+					} else {
+						rec.Records = append(rec.Records, Record{LSN: lsn, Type: typ, Payload: payload})
+					}
 				}
 				lsn++
 				off += size
 				continue
 			}
-			torn := last && !validRecordAfter(data, off+1, l.opts.MaxRecordSize)
+			if allZero(data[off:]) {
+				// Preallocated space (Options.Preallocate), or a crash after
+				// the file grew and before the data reached it: the end.
+				break
+			}
+			torn := last && !validRecordAfter(data, off+1, l.opts.MaxRecordSize, l.opts.Yield)
 			if !torn {
 				cerr := &CorruptError{File: s.name, Offset: int64(off), Reason: reason}
 				if last {
@@ -244,21 +327,26 @@ func (l *Log) recover() (*Recovered, error) {
 				if !l.opts.Repair {
 					return nil, cerr
 				}
+				l.cut(rec, Truncation{File: s.name, Offset: int64(off), Reason: "repair: " + cerr.Error()})
 				if err := l.dropFrom(i+1, rec, "after corrupt "+s.name); err != nil {
 					return nil, err
 				}
 				last = true
+			} else {
+				l.cut(rec, Truncation{File: s.name, Offset: int64(off), Reason: "torn tail: " + reason})
 			}
 			if err := l.truncateFile(s.name, int64(off)); err != nil {
 				return nil, err
 			}
-			rec.Truncated = append(rec.Truncated, Truncation{File: s.name, Offset: int64(off), Reason: reason})
+			data = data[:off]
 			break
 		}
 		want = lsn
 		prevEnd = int64(min(off, len(data)))
+		prevZeroed = int64(len(data))
+		data = nil // one segment in memory at a time
 		if last {
-			activeEnd = prevEnd
+			activeEnd, activeZeroed = prevEnd, prevZeroed
 			l.next = lsn
 			break
 		}
@@ -283,27 +371,63 @@ func (l *Log) recover() (*Recovered, error) {
 		if err != nil {
 			return nil, fmt.Errorf("wal: open segment %s: %w", l.segs[len(l.segs)-1].name, err)
 		}
-		l.active, l.off = f, activeEnd
+		l.active, l.off, l.zeroed = f, activeEnd, max(activeEnd, activeZeroed)
 	}
 	if dirty {
 		if err := l.fs.SyncDir(l.dir); err != nil {
 			return nil, fsyncFailed("fsync dir", l.dir, err)
 		}
 	}
-	for _, r := range rec.Records {
-		l.bytesSinceSnap += int64(RecordHeaderSize + len(r.Payload))
-	}
-	l.recordsSinceSnap = int64(len(rec.Records))
+	l.bytesSinceSnap = rec.ReplayedBytes
+	l.recordsSinceSnap = int64(rec.Replayed)
 	return rec, nil
+}
+
+// readSegment reads a segment for recovery: into *buf when the records
+// are replayed (Options.Replay: nothing keeps the bytes) and the FS can,
+// else into a fresh slice that Recovered.Records may alias.
+func (l *Log) readSegment(name string, buf *[]byte) ([]byte, error) {
+	if ri, ok := l.fs.(ReaderInto); ok && l.opts.Replay != nil {
+		b, err := ri.ReadFileInto(name, *buf)
+		if err == nil {
+			*buf = b
+		}
+		return b, err
+	}
+	return l.fs.ReadFile(name)
+}
+
+// cut reports a cut recovery is about to make.
+func (l *Log) cut(rec *Recovered, t Truncation) {
+	if l.opts.OnCut != nil {
+		l.opts.OnCut(t)
+	}
+	rec.Truncated = append(rec.Truncated, t)
+}
+
+// allZero reports whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // dropFrom removes segments i.. (repair), recording each removal.
 func (l *Log) dropFrom(i int, rec *Recovered, reason string) error {
 	for _, s := range l.segs[i:] {
+		l.cut(rec, Truncation{File: s.name, Removed: true, Reason: "repair: " + reason})
 		if err := l.fs.Remove(s.name); err != nil {
 			return fmt.Errorf("wal: repair: remove %s: %w", s.name, err)
 		}
-		rec.Truncated = append(rec.Truncated, Truncation{File: s.name, Removed: true, Reason: "repair: " + reason})
 	}
 	l.segs = l.segs[:i]
 	return nil
@@ -327,8 +451,11 @@ func (l *Log) truncateFile(name string, size int64) error {
 // validRecordAfter reports whether any offset from start on holds a record
 // that passes its checks: the difference between a torn tail (garbage or
 // nothing after the damage) and a corrupt middle (good data after it).
-func validRecordAfter(data []byte, start, maxPayload int) bool {
+func validRecordAfter(data []byte, start, maxPayload int, yield func()) bool {
 	for p := start; p+RecordHeaderSize <= len(data); p++ {
+		if p&0xffff == 0 {
+			yield()
+		}
 		if _, _, _, st, _ := decodeRecord(data[p:], maxPayload); st == decodeOK {
 			return true
 		}
@@ -376,7 +503,7 @@ func (l *Log) createSegment(first LSN) error {
 		l.active.Close() // fully synced already
 	}
 	l.segs = append(l.segs, segment{name, first})
-	l.active, l.off = f, SegHeaderSize
+	l.active, l.off, l.zeroed = f, SegHeaderSize, SegHeaderSize
 	return nil
 }
 
@@ -424,12 +551,128 @@ func (l *Log) Segments() []string {
 	return out
 }
 
-// AppendBatch logs records as one group commit: all of them are encoded into
-// one contiguous buffer, written with one File.WriteAt (looping only over
-// short writes) and made durable with one File.Datasync, or both at once
-// with SyncWriter.WriteAtSync when the File has it. It returns the LSN
-// of the first record; the others follow in order. When it returns nil,
-// every record is durable.
+// Pending is a group of records prepared for the log by Prepare: Data is
+// to be written at Off in File and made durable, as one unit, by whoever
+// owns the I/O (the owner does it on its fiber, as one io_uring WRITE linked
+// to one FSYNC(DATASYNC); WriteSync does it with blocking calls). Then
+// exactly one of Log.Appended or Log.Failed marks the outcome; until then
+// the log refuses another Prepare, and a snapshot.
+//
+// Data holds the framed records and, when the append reaches past the
+// zeroed space, the zeros that extend it (Options.Preallocate).
+type Pending struct {
+	File  File   // the active segment
+	Name  string // its path, for errors
+	Off   int64
+	Data  []byte // valid until the next Prepare
+	First LSN    // LSN of the first record; the others follow in order
+
+	n      int   // records
+	size   int   // bytes of records: Data[:size]
+	zeroTo int64 // the file is zeros up to here once Data is written
+}
+
+// Records is the number of records in the append.
+func (p *Pending) Records() int { return p.n }
+
+// Size is the bytes of framed records (without the zero extension).
+func (p *Pending) Size() int { return p.size }
+
+// Prepare frames payloads as records into one contiguous buffer placed at
+// the end of the active segment, starting a new segment first when the
+// group would pass Options.SegmentSize (the one step here with I/O: a
+// header write, fdatasync and directory fsync, as blocking calls). Nothing
+// is written to the records' place; see Pending.
+//
+// Errors: ErrTooLarge, a reserved type, ErrNoSpace or another error from
+// rotation (the log is unchanged and usable), an ErrFatal error (sticky).
+func (l *Log) Prepare(typ byte, payloads [][]byte) (*Pending, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	if l.pending != nil {
+		return nil, fmt.Errorf("wal: prepare: the append of LSN %d is still pending", l.pending.First)
+	}
+	if typ == 0 {
+		return nil, fmt.Errorf("wal: record type 0 is reserved")
+	}
+	buf := l.buf[:0]
+	if cap(buf) > 4<<20 {
+		buf = nil // do not pin a one-off huge group
+	}
+	for i, p := range payloads {
+		if len(p) > l.opts.MaxRecordSize {
+			return nil, fmt.Errorf("%w: record %d of the batch has %d bytes, limit %d", ErrTooLarge, i, len(p), l.opts.MaxRecordSize)
+		}
+		buf = AppendRecord(buf, typ, p)
+	}
+	if l.off > SegHeaderSize && l.off+int64(len(buf)) > l.opts.SegmentSize {
+		if err := l.createSegment(l.next); err != nil {
+			if errors.Is(err, ErrFatal) {
+				l.failed = err
+			}
+			return nil, err
+		}
+	}
+	size := len(buf)
+	zeroTo := l.zeroed
+	if end := l.off + int64(size); end > l.zeroed && l.opts.Preallocate > 0 && len(payloads) > 0 {
+		// Extend the zeroed space by whole steps past the new end, in
+		// the same write: this fdatasync commits the growth once, and the
+		// appends after it until end+step overwrite blocks the file has.
+		zeroTo = min(end+l.opts.Preallocate, max(l.opts.SegmentSize, end))
+		buf = append(buf, make([]byte, zeroTo-end)...)
+	}
+	l.buf = buf
+	p := &Pending{File: l.active, Name: l.segs[len(l.segs)-1].name, Off: l.off, Data: buf,
+		First: l.next, n: len(payloads), size: size, zeroTo: max(zeroTo, l.off+int64(size))}
+	l.pending = p
+	return p, nil
+}
+
+// Appended marks p as durable: the log advances past its records, which
+// may now be acknowledged. It returns the LSN of the first.
+func (l *Log) Appended(p *Pending) LSN {
+	if p != l.pending {
+		panic("wal: Appended with an append that is not the pending one")
+	}
+	l.pending = nil
+	l.off += int64(p.size)
+	l.zeroed = max(l.zeroed, p.zeroTo)
+	l.next += LSN(p.n)
+	l.bytesSinceSnap += int64(p.size)
+	l.recordsSinceSnap += int64(p.n)
+	return p.First
+}
+
+// Failed marks p as failed with the error err its write returned, and
+// returns the error to report. A failure of the sync (err wraps
+// ErrFsyncFailed) is fatal: whether the records are durable is unknown, and
+// the log refuses everything after. Any other error (ENOSPC, EIO on write)
+// is rolled back: the segment is truncated to where p started, so no
+// partial record stays in front of the next append, and the log is usable;
+// a failed rollback is fatal.
+func (l *Log) Failed(p *Pending, err error) error {
+	if p != l.pending {
+		panic("wal: Failed with an append that is not the pending one")
+	}
+	l.pending = nil
+	if errors.Is(err, ErrFsyncFailed) {
+		l.failed = &FatalError{Op: "fdatasync", File: p.Name, Err: err}
+		return l.failed
+	}
+	if terr := p.File.Truncate(p.Off); terr != nil {
+		l.failed = &FatalError{Op: "truncate", File: p.Name, Err: errors.Join(err, terr)}
+		return l.failed
+	}
+	l.zeroed = p.Off // the zeros past it went with the truncation
+	return classifyWrite("write", p.Name, err)
+}
+
+// AppendBatch logs records as one group commit with blocking I/O: Prepare,
+// WriteSync, then Appended or Failed. It returns the LSN of the first
+// record; the others follow in order. When it returns nil, every record is
+// durable.
 //
 // Errors:
 //   - ErrNoSpace (and ErrTooLarge, and any other write error): nothing was
@@ -438,76 +681,20 @@ func (l *Log) Segments() []string {
 //     records are durable is unknown; the log refuses all further appends
 //     and the process must stop.
 func (l *Log) AppendBatch(typ byte, payloads [][]byte) (LSN, error) {
-	if err := l.usable(); err != nil {
-		return 0, err
-	}
 	if len(payloads) == 0 {
-		return l.next, nil
-	}
-	if typ == 0 {
-		return 0, fmt.Errorf("wal: record type 0 is reserved")
-	}
-	buf := l.buf[:0]
-	for i, p := range payloads {
-		if len(p) > l.opts.MaxRecordSize {
-			return 0, fmt.Errorf("%w: record %d of the batch has %d bytes, limit %d", ErrTooLarge, i, len(p), l.opts.MaxRecordSize)
-		}
-		buf = AppendRecord(buf, typ, p)
-	}
-	l.buf = buf
-	defer func() {
-		if cap(l.buf) > 4<<20 {
-			l.buf = nil // do not pin a one-off huge group
-		}
-	}()
-	if l.off > SegHeaderSize && l.off+int64(len(buf)) > l.opts.SegmentSize {
-		if err := l.createSegment(l.next); err != nil {
-			if errors.Is(err, ErrFatal) {
-				l.failed = err
-			}
+		if err := l.usable(); err != nil {
 			return 0, err
 		}
+		return l.next, nil
 	}
-	name := l.segs[len(l.segs)-1].name
-	if sw, ok := l.active.(SyncWriter); ok {
-		if err := sw.WriteAtSync(buf, l.off); err != nil {
-			if errors.Is(err, ErrFsyncFailed) {
-				l.failed = &FatalError{Op: "fdatasync", File: name, Err: err}
-				return 0, l.failed
-			}
-			if terr := l.active.Truncate(l.off); terr != nil {
-				l.failed = &FatalError{Op: "truncate", File: name, Err: errors.Join(err, terr)}
-				return 0, l.failed
-			}
-			return 0, classifyWrite("write", name, err)
-		}
-		return l.appended(len(buf), len(payloads)), nil
+	p, err := l.Prepare(typ, payloads)
+	if err != nil {
+		return 0, err
 	}
-	if err := writeFull(l.active, buf, l.off); err != nil {
-		// Roll back to the last good offset so that no partial record stays
-		// in front of the next append.
-		if terr := l.active.Truncate(l.off); terr != nil {
-			l.failed = &FatalError{Op: "truncate", File: name, Err: errors.Join(err, terr)}
-			return 0, l.failed
-		}
-		return 0, classifyWrite("write", name, err)
+	if err := WriteSync(p.File, p.Data, p.Off); err != nil {
+		return 0, l.Failed(p, err)
 	}
-	if err := l.active.Datasync(); err != nil {
-		l.failed = fsyncFailed("fdatasync", name, err)
-		return 0, l.failed
-	}
-	return l.appended(len(buf), len(payloads)), nil
-}
-
-// appended advances the log past a durable group of n records in size bytes
-// and returns the LSN of its first record.
-func (l *Log) appended(size, n int) LSN {
-	first := l.next
-	l.off += int64(size)
-	l.next += LSN(n)
-	l.bytesSinceSnap += int64(size)
-	l.recordsSinceSnap += int64(n)
-	return first
+	return l.Appended(p), nil
 }
 
 // SnapshotDue reports whether the configured snapshot interval has passed.
@@ -517,27 +704,67 @@ func (l *Log) SnapshotDue() bool {
 		(o.SnapshotEveryRecords > 0 && l.recordsSinceSnap >= o.SnapshotEveryRecords)
 }
 
-// Snapshot durably writes a snapshot of a state that reflects every record
-// up to and including lsn (normally LastLSN()), then truncates the log:
-// segments wholly covered are removed, and so are older snapshots. write
-// produces the body (e.g. engine.Frozen.WriteTo).
-//
-// The file is written as NAME.tmp, fdatasynced, renamed to NAME and the
-// directory fsynced, so a crash leaves either the old or the new snapshot,
-// never a partial one. If lsn is the last record, the active segment is
-// closed first so that it too becomes removable.
+// Snapshot takes a snapshot with blocking I/O: BeginSnapshot, WriteSnapshot
+// and SnapshotDone in a row. lsn must be LastLSN() (the state write
+// produces) or, for a state the caller kept, any LSN since the last
+// snapshot; the log is truncated up to it.
 func (l *Log) Snapshot(lsn LSN, write func(w io.Writer) error) error {
-	if err := l.usable(); err != nil {
+	if lsn == l.LastLSN() {
+		var err error
+		if lsn, err = l.BeginSnapshot(); err != nil {
+			return err
+		}
+	} else if err := l.usable(); err != nil {
 		return err
 	}
 	if lsn > l.LastLSN() || lsn < l.snapLSN {
 		return fmt.Errorf("wal: snapshot at LSN %d outside [%d, %d]", lsn, l.snapLSN, l.LastLSN())
 	}
+	err := l.WriteSnapshot(lsn, write, nil)
+	return l.SnapshotDone(lsn, err)
+}
+
+// BeginSnapshot starts a snapshot of the state as of LastLSN(), which it
+// returns: it starts a new segment at the next LSN when the active one
+// holds records (blocking I/O: a header write, fdatasync, directory fsync),
+// so that once the snapshot is durable every older segment can go. Appends
+// may go on while the snapshot is written (WriteSnapshot); SnapshotDone
+// ends it. Out of space for the new segment is not an error: the snapshot
+// still bounds the log, one segment later.
+func (l *Log) BeginSnapshot() (LSN, error) {
+	if err := l.usable(); err != nil {
+		return 0, err
+	}
+	if l.pending != nil {
+		return 0, fmt.Errorf("wal: snapshot: the append of LSN %d is pending", l.pending.First)
+	}
+	if l.off > SegHeaderSize {
+		if err := l.createSegment(l.next); err != nil && errors.Is(err, ErrFatal) {
+			l.failed = err
+			return 0, err
+		}
+	}
+	l.snapStartBytes, l.snapStartRecords = l.bytesSinceSnap, l.recordsSinceSnap
+	return l.LastLSN(), nil
+}
+
+// WriteSnapshot durably writes the snapshot file of a state that reflects
+// every record up to and including lsn; write produces the body (e.g.
+// engine.Frozen.WriteTo). It touches the directory only, none of the
+// log's state, so it may run while appends go on (on the same goroutine or
+// fiber scheduler: the Log is not safe for concurrent use). The file is
+// written as NAME.tmp, made durable with sync (nil: File.Datasync),
+// renamed to NAME and the directory fsynced, so a crash leaves either the
+// old or the new snapshot, never a partial one. Pass the result to
+// SnapshotDone.
+func (l *Log) WriteSnapshot(lsn LSN, write func(w io.Writer) error, sync func(File) error) error {
+	if sync == nil {
+		sync = File.Datasync
+	}
 	final := l.path(snapName(lsn))
 	tmp := final + tmpSuffix
-	if err := l.writeSnapshot(tmp, lsn, write); err != nil {
+	if err := l.writeSnapshot(tmp, lsn, write, sync); err != nil {
 		if errors.Is(err, ErrFatal) {
-			l.failed = err
 			return err
 		}
 		if rerr := l.fs.Remove(tmp); rerr != nil {
@@ -549,22 +776,35 @@ func (l *Log) Snapshot(lsn LSN, write func(w io.Writer) error) error {
 		return fmt.Errorf("wal: rename %s: %w", tmp, err)
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
-		l.failed = fsyncFailed("fsync dir", l.dir, err)
-		return l.failed
+		return fsyncFailed("fsync dir", l.dir, err)
+	}
+	return nil
+}
+
+// SnapshotDone ends a snapshot at lsn whose WriteSnapshot returned werr.
+// On success the log is truncated: every segment whose records are all <=
+// lsn is removed, and so is every older snapshot, then the directory is
+// fsynced. A fatal werr makes the log refuse everything after; another
+// error leaves the log as it was (it keeps growing until a snapshot
+// succeeds) and is returned.
+func (l *Log) SnapshotDone(lsn LSN, werr error) error {
+	if werr != nil {
+		if errors.Is(werr, ErrFatal) {
+			l.failed = werr
+		}
+		return werr
+	}
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if lsn < l.snapLSN || lsn > l.LastLSN() {
+		return fmt.Errorf("wal: snapshot at LSN %d outside [%d, %d]", lsn, l.snapLSN, l.LastLSN())
 	}
 	l.snapLSN = lsn
-	l.bytesSinceSnap, l.recordsSinceSnap = 0, 0
+	l.bytesSinceSnap -= min(l.bytesSinceSnap, l.snapStartBytes)
+	l.recordsSinceSnap -= min(l.recordsSinceSnap, l.snapStartRecords)
+	l.snapStartBytes, l.snapStartRecords = 0, 0
 
-	if lsn == l.LastLSN() && l.off > SegHeaderSize {
-		if err := l.createSegment(l.next); err != nil {
-			if errors.Is(err, ErrFatal) {
-				l.failed = err
-				return err
-			}
-			// Out of space for a new segment: the snapshot stands and the
-			// active segment is simply kept; truncation proceeds below.
-		}
-	}
 	removed := false
 	for len(l.segs) > 1 && l.segs[1].first-1 <= lsn {
 		if err := l.fs.Remove(l.segs[0].name); err != nil {
@@ -577,10 +817,10 @@ func (l *Log) Snapshot(lsn LSN, write func(w io.Writer) error) error {
 	if err != nil {
 		return fmt.Errorf("wal: read dir %s: %w", l.dir, err)
 	}
-	for _, n := range names {
-		if s, ok := parseName(n, snapSuffix); ok && s < lsn {
-			if err := l.fs.Remove(l.path(n)); err != nil {
-				return fmt.Errorf("wal: remove old snapshot %s: %w", n, err)
+	for _, e := range names {
+		if s, ok := parseName(e.Name, snapSuffix); ok && s < lsn && e.Regular() {
+			if err := l.fs.Remove(l.path(e.Name)); err != nil {
+				return fmt.Errorf("wal: remove old snapshot %s: %w", e.Name, err)
 			}
 			removed = true
 		}
@@ -594,7 +834,7 @@ func (l *Log) Snapshot(lsn LSN, write func(w io.Writer) error) error {
 	return nil
 }
 
-func (l *Log) writeSnapshot(name string, lsn LSN, write func(io.Writer) error) error {
+func (l *Log) writeSnapshot(name string, lsn LSN, write func(io.Writer) error, sync func(File) error) error {
 	_ = l.fs.Remove(name) // a stale temp from a failed attempt
 	f, err := l.fs.Create(name)
 	if err != nil {
@@ -619,7 +859,7 @@ func (l *Log) writeSnapshot(name string, lsn LSN, write func(io.Writer) error) e
 		f.Close()
 		return classifyWrite("write snapshot", name, err)
 	}
-	if err := f.Datasync(); err != nil {
+	if err := sync(f); err != nil {
 		f.Close()
 		return fsyncFailed("fdatasync", name, err)
 	}

@@ -55,7 +55,7 @@ func (f linkedFile) WriteAtSync(p []byte, off int64) error {
 
 func TestSyncWriterIsUsedForGroups(t *testing.T) {
 	fsys := &linkedFS{FS: faultfs.New()}
-	l, _ := open(t, fsys, wal.Options{})
+	l, _ := open(t, fsys, wal.Options{Preallocate: -1})
 	if _, err := l.AppendBatch(wal.TypeMutation, [][]byte{payload(0), payload(1), payload(2)}); err != nil {
 		t.Fatal(err)
 	}

@@ -104,10 +104,12 @@ func TestGroupCommitIsOneWriteOneSync(t *testing.T) {
 }
 
 // build writes n single-record groups and returns the FS, the active
-// segment and the offset where the last record starts.
+// segment and the offset where the last record starts. The segment is not
+// preallocated, so that its end is the end of the records (see
+// TestTornTailPreallocated for the same cuts in zeroed space).
 func build(t *testing.T, n int) (*faultfs.FS, string, int64) {
 	fsys := faultfs.New()
-	l, _, err := wal.Open(fsys, dir, wal.Options{})
+	l, _, err := wal.Open(fsys, dir, wal.Options{Preallocate: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +369,8 @@ func TestFsyncEIOIsFatal(t *testing.T) {
 func TestENOSPC(t *testing.T) {
 	for _, short := range []bool{false, true} {
 		fsys := faultfs.New()
-		l, _ := open(t, fsys, wal.Options{SegmentSize: 1 << 20})
+		// No preallocation: the space limit must fall inside the records.
+		l, _ := open(t, fsys, wal.Options{SegmentSize: 1 << 20, Preallocate: -1})
 		appendN(t, l, 0, 5)
 		before := fsys.Used()
 		fsys.SetShortWrites(short)
@@ -400,6 +403,28 @@ func TestENOSPC(t *testing.T) {
 			t.Fatalf("recovery had to cut: %+v", rec.Truncated)
 		}
 	}
+}
+
+// With preallocation the space runs out when the zeroed part of the
+// segment is extended: that append fails and is rolled back like any other.
+func TestENOSPCPreallocated(t *testing.T) {
+	fsys := faultfs.New()
+	l, _ := open(t, fsys, wal.Options{Preallocate: 4096})
+	appendN(t, l, 0, 1)
+	fsys.SetSpace(fsys.Used() + 100) // the next extension does not fit
+	i := 1
+	var err error
+	for ; i < 1000 && err == nil; i++ {
+		_, err = l.AppendBatch(wal.TypeMutation, [][]byte{payload(i)})
+	}
+	if !errors.Is(err, wal.ErrNoSpace) || errors.Is(err, wal.ErrFatal) {
+		t.Fatalf("append %d: %v, want ErrNoSpace", i-1, err)
+	}
+	fsys.SetSpace(-1)
+	appendN(t, l, i-1, 3)
+	l.Close()
+	_, rec := open(t, fsys, wal.Options{})
+	checkRecords(t, rec.Records, 0, i+2)
 }
 
 func TestENOSPCAtRotation(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -33,20 +35,24 @@ const MaxShards = 1024
 
 // Config is the worker's resolved settings.
 type Config struct {
-	Shards     int               // runtime.shards; 0 = every CPU the process may use
-	Pin        runtime.PinMode   // runtime.pin
-	IO         iobackend.Mode    // runtime.io
-	Reductions int               // runtime.reductions
-	DataDir    string            // data.dir
-	HTTPAddr   string            // http.addr: the data plane (records API)
-	OpsAddr    string            // ops.addr: health, metrics, debug
-	HTTP       HTTP              // http.*: the data plane's limits and drain
-	Pprof      bool              // ops.pprof: serve /debug/pprof on the ops port
-	TokenFile  string            // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
-	LogLevel   slog.Level        // log.level
-	LogFormat  string            // log.format: "text" or "json"
-	File       string            // the config file that was read; "" when none was
-	Sources    map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
+	Shards     int             // runtime.shards; 0 = every CPU the process may use
+	Pin        runtime.PinMode // runtime.pin
+	IO         iobackend.Mode  // runtime.io
+	Reductions int             // runtime.reductions
+	DataDir    string          // data.dir
+	// SnapshotBytes is data.snapshot_bytes: log bytes since the last
+	// snapshot that trigger the next; 0 turns automatic snapshots off.
+	SnapshotBytes int64
+	RepairWAL     bool              // data.repair_wal: truncate the log at damage instead of refusing to start
+	HTTPAddr      string            // http.addr: the data plane (records API)
+	OpsAddr       string            // ops.addr: health, metrics, debug
+	HTTP          HTTP              // http.*: the data plane's limits and drain
+	Pprof         bool              // ops.pprof: serve /debug/pprof on the ops port
+	TokenFile     string            // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
+	LogLevel      slog.Level        // log.level
+	LogFormat     string            // log.format: "text" or "json"
+	File          string            // the config file that was read; "" when none was
+	Sources       map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
 }
 
 // HTTP is the data plane's limits against slow and bad clients, and its
@@ -66,6 +72,15 @@ type HTTP struct {
 // the runtime's defaults: they are tuning knobs, not deployment settings.
 func (c Config) Runtime(log *slog.Logger) runtime.Config {
 	return runtime.Config{Shards: c.Shards, Pin: c.Pin, IO: c.IO, Reductions: c.Reductions, Logger: log}
+}
+
+// WAL maps the database settings onto the WAL options dbowner.Open takes.
+func (c Config) WAL() wal.Options {
+	o := wal.Options{SnapshotEveryBytes: c.SnapshotBytes, Repair: c.RepairWAL}
+	if c.SnapshotBytes == 0 {
+		o.SnapshotEveryBytes = -1 // off (dbowner reads 0 as its default)
+	}
+	return o
 }
 
 // Logger builds the slog logger the settings ask for.
@@ -156,6 +171,29 @@ var settings = []setting{
 				return errors.New("want a directory path")
 			}
 			c.DataDir = s
+			return nil
+		}},
+	{key: "data.snapshot_bytes", flag: "snapshot-bytes", env: "WO_SNAPSHOT_BYTES", def: strconv.Itoa(dbowner.DefaultSnapshotEveryBytes), kind: kindInt,
+		help: "log `bytes` written since the last snapshot that make the database take the next one (bounds the log on disk and the replay at start); 0 = never",
+		apply: func(c *Config, s string) error {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 0 {
+				return errors.New("want a byte count, 0 (off) or more")
+			}
+			if n > 0 && n < minSnapshotBytes {
+				return fmt.Errorf("want 0 (off) or at least %d bytes: a snapshot per handful of writes costs more than it saves", minSnapshotBytes)
+			}
+			c.SnapshotBytes = n
+			return nil
+		}},
+	{key: "data.repair_wal", flag: "repair-wal", env: "WO_REPAIR_WAL", def: "false", kind: kindBool,
+		help: "start even if the WAL is damaged before its end: truncate it at the damage recovery names, DROPPING every record after it (logged loudly); for an operator who decided to, never a default",
+		apply: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			c.RepairWAL = b
 			return nil
 		}},
 	{key: "http.addr", flag: "http-addr", env: "WO_HTTP_ADDR", def: ":8080",
@@ -260,6 +298,9 @@ func intSetting(lo, hi int, set func(c *Config, n int)) func(c *Config, s string
 	}
 }
 
+// minSnapshotBytes is the smallest data.snapshot_bytes other than 0.
+const minSnapshotBytes = 64 << 10
+
 // parseAddr accepts host:port with a numeric port (host may be empty).
 func parseAddr(s string) (string, error) {
 	_, port, err := net.SplitHostPort(s)
@@ -297,6 +338,9 @@ func Load(args []string, out io.Writer) (Config, error) {
 	configFile := fset.String("config", DefaultFile, "TOML config `file`; a missing default file is fine, a missing explicit one is an error")
 	for _, s := range settings {
 		fset.String(s.flag, s.def, fmt.Sprintf("%s [env %s, file key %s]", s.help, s.env, s.key))
+		if s.kind == kindBool {
+			fset.Lookup(s.flag).NoOptDefVal = "true" // --repair-wal alone means true
+		}
 	}
 	fset.Usage = func() { Usage(out, fset) }
 	if err := fset.Parse(args); err != nil {
@@ -382,17 +426,17 @@ func (s setting) check(raw any, src string) (string, error) {
 		str = strconv.FormatInt(x, 10)
 		disp = str
 		if s.kind != kindInt {
-			return "", &Error{Key: s.key, Source: src, Value: disp, Err: errors.New("want a string, got an integer")}
+			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got an integer", s.kind.want())}
 		}
-	case int:
-		str = strconv.Itoa(x)
-		disp = str
 	case bool:
 		str = strconv.FormatBool(x)
 		disp = str
 		if s.kind != kindBool {
 			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a boolean", s.kind.want())}
 		}
+	case int:
+		str = strconv.Itoa(x)
+		disp = str
 	default:
 		return "", &Error{Key: s.key, Source: src, Value: fmt.Sprintf("%v", raw), Err: fmt.Errorf("want %s, got %s", s.kind.want(), tomlType(raw))}
 	}

@@ -50,7 +50,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
-		DataDir: "./data", HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
+		DataDir: "./data", SnapshotBytes: 16 << 20, HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
 		HTTP: HTTP{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second}}
 	got := c
@@ -195,6 +195,12 @@ func TestErrors(t *testing.T) {
 		{name: "bad log level", file: "[log]\nlevel = \"loud\"\n", want: []string{"log.level", `"loud"`}},
 		{name: "bad log format", file: "[log]\nformat = \"xml\"\n", want: []string{"log.format", `"xml"`, "text or json"}},
 		{name: "empty data dir", file: "[data]\ndir = \"\"\n", want: []string{"data.dir", "directory"}},
+		{name: "repair string in file", file: "[data]\nrepair_wal = \"yes\"\n", want: []string{"data.repair_wal", "want a boolean, got a string"}},
+		{name: "repair int in file", file: "[data]\nrepair_wal = 1\n", want: []string{"data.repair_wal", "want a boolean, got an integer"}},
+		{name: "env repair", env: map[string]string{"WO_REPAIR_WAL": "maybe"}, want: []string{"data.repair_wal", "env WO_REPAIR_WAL", "true or false"}},
+		{name: "snapshot bytes negative", file: "[data]\nsnapshot_bytes = -1\n", want: []string{"data.snapshot_bytes", "-1"}},
+		{name: "snapshot bytes tiny", env: map[string]string{"WO_SNAPSHOT_BYTES": "100"}, want: []string{"data.snapshot_bytes", "at least 65536"}},
+		{name: "snapshot bytes bool", file: "[data]\nsnapshot_bytes = true\n", want: []string{"data.snapshot_bytes", "a boolean"}},
 
 		{name: "env shards", env: map[string]string{"WO_SHARDS": "many"}, want: []string{"runtime.shards", "env WO_SHARDS", `"many"`}},
 		{name: "env pin", env: map[string]string{"WO_PIN": "sometimes"}, want: []string{"runtime.pin", "env WO_PIN", `"sometimes"`}},
@@ -225,6 +231,30 @@ func TestErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The WAL settings reach dbowner's options: the repair flag alone, from the
+// environment and from the file; the snapshot threshold, with 0 as off.
+func TestWALSettings(t *testing.T) {
+	clearEnv(t)
+	c, err := load(t, "--config", writeFile(t, ""))
+	if err != nil || c.RepairWAL || c.WAL().Repair || c.WAL().SnapshotEveryBytes != 16<<20 {
+		t.Fatalf("defaults: %+v %v", c.WAL(), err)
+	}
+	c, err = load(t, "--config", writeFile(t, ""), "--repair-wal", "--snapshot-bytes", "0")
+	if err != nil || !c.WAL().Repair || c.WAL().SnapshotEveryBytes >= 0 || c.Sources["data.repair_wal"] != "flag --repair-wal" {
+		t.Fatalf("--repair-wal --snapshot-bytes 0: %+v %v", c.WAL(), err)
+	}
+	t.Setenv("WO_REPAIR_WAL", "true")
+	c, err = load(t, "--config", writeFile(t, "[data]\nsnapshot_bytes = 1048576\n"))
+	if err != nil || !c.RepairWAL || c.SnapshotBytes != 1<<20 {
+		t.Fatalf("env and file: %+v %v", c, err)
+	}
+	clearEnv(t)
+	c, err = load(t, "--config", writeFile(t, "[data]\nrepair_wal = true\n"), "--repair-wal=false")
+	if err != nil || c.RepairWAL {
+		t.Fatalf("--repair-wal=false over the file: %+v %v", c, err)
 	}
 }
 
@@ -274,11 +304,12 @@ func TestHTTPSettings(t *testing.T) {
 		t.Fatalf("got %+v pprof=%v\nwant %+v pprof=true", c.HTTP, c.Pprof, want)
 	}
 	for _, bad := range [][]string{
-		{"--http-idle-timeout", "0s"}, {"--http-header-timeout", "soon"}, {"--http-max-body", "0"}, {"--ops-pprof", "maybe"},
+		{"http.idle_timeout", "--http-idle-timeout", "0s"}, {"http.header_timeout", "--http-header-timeout", "soon"},
+		{"http.max_body", "--http-max-body", "0"}, {"ops.pprof", "--ops-pprof=maybe"},
 	} {
-		_, err := load(t, append([]string{"--config", writeFile(t, "")}, bad...)...)
-		if err == nil || !strings.Contains(err.Error(), strings.ReplaceAll(strings.TrimPrefix(bad[0], "--"), "-", "_")[5:]) {
-			t.Errorf("%v: %v", bad, err)
+		_, err := load(t, append([]string{"--config", writeFile(t, "")}, bad[1:]...)...)
+		if err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: %v", bad[1:], err)
 		}
 	}
 	if _, err := load(t, "--config", writeFile(t, "[ops]\npprof = \"yes\"\n")); err == nil || !strings.Contains(err.Error(), "want a boolean") {

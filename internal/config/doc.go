@@ -11,6 +11,8 @@
 //	runtime.io           WO_IO          --io                 auto
 //	runtime.reductions   WO_REDUCTIONS  --reductions         4000
 //	data.dir             WO_DATA_DIR    --data-dir           ./data
+//	data.snapshot_bytes  WO_SNAPSHOT_BYTES --snapshot-bytes  16777216 (16 MiB; 0 = off)
+//	data.repair_wal      WO_REPAIR_WAL  --repair-wal         false
 //	http.addr            WO_HTTP_ADDR   --http-addr          :8080
 //	ops.addr             WO_OPS_ADDR    --ops-addr           :9090
 //	log.level            WO_LOG_LEVEL   --log-level          info

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -289,16 +290,17 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 	return slices.Clone(fl.data), nil
 }
 
-func (f *FS) ReadDir(dir string) ([]string, error) {
+// ReadDir lists the files of dir; every file of this FS is regular.
+func (f *FS) ReadDir(dir string) ([]wal.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []string
+	var out []wal.Entry
 	for n := range f.files {
 		if filepath.Dir(n) == filepath.Clean(dir) {
-			out = append(out, filepath.Base(n))
+			out = append(out, wal.Entry{Name: filepath.Base(n)})
 		}
 	}
-	sort.Strings(out)
+	slices.SortFunc(out, func(a, b wal.Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

@@ -1,0 +1,269 @@
+package dbowner_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/runtime"
+)
+
+var blobSchema = engine.Schema{
+	Name:   "blob",
+	Fields: []engine.Field{{Name: "k", Kind: engine.KindString}, {Name: "v", Kind: engine.KindString}},
+	Key:    "k",
+}
+
+// dirBytes is the disk space of the files in dir (allocated blocks, so a
+// preallocated segment counts in full).
+func dirBytes(t *testing.T, dir string) (n int64, names []string) {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += max(fi.Size(), 0)
+		names = append(names, fmt.Sprintf("%s(%d)", e.Name(), fi.Size()))
+	}
+	return n, names
+}
+
+// TestLongHistoryStaysBounded: 20,000 updates over 10 keys leave a log of
+// about the snapshot threshold, not of the history, with writers going on
+// while snapshots are taken; a restart replays only the log since the last
+// snapshot.
+func TestLongHistoryStaysBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
+		dir := t.TempDir()
+		const threshold = 256 << 10
+		const updates, keys, writers = 20000, 10, 50
+		opts := dbowner.Options{Dir: dir, Logger: cfg.Logger, WAL: wal.Options{SnapshotEveryBytes: threshold}}
+		value := strings.Repeat("x", 200)
+		var st dbowner.Stats
+		run(t, cfg, func(f *runtime.Fiber) int {
+			db, err := dbowner.Open(f, opts)
+			if err != nil {
+				t.Error(err)
+				return 1
+			}
+			defer db.Close(f)
+			b := engine.Batch{engine.CreateTable(blobSchema)}
+			for k := range keys {
+				b = append(b, engine.Insert("blob", map[string]engine.Value{"k": engine.String(strconv.Itoa(k)), "v": engine.String("")}))
+			}
+			if _, err := db.Tx(f, b); err != nil {
+				t.Error(err)
+				return 1
+			}
+			parallel(f, writers, func(f *runtime.Fiber, w int) {
+				for i := w; i < updates; i += writers {
+					set := map[string]engine.Value{"v": engine.String(fmt.Sprintf("%s-%d", value, i))}
+					if _, err := db.Update(f, "blob", engine.String(strconv.Itoa(i%keys)), set); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+			st = db.Stats()
+			return 0
+		})
+		logged := st.GroupBytes
+		size, names := dirBytes(t, dir)
+		t.Logf("%d updates: %d snapshots, %d bytes logged, %d bytes on disk: %v", updates, st.Snapshots, logged, size, names)
+		if st.Snapshots < 5 {
+			t.Errorf("%d snapshots for %d bytes of log at a %d-byte threshold", st.Snapshots, logged, threshold)
+		}
+		// Bound: the log since the last snapshot (the threshold, plus what
+		// was written while that snapshot was being made: a few groups),
+		// one preallocation step, the snapshot itself (about 3 KB here).
+		if bound := int64(2*threshold + wal.DefaultPreallocate + 64<<10); size > bound {
+			t.Errorf("%d bytes on disk after %d bytes of log, want <= %d", size, logged, bound)
+		}
+		run(t, cfg, func(f *runtime.Fiber) int {
+			db, err := dbowner.Open(f, opts)
+			if err != nil {
+				t.Error(err)
+				return 1
+			}
+			defer db.Close(f)
+			if n := db.Stats().Recovered; n <= 0 || n > updates/5 {
+				t.Errorf("restart replayed %d records of %d", n, updates)
+			}
+			for k := range keys {
+				r, err := db.Get(f, "blob", engine.String(strconv.Itoa(k)))
+				if err != nil || !strings.HasPrefix(r.Get("v").Str(), value) {
+					t.Errorf("key %d after restart: %v", k, err)
+				}
+			}
+			return 0
+		})
+	})
+}
+
+// writeHistory writes a log of many records over few keys straight through
+// the engine and the WAL (no snapshots), as an older worker would have left
+// it: about size bytes of history for keys*1 KiB of live data.
+func writeHistory(t *testing.T, dir string, size int64, segment int64) {
+	t.Helper()
+	l, _, err := wal.Open(wal.OS{}, dir, wal.Options{SegmentSize: segment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	eng := engine.New()
+	var buf []byte
+	commit := func(b engine.Batch) []byte {
+		m, err := eng.Prepare(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Apply(m); err != nil {
+			t.Fatal(err)
+		}
+		start := len(buf)
+		buf = m.Encode(buf)
+		return buf[start:]
+	}
+	const keys = 10
+	init := engine.Batch{engine.CreateTable(blobSchema)}
+	for k := range keys {
+		init = append(init, engine.Insert("blob", map[string]engine.Value{"k": engine.String(strconv.Itoa(k)), "v": engine.String("")}))
+	}
+	payloads := [][]byte{commit(init)}
+	var written int64
+	for i := 0; written < size; i++ {
+		b := engine.Batch{}
+		for k := range keys {
+			b = append(b, engine.Update("blob", engine.String(strconv.Itoa(k)),
+				map[string]engine.Value{"v": engine.String(fmt.Sprintf("%d-%s", i, strings.Repeat("y", 1000)))}))
+		}
+		p := commit(b)
+		written += int64(len(p))
+		payloads = append(payloads, p)
+		if len(payloads) == 64 {
+			if _, err := l.AppendBatch(wal.TypeMutation, payloads); err != nil {
+				t.Fatal(err)
+			}
+			payloads, buf = payloads[:0], nil
+		}
+	}
+	if _, err := l.AppendBatch(wal.TypeMutation, payloads); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoveryMemoryIsBounded: a worker that finds 64 MiB of history for
+// 10 KiB of live data recovers with its heap (HeapSys: memory the Go heap
+// took from the OS, which does not shrink back, so a peak) growing by a
+// bounded amount (one segment in memory at a time, plus the state), not by
+// the history; it yields while replaying (no watchdog report); and it takes
+// a snapshot at once, so that the next start is small.
+func TestRecoveryMemoryIsBounded(t *testing.T) {
+	if os.Getenv("WO_HISTORY_CHILD") != "" {
+		recoverChild(t)
+		return
+	}
+	dir := t.TempDir()
+	const history, segment = 64 << 20, 4 << 20
+	writeHistory(t, dir, history, segment)
+	for _, mode := range []string{"uring", "epoll"} {
+		t.Run(mode, func(t *testing.T) {
+			d := filepath.Join(t.TempDir(), "data")
+			if err := os.CopyFS(d, os.DirFS(dir)); err != nil {
+				t.Fatal(err)
+			}
+			cmd := execSelf(t, "TestRecoveryMemoryIsBounded", "WO_HISTORY_CHILD="+d, "WO_IO="+mode)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			var before, after, hwm0, hwm1 int64
+			sc := bufio.NewScanner(strings.NewReader(string(out)))
+			for sc.Scan() {
+				fmt.Sscanf(sc.Text(), "MEM %d %d %d %d", &before, &after, &hwm0, &hwm1)
+			}
+			if after == 0 {
+				t.Fatalf("child reported no memory:\n%s", out)
+			}
+			grew := after - before
+			t.Logf("recovery of %d MiB of history: HeapSys %d -> %d KiB (+%d KiB); VmHWM %d -> %d KiB (with -race, the detector's shadow memory too)",
+				history>>20, before>>10, after>>10, grew>>10, hwm0>>10, hwm1>>10)
+			// One 4 MiB segment read at a time, the garbage of the last
+			// one until the GC runs (GOGC 100 doubles the heap), the
+			// state: well under 6 segments. All of the history at once
+			// would be 64 MiB.
+			if bound := int64(6 * segment); grew > bound {
+				t.Errorf("recovery grew the heap by %d KiB, want <= %d KiB\n%s", grew>>10, bound>>10, out)
+			}
+			if strings.Contains(string(out), "watchdog") {
+				t.Errorf("recovery tripped the watchdog:\n%s", out)
+			}
+			size, names := dirBytes(t, d)
+			if size > 2*segment {
+				t.Errorf("after recovery the directory holds %d bytes: %v (want the snapshot and a fresh segment)", size, names)
+			}
+		})
+	}
+}
+
+// recoverChild opens the database in WO_HISTORY_CHILD and prints its peak
+// RSS before and after.
+func recoverChild(t *testing.T) {
+	dir := os.Getenv("WO_HISTORY_CHILD")
+	cfg := testConfig(t)
+	run(t, cfg, func(f *runtime.Fiber) int {
+		goruntime.GC()
+		var ms goruntime.MemStats
+		goruntime.ReadMemStats(&ms)
+		before, hwm0 := ms.HeapSys, vmHWM(t)
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
+		if err != nil {
+			t.Error(err)
+			return 1
+		}
+		goruntime.ReadMemStats(&ms)
+		fmt.Printf("MEM %d %d %d %d\n", before, ms.HeapSys, hwm0, vmHWM(t))
+		if n := db.Stats().Recovered; n < 1000 {
+			t.Errorf("recovered %d records", n)
+		}
+		r, err := db.Get(f, "blob", engine.String("3"))
+		if err != nil || !strings.HasSuffix(r.Get("v").Str(), "yyy") {
+			t.Errorf("key 3: %v", err)
+		}
+		if err := db.Close(f); err != nil {
+			t.Error(err)
+		}
+		return 0
+	})
+}
+
+func vmHWM(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/self/status")
+	return 0
+}
