@@ -5,9 +5,9 @@
 GO ?= go
 # Packages whose behaviour depends on the shard count: the suite runs them at
 # every core (the default) and again at one shard, the serial debug mode.
-SHARDED := ./runtime/... ./dbowner/... ./examples/...
+SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 
-.PHONY: all run test vet test-operator generate verify-generated bench envtest-binaries fuzz fmt
+.PHONY: all run test vet test-operator generate verify-generated bench envtest-binaries helm fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -17,11 +17,12 @@ run:
 
 ## test: vet, then every test under the race detector: the whole module at the
 ## default shard count (operator tests against a real kube-apiserver and etcd),
-## the sharded packages again at one shard, and the runtime with epoll forced.
-test: vet envtest-binaries
-	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" $(GO) test -race -count=1 -timeout 30m ./...
+## the sharded packages again at one shard, and the runtime and replication
+## (fiber sockets, timers) with epoll forced.
+test: vet envtest-binaries helm
+	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" $(GO) test -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
-	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/...
+	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/... ./replication/...
 
 ## vet: go vet, then wo's own analyzer (cmd/wovet): WO-E222, a message type
 ## with mutable references sent where it may cross shards, and WO-E223, a
@@ -35,6 +36,32 @@ vet:
 envtest-binaries:
 	bash hack/envtest-binaries.sh >/dev/null
 
+## helm: build (or reuse from the cache) helm; the chart tests need it.
+helm:
+	bash hack/helm-binary.sh >/dev/null
+
+# Build outputs (gitignored). VERSION, the image tag, is the chart's
+# appVersion unless given: the chart's default image tag says the same.
+BUILD ?= build
+VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' charts/wo/Chart.yaml)
+
+## image: the wo-worker and wo-operator images from static binaries, no
+## Docker daemon: $(BUILD)/image/oci (OCI layout) and $(BUILD)/image/images.tar
+## (docker load / ctr import). See hack/imagebuild.
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BUILD)/bin/ ./cmd/worker ./cmd/operator
+	$(GO) run ./hack/imagebuild --worker $(BUILD)/bin/worker --operator $(BUILD)/bin/operator \
+		--out $(BUILD)/image --version $(VERSION) \
+		--revision "$$(git rev-parse HEAD 2>/dev/null)" --created "$$(git log -1 --format=%ct 2>/dev/null || echo 0)"
+
+## manifests: manifests/install.yaml and the chart's CRD from config/ (kustomize),
+## and manifests/seccomp/ (hack/seccomp-profiles).
+manifests:
+	bash hack/manifests.sh
+
+verify-manifests: manifests
+	git diff --exit-code -- manifests charts/wo/crds
+
 test-operator:
 	bash hack/operator-test.sh
 
@@ -47,7 +74,7 @@ verify-generated: generate
 
 ## bench: every benchmark beside its baseline; see docs/benchmarks.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./runtime/ ./iobackend/ ./dbowner/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./runtime/ ./iobackend/ ./dbowner/... ./replication/transport/
 	$(GO) test -run '^$$' -bench IdleActorFootprint -benchtime 1x ./runtime/
 
 ## fuzz: a short run of every fuzz target.
@@ -62,6 +89,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzFields -fuzztime 10s ./internal/records/
 	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
+	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/
+	$(GO) test -run '^$$' -fuzz FuzzParsePeers -fuzztime 10s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./replication/transport/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -12,4 +12,6 @@ cd "$(dirname "$0")/.."
 KUBEBUILDER_ASSETS="$(hack/envtest-binaries.sh)"
 export KUBEBUILDER_ASSETS
 echo "operator-test: KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS}" >&2
+WO_HELM="$(hack/helm-binary.sh)"
+export WO_HELM
 exec go test -race -count=1 "$@" ./internal/operator/... ./api/... ./cmd/operator/...

@@ -14,6 +14,10 @@
 //	                             from the service account)
 //	--leader-election-id         name of the Lease (default "wo-operator.wo.writeonce.dev")
 //	--worker-image               image for Workers whose spec.image is empty
+//	--worker-image-pull-policy   pull policy of the worker containers (Always,
+//	                             IfNotPresent, Never; default: Kubernetes' own)
+//	--sync-crd                   at start, server-side apply the Worker CRD the
+//	                             operator was built with (the chart turns it on)
 //	--namespace                  watch only this namespace (default: all)
 //	--log-level                  debug, info, warn or error (default info)
 //

@@ -1,19 +1,23 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -31,6 +35,8 @@ type config struct {
 	leaderElectionNS string
 	leaderElectionID string
 	workerImage      string
+	workerPullPolicy string
+	syncCRD          bool
 	namespace        string
 	logLevel         slog.Level
 }
@@ -45,6 +51,8 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.StringVar(&c.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's own)")
 	fs.StringVar(&c.leaderElectionID, "leader-election-id", "wo-operator.wo.writeonce.dev", "name of the leader election Lease")
 	fs.StringVar(&c.workerImage, "worker-image", DefaultWorkerImage, "image for Workers whose spec.image is empty")
+	fs.StringVar(&c.workerPullPolicy, "worker-image-pull-policy", "", `pull policy of the worker containers: Always, IfNotPresent or Never (default: Kubernetes' own, Always for ":latest")`)
+	fs.BoolVar(&c.syncCRD, "sync-crd", false, "at start, server-side apply the Worker CRD this operator was built with (Helm never upgrades a chart's CRDs; the chart turns this on)")
 	fs.StringVar(&c.namespace, "namespace", "", "watch only this namespace (default: all namespaces)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +60,11 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	switch corev1.PullPolicy(c.workerPullPolicy) {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return c, fmt.Errorf("--worker-image-pull-policy: %q is not Always, IfNotPresent or Never", c.workerPullPolicy)
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, fmt.Errorf("--log-level: %w", err)
@@ -112,10 +125,23 @@ func serve(c config) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	if c.syncCRD {
+		direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("client for --sync-crd: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = operator.SyncCRD(ctx, direct)
+		cancel()
+		if err != nil {
+			return err
+		}
+		ctrl.Log.WithName("setup").Info("Worker CRD in step with this operator", "crd", operator.CRDName)
+	}
 	r := &operator.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("wo-operator"),
-		Options:  operator.Options{DefaultImage: c.workerImage},
+		Options:  operator.Options{DefaultImage: c.workerImage, ImagePullPolicy: corev1.PullPolicy(c.workerPullPolicy)},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -28,19 +28,19 @@ func TestParseFlags(t *testing.T) {
 	c, err := parseFlags([]string{
 		"--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--leader-elect",
 		"--leader-election-namespace=wo-system", "--worker-image=example/wo:1", "--namespace=apps",
-		"--log-level=debug",
+		"--log-level=debug", "--worker-image-pull-policy=Never", "--sync-crd",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.metricsAddr != "0" || c.probeAddr != ":9000" || !c.leaderElect || c.leaderElectionNS != "wo-system" ||
-		c.workerImage != "example/wo:1" || c.namespace != "apps" || c.logLevel != slog.LevelDebug {
+		c.workerImage != "example/wo:1" || c.namespace != "apps" || c.logLevel != slog.LevelDebug || c.workerPullPolicy != "Never" || !c.syncCRD {
 		t.Fatalf("parsed %+v", c)
 	}
 }
 
 func TestParseFlagsErrors(t *testing.T) {
-	for _, args := range [][]string{{"--log-level=loud"}, {"extra"}, {"--no-such-flag"}} {
+	for _, args := range [][]string{{"--log-level=loud"}, {"--worker-image-pull-policy=Sometimes"}, {"extra"}, {"--no-such-flag"}} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%q) succeeded", args)
 		}
@@ -52,7 +52,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	if code := run([]string{"--help"}, &out); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, f := range []string{"metrics-bind-address", "health-probe-bind-address", "leader-elect", "worker-image", "namespace", "log-level"} {
+	for _, f := range []string{"metrics-bind-address", "health-probe-bind-address", "leader-elect", "worker-image", "worker-image-pull-policy", "sync-crd", "namespace", "log-level"} {
 		if !strings.Contains(out.String(), "-"+f) {
 			t.Errorf("--help does not mention %s:\n%s", f, out.String())
 		}

@@ -43,16 +43,26 @@ type Config struct {
 	// SnapshotBytes is data.snapshot_bytes: log bytes since the last
 	// snapshot that trigger the next; 0 turns automatic snapshots off.
 	SnapshotBytes int64
-	RepairWAL     bool              // data.repair_wal: truncate the log at damage instead of refusing to start
-	HTTPAddr      string            // http.addr: the data plane (records API)
-	OpsAddr       string            // ops.addr: health, metrics, debug
-	HTTP          HTTP              // http.*: the data plane's limits and drain
-	Pprof         bool              // ops.pprof: serve /debug/pprof on the ops port
-	TokenFile     string            // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
-	LogLevel      slog.Level        // log.level
-	LogFormat     string            // log.format: "text" or "json"
-	File          string            // the config file that was read; "" when none was
-	Sources       map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
+	RepairWAL     bool       // data.repair_wal: truncate the log at damage instead of refusing to start
+	HTTPAddr      string     // http.addr: the data plane (records API)
+	OpsAddr       string     // ops.addr: health, metrics, debug
+	HTTP          HTTP       // http.*: the data plane's limits and drain
+	Pprof         bool       // ops.pprof: serve /debug/pprof on the ops port
+	TokenFile     string     // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
+	LogLevel      slog.Level // log.level
+	LogFormat     string     // log.format: "text" or "json"
+
+	// Replication (docs/replication.md). Empty Peers: a single worker.
+	Peers        []Peer // cluster.peers: the initial members
+	Ordinal      int    // cluster.ordinal; -1 = from the host name's "-N" suffix
+	ClusterState string // cluster.state: "new" (bootstrap Peers) or "existing" (join)
+	PeerAddr     string // peer.addr: the raft peer port
+	PeerCert     string // peer.cert: this member's TLS certificate (PEM file)
+	PeerKey      string // peer.key: its private key
+	PeerCA       string // peer.ca: the CA that signs every member's certificate
+
+	File    string            // the config file that was read; "" when none was
+	Sources map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
 }
 
 // HTTP is the data plane's limits against slow and bad clients, and its
@@ -268,7 +278,56 @@ var settings = []setting{
 			}
 			return errors.New("want text or json")
 		}},
+	{key: "cluster.peers", flag: "peers", env: "WO_PEERS", def: "",
+		help: "initial raft `members` as ordinal=host:port,... (e.g. 0=wo-0.wo:7080,1=wo-1.wo:7080); empty = a single worker" + notWired,
+		apply: func(c *Config, s string) (err error) {
+			c.Peers, err = ParsePeers(s)
+			return err
+		}},
+	{key: "cluster.ordinal", flag: "ordinal", env: "WO_ORDINAL", def: "-1", kind: kindInt,
+		help: "this member's `ordinal` in cluster.peers; -1 = the host name's -N suffix (a StatefulSet pod's ordinal)" + notWired,
+		apply: func(c *Config, s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < -1 || n > MaxOrdinal {
+				return fmt.Errorf("want an integer from -1 (from the host name) to %d", MaxOrdinal)
+			}
+			c.Ordinal = n
+			return nil
+		}},
+	{key: "cluster.state", flag: "cluster-state", env: "WO_CLUSTER_STATE", def: "new",
+		help: "`new` bootstraps cluster.peers on an empty data dir; existing joins a running group and waits to be added" + notWired,
+		apply: func(c *Config, s string) error {
+			switch v := strings.ToLower(strings.TrimSpace(s)); v {
+			case "new", "existing":
+				c.ClusterState = v
+				return nil
+			}
+			return errors.New("want new or existing")
+		}},
+	{key: "peer.addr", flag: "peer-addr", env: "WO_PEER_ADDR", def: ":7080",
+		help: "raft peer port listen `address`" + notWired,
+		apply: func(c *Config, s string) (err error) {
+			c.PeerAddr, err = parseAddr(s)
+			return err
+		}},
+	{key: "peer.cert", flag: "peer-cert", env: "WO_PEER_CERT", def: "",
+		help:  "peer mutual-TLS certificate `file` (PEM); peer.cert, peer.key and peer.ca together, or none (TLS off, logged)" + notWired,
+		apply: func(c *Config, s string) error { c.PeerCert = s; return nil }},
+	{key: "peer.key", flag: "peer-key", env: "WO_PEER_KEY", def: "",
+		help:  "peer mutual-TLS private key `file` (PEM)" + notWired,
+		apply: func(c *Config, s string) error { c.PeerKey = s; return nil }},
+	{key: "peer.ca", flag: "peer-ca", env: "WO_PEER_CA", def: "",
+		help:  "peer mutual-TLS CA `file` (PEM) that signs every member's certificate" + notWired,
+		apply: func(c *Config, s string) error { c.PeerCA = s; return nil }},
 }
+
+// notWired marks the replication settings in --help until the worker uses
+// them (issue 13: the raft member is built and tested in package
+// replication, not yet connected to the owner and the WAL).
+const notWired = " [replication: parsed, not yet used by the worker; docs/replication.md]"
+
+// minSnapshotBytes is the smallest data.snapshot_bytes other than 0.
+const minSnapshotBytes = 64 << 10
 
 // durationSetting parses a Go duration ("10s", "1m30s"), positive unless
 // zeroOK.
@@ -297,9 +356,6 @@ func intSetting(lo, hi int, set func(c *Config, n int)) func(c *Config, s string
 		return nil
 	}
 }
-
-// minSnapshotBytes is the smallest data.snapshot_bytes other than 0.
-const minSnapshotBytes = 64 << 10
 
 // parseAddr accepts host:port with a numeric port (host may be empty).
 func parseAddr(s string) (string, error) {
@@ -408,7 +464,30 @@ func Load(args []string, out io.Writer) (Config, error) {
 		_ = s.apply(&cfg, str) // check has just validated str
 		cfg.Sources[s.key] = src
 	}
+	if err := cfg.checkPeerTLS(); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
+}
+
+// checkPeerTLS refuses a partial TLS setting: a member with a certificate
+// but no CA would run, unauthenticated, while its operator believes
+// otherwise.
+func (c Config) checkPeerTLS() error {
+	set := map[string]bool{"peer.cert": c.PeerCert != "", "peer.key": c.PeerKey != "", "peer.ca": c.PeerCA != ""}
+	var have, missing []string
+	for _, k := range []string{"peer.cert", "peer.key", "peer.ca"} {
+		if set[k] {
+			have = append(have, k+" ("+c.Sources[k]+")")
+		} else {
+			missing = append(missing, k)
+		}
+	}
+	if len(have) == 0 || len(missing) == 0 {
+		return nil
+	}
+	return &Error{Key: missing[0], Source: "peer TLS settings",
+		Err: fmt.Errorf("set peer.cert, peer.key and peer.ca together or none of them: %s set, %s missing", strings.Join(have, ", "), strings.Join(missing, ", "))}
 }
 
 // check turns a raw value into the string apply parses, refusing TOML values

@@ -52,7 +52,8 @@ func TestDefaults(t *testing.T) {
 	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
 		DataDir: "./data", SnapshotBytes: 16 << 20, HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
 		HTTP: HTTP{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: time.Minute,
-			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second}}
+			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second},
+		Ordinal: -1, ClusterState: "new", PeerAddr: ":7080"}
 	got := c
 	got.File, got.Sources = "", nil
 	if !reflect.DeepEqual(got, want) {
@@ -303,13 +304,17 @@ func TestHTTPSettings(t *testing.T) {
 	if c.HTTP != want || !c.Pprof {
 		t.Fatalf("got %+v pprof=%v\nwant %+v pprof=true", c.HTTP, c.Pprof, want)
 	}
-	for _, bad := range [][]string{
-		{"http.idle_timeout", "--http-idle-timeout", "0s"}, {"http.header_timeout", "--http-header-timeout", "soon"},
-		{"http.max_body", "--http-max-body", "0"}, {"ops.pprof", "--ops-pprof=maybe"},
+	// A boolean flag alone means true, so its value goes after "=".
+	for _, bad := range []struct {
+		args []string
+		key  string
+	}{
+		{[]string{"--http-idle-timeout", "0s"}, "idle_timeout"}, {[]string{"--http-header-timeout", "soon"}, "header_timeout"},
+		{[]string{"--http-max-body", "0"}, "max_body"}, {[]string{"--ops-pprof=maybe"}, "ops.pprof"},
 	} {
-		_, err := load(t, append([]string{"--config", writeFile(t, "")}, bad[1:]...)...)
-		if err == nil || !strings.Contains(err.Error(), bad[0]) {
-			t.Errorf("%v: %v", bad[1:], err)
+		_, err := load(t, append([]string{"--config", writeFile(t, "")}, bad.args...)...)
+		if err == nil || !strings.Contains(err.Error(), bad.key) {
+			t.Errorf("%v: %v", bad.args, err)
 		}
 	}
 	if _, err := load(t, "--config", writeFile(t, "[ops]\npprof = \"yes\"\n")); err == nil || !strings.Contains(err.Error(), "want a boolean") {

@@ -17,6 +17,13 @@
 //	ops.addr             WO_OPS_ADDR    --ops-addr           :9090
 //	log.level            WO_LOG_LEVEL   --log-level          info
 //	log.format           WO_LOG_FORMAT  --log-format         text
+//	cluster.peers        WO_PEERS       --peers              "" (a single worker)
+//	cluster.ordinal      WO_ORDINAL     --ordinal            -1 (the host name's -N)
+//	cluster.state        WO_CLUSTER_STATE --cluster-state    new
+//	peer.addr            WO_PEER_ADDR   --peer-addr          :7080
+//	peer.cert            WO_PEER_CERT   --peer-cert          "" (peer TLS off)
+//	peer.key             WO_PEER_KEY    --peer-key           ""
+//	peer.ca              WO_PEER_CA     --peer-ca            ""
 //
 // The file's keys are the dotted names above as TOML tables, which is what the
 // operator renders into its ConfigMap:
@@ -33,6 +40,10 @@
 // value. Every source is validated, also a value a higher source overrides.
 // An empty environment variable counts as unset, as runtime.ConfigFromEnv
 // reads it. Viper folds key case, so `[Runtime] Shards = 4` is accepted.
+//
+// cluster.peers is ordinal=host:port,... (ParsePeers; fuzzed): the initial
+// members of the raft group by ordinal, see docs/replication.md. The three
+// peer TLS files are set together or not at all.
 //
 // The enums reuse runtime.ParsePinMode and iobackend.ParseMode, so the worker
 // accepts exactly what the runtime documents.

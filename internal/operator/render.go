@@ -84,6 +84,9 @@ const (
 type Options struct {
 	// DefaultImage is used when a Worker's spec.image is empty.
 	DefaultImage string
+	// ImagePullPolicy is the worker containers' pull policy; empty leaves
+	// the Kubernetes default (Always for :latest, else IfNotPresent).
+	ImagePullPolicy corev1.PullPolicy
 }
 
 // Objects is everything one Worker renders to.
@@ -192,6 +195,7 @@ func Render(w *wov1.Worker, opts Options) (*Objects, error) {
 	shards := Shards(w)
 	cm := RenderConfigMap(w, shards)
 	sts := RenderStatefulSet(w, image, shards, configHash(cm))
+	sts.Spec.Template.Spec.Containers[0].ImagePullPolicy = opts.ImagePullPolicy
 	objs := &Objects{
 		Shards:      shards,
 		ConfigMap:   cm,

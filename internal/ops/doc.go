@@ -17,7 +17,7 @@
 // Metrics:
 //
 //	wo_ready                                 gauge   1 when ready
-//	wo_runtime_info{backend,reason}          gauge   always 1
+//	wo_runtime_info{backend,reason,shards}   gauge   always 1
 //	wo_runtime_shards                        gauge
 //	wo_runtime_dropped_messages_total        counter
 //	wo_runtime_actor_deaths_total            counter

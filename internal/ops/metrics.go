@@ -13,7 +13,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	descReady                           = desc("wo_ready", "1 when the worker is ready (database recovered, services serving), 0 while starting or draining.")
-	descInfo                            = desc("wo_runtime_info", "The runtime's I/O backend and why the probe chose it; always 1.", "backend", "reason")
+	descInfo                            = desc("wo_runtime_info", "The runtime's I/O backend, why the probe chose it, and the shard count; always 1.", "backend", "reason", "shards")
 	descShards                          = desc("wo_runtime_shards", "Number of shards.")
 	descDropped                         = desc("wo_runtime_dropped_messages_total", "Messages sent to dead actors, the zero address, or a stopping runtime.")
 	descDeaths                          = desc("wo_runtime_actor_deaths_total", "Actors whose Receive panicked.")
@@ -65,7 +65,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, ready)
 	if rt := c.s.rt.Load(); rt != nil {
 		st := rt.Stats()
-		gauge(descInfo, 1, string(st.Backend), st.BackendReason)
+		gauge(descInfo, 1, string(st.Backend), st.BackendReason, strconv.Itoa(st.Shards))
 		gauge(descShards, float64(st.Shards))
 		counter(descDropped, st.Dropped)
 		counter(descDeaths, st.ActorDeaths)

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -82,6 +83,9 @@ func TestEndpoints(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
 		}
+	}
+	if want := fmt.Sprintf(`shards="%d"} 1`, rt.Shards()); !strings.Contains(body, want) {
+		t.Errorf("/metrics: wo_runtime_info lacks %s", want)
 	}
 	code, body = get(t, srv.URL+"/debug/runtime")
 	var info RuntimeInfo

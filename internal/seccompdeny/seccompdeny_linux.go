@@ -3,10 +3,6 @@
 package seccompdeny
 
 import (
-	"fmt"
-	"runtime"
-	"unsafe"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -70,21 +66,4 @@ func Filter() []unix.SockFilter {
 // (SECCOMP_FILTER_FLAG_TSYNC: a Go program has several threads before main
 // runs, and any of them may later make the call). The filter is inherited
 // across fork and execve and cannot be removed.
-func Install() error {
-	// NO_NEW_PRIVS is per thread; TSYNC copies it to the other threads, but
-	// the calling thread must have it, so keep this goroutine on one thread.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("seccompdeny: prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-	}
-	f := Filter()
-	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
-	runtime.KeepAlive(f)
-	if errno != 0 {
-		return fmt.Errorf("seccompdeny: seccomp(SECCOMP_SET_MODE_FILTER, TSYNC): %w", errno)
-	}
-	return nil
-}
+func Install() error { return install(Filter()) }

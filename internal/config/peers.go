@@ -1,0 +1,80 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// MaxOrdinal bounds a member ordinal: it is the high 16 bits of the raft
+// member ID (see replication/identity).
+const MaxOrdinal = 1<<16 - 1
+
+// Peer is one initial member from cluster.peers: the ordinal it is known by
+// (a StatefulSet pod's ordinal) and its peer-port address.
+type Peer struct {
+	Ordinal int
+	Addr    string
+}
+
+// ParsePeers parses cluster.peers: comma-separated ordinal=host:port, in
+// any order, each ordinal and each address at most once. Spaces around
+// entries are ignored; an empty string is no peers (a single worker). The
+// error names the entry by position and text.
+func ParsePeers(s string) ([]Peer, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var peers []Peer
+	byOrdinal := map[int]int{}
+	byAddr := map[string]int{}
+	for i, raw := range strings.Split(s, ",") {
+		n := i + 1
+		entry := strings.TrimSpace(raw)
+		if entry == "" {
+			return nil, fmt.Errorf("peer %d is empty (a stray comma?); want ordinal=host:port,...", n)
+		}
+		id, addr, ok := strings.Cut(entry, "=")
+		if !ok {
+			return nil, fmt.Errorf("peer %d (%q): want ordinal=host:port", n, entry)
+		}
+		id, addr = strings.TrimSpace(id), strings.TrimSpace(addr)
+		ord, err := strconv.Atoi(id)
+		if err != nil || ord < 0 || ord > MaxOrdinal || id != strconv.Itoa(ord) {
+			return nil, fmt.Errorf("peer %d (%q): ordinal %q: want an integer from 0 to %d without sign or leading zeros", n, entry, id, MaxOrdinal)
+		}
+		if err := checkPeerAddr(addr); err != nil {
+			return nil, fmt.Errorf("peer %d (%q): address %q: %w", n, entry, addr, err)
+		}
+		if j, dup := byOrdinal[ord]; dup {
+			return nil, fmt.Errorf("peer %d (%q): ordinal %d is also peer %d", n, entry, ord, j)
+		}
+		if j, dup := byAddr[addr]; dup {
+			return nil, fmt.Errorf("peer %d (%q): address %s is also peer %d", n, entry, addr, j)
+		}
+		byOrdinal[ord], byAddr[addr] = n, n
+		peers = append(peers, Peer{Ordinal: ord, Addr: addr})
+	}
+	return peers, nil
+}
+
+// checkPeerAddr accepts host:port with a host to dial (unlike a listen
+// address, the host may not be empty) and a port from 1 to 65535.
+func checkPeerAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host == "" {
+		return errors.New("the host is empty (a peer address is dialled, so it needs one)")
+	}
+	if strings.ContainsAny(host, " \t,=") {
+		return errors.New("the host has a space, comma or equals sign")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return errors.New("want a numeric port from 1 to 65535")
+	}
+	return nil
+}

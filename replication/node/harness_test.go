@@ -1,0 +1,470 @@
+package node
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/goleak"
+
+	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/runtime"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("WO_TEST_VERBOSE") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+// testRuntime runs main on a runtime with at least 3 shards (unless
+// WO_SHARDS says otherwise), so members live on different shards.
+func testRuntime(t *testing.T, main func(f *runtime.Fiber) int) {
+	t.Helper()
+	cfg, err := runtime.ConfigFromEnv(runtime.Config{})
+	if err != nil {
+		fatal(t, err)
+	}
+	if os.Getenv("WO_SHARDS") == "" {
+		cfg.Shards = 3
+	}
+	cfg.Logger = testLogger(t)
+	code := runtime.Run(cfg, func(f *runtime.Fiber) (code int) {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(abortTest); !ok {
+					panic(r)
+				}
+				code = 1
+			}
+		}()
+		return main(f)
+	})
+	if code != 0 && !t.Failed() {
+		t.Fatalf("runtime exited %d", code)
+	}
+}
+
+// abortTest unwinds a test's main fiber: t.Fatal would call Goexit on the
+// fiber's goroutine, which the runtime cannot survive.
+type abortTest struct{}
+
+func fatalf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Errorf(format, args...)
+	panic(abortTest{})
+}
+
+func fatal(t testing.TB, args ...any) {
+	t.Helper()
+	t.Error(args...)
+	panic(abortTest{})
+}
+
+// kv is the test state machine: "key=value" commands into a map.
+type kv struct {
+	mu   sync.Mutex // read by the test from other shards
+	data map[string]string
+	log  []uint64 // applied indexes, to check order
+}
+
+func newKV() *kv { return &kv{data: map[string]string{}} }
+
+func (s *kv) Apply(f *runtime.Fiber, index uint64, cmd []byte) error {
+	k, v, ok := strings.Cut(string(cmd), "=")
+	if !ok {
+		return fmt.Errorf("bad command %q", cmd)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.log); n > 0 && s.log[n-1] >= index {
+		return fmt.Errorf("applied %d after %d", index, s.log[n-1])
+	}
+	s.log = append(s.log, index)
+	s.data[k] = v
+	return nil
+}
+
+func (s *kv) Snapshot(f *runtime.Fiber) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return json.Marshal(s.data)
+}
+
+func (s *kv) Restore(f *runtime.Fiber, b []byte) error {
+	m := map[string]string{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data = m
+	s.log = nil
+	return nil
+}
+
+func (s *kv) get(k string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.data[k]
+	return v, ok
+}
+
+func (s *kv) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.data)
+}
+
+// runMsg runs a closure on a shard; the closures capture only values that
+// the test hands over and never touches again meanwhile.
+//
+//wo:shardsafe
+type runMsg struct {
+	fn   func(f *runtime.Fiber)
+	done runtime.Reply[struct{}]
+}
+
+type runner struct{}
+
+func (runner) Receive(f *runtime.Fiber, m runMsg) {
+	m.fn(f)
+	m.done.Send(f, struct{}{})
+}
+
+// on runs fn on shard and waits for it.
+func on(f *runtime.Fiber, shard int, fn func(g *runtime.Fiber)) {
+	a := runtime.SpawnOn[runMsg](f, shard, runner{})
+	if _, err := runtime.Ask(f, a, 0, func(r runtime.Reply[struct{}]) runMsg { return runMsg{fn: fn, done: r} }); err != nil {
+		panic(err)
+	}
+}
+
+// member is one raft member of a test group and what it runs on.
+type member struct {
+	id    uint64
+	shard int
+	node  *Node
+	sm    *kv
+	store *MemStorage
+	tcp   *transport.TCP
+}
+
+// group is an in-process raft group on a Memory network or on TCP.
+type group struct {
+	t       *testing.T
+	f       *runtime.Fiber
+	mem     *transport.Memory
+	faults  *transport.Faults
+	members map[uint64]*member
+	useTCP  bool
+	addrs   map[uint64]string
+	cfg     func(c *Config) // per-test tweaks
+	tls     *tls.Config
+}
+
+const (
+	testTick = 20 * time.Millisecond
+	opWait   = 10 * time.Second // bounded waits; never a timing assertion
+)
+
+func newGroup(t *testing.T, f *runtime.Fiber, useTCP bool) *group {
+	return &group{t: t, f: f, mem: transport.NewMemory(), faults: transport.NewFaults(1), members: map[uint64]*member{}, useTCP: useTCP, addrs: map[uint64]string{}}
+}
+
+// start starts member id on shard id%shards with store, bootstrapping
+// boot (nil: join) and knowing peers.
+func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]string) *member {
+	g.t.Helper()
+	m := &member{id: id, shard: int(id) % g.f.Shards(), sm: newKV(), store: store}
+	var err error
+	on(g.f, m.shard, func(f *runtime.Fiber) {
+		var h relay
+		var tn transport.Net
+		if g.useTCP {
+			addr := g.addrs[id]
+			if addr == "" {
+				addr = "127.0.0.1:0"
+			}
+			m.tcp, err = transport.New(f, transport.Config{ID: id, Cluster: 7, Addr: addr, Handler: &h, Logger: testLogger(g.t), TLS: g.tls, BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+			if err != nil {
+				return
+			}
+			g.addrs[id] = m.tcp.Addr().String()
+			tn = m.tcp
+		}
+		cfg := Config{
+			ID: id, Storage: store, StateMachine: m.sm, Logger: testLogger(g.t),
+			Bootstrap: boot, Peers: peers, Tick: testTick, ElectionTicks: 15,
+		}
+		if g.cfg != nil {
+			g.cfg(&cfg)
+		}
+		// The memory endpoint needs the node's inbox, the node needs the
+		// endpoint: the relay breaks the cycle.
+		cfg.Net = &lateNet{}
+		m.node, err = Start(f, cfg)
+		if err != nil {
+			return
+		}
+		h.n = m.node
+		if !g.useTCP {
+			tn = g.mem.Join(id, m.node.Inbox(), m.node)
+		}
+		wrapped := g.faults.Wrap(id, tn, m.node)
+		cfg.Net.(*lateNet).set(f, wrapped)
+	})
+	if err != nil {
+		fatalf(g.t, "start member %d: %v", id, err)
+	}
+	g.members[id] = m
+	return m
+}
+
+// relay hands transport callbacks to the node once it exists.
+type relay struct{ n *Node }
+
+func (r *relay) Process(f *runtime.Fiber, m *raftpb.Message) {
+	if r.n != nil {
+		r.n.Process(f, m)
+	}
+}
+func (r *relay) ReportUnreachable(f *runtime.Fiber, id uint64) {
+	if r.n != nil {
+		r.n.ReportUnreachable(f, id)
+	}
+}
+func (r *relay) ReportRemoved(f *runtime.Fiber, by uint64) {
+	if r.n != nil {
+		r.n.ReportRemoved(f, by)
+	}
+}
+func (r *relay) ReportSnapshot(f *runtime.Fiber, id uint64, s raft.SnapshotStatus) {
+	if r.n != nil {
+		r.n.ReportSnapshot(f, id, s)
+	}
+}
+
+// lateNet queues what the node does with its Net until the real one is set.
+type lateNet struct {
+	inner transport.Net
+	peers map[uint64]string
+	msgs  []*raftpb.Message
+}
+
+func (l *lateNet) set(f *runtime.Fiber, inner transport.Net) {
+	l.inner = inner
+	for id, addr := range l.peers {
+		inner.AddPeer(f, id, addr)
+	}
+	if len(l.msgs) > 0 {
+		inner.Send(f, l.msgs)
+	}
+	l.peers, l.msgs = nil, nil
+}
+
+func (l *lateNet) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
+	if l.inner == nil {
+		l.msgs = append(l.msgs, msgs...)
+		return
+	}
+	l.inner.Send(f, msgs)
+}
+
+func (l *lateNet) AddPeer(f *runtime.Fiber, id uint64, addr string) {
+	if l.inner == nil {
+		if l.peers == nil {
+			l.peers = map[uint64]string{}
+		}
+		l.peers[id] = addr
+		return
+	}
+	l.inner.AddPeer(f, id, addr)
+}
+
+func (l *lateNet) RemovePeer(f *runtime.Fiber, id uint64) {
+	if l.inner == nil {
+		delete(l.peers, id)
+		return
+	}
+	l.inner.RemovePeer(f, id)
+}
+
+// bootstrap starts members 1..n as a new group.
+func (g *group) bootstrap(n int) {
+	boot := map[uint64]string{}
+	if g.useTCP {
+		// Addresses must be known before anyone starts: listen first on
+		// kernel-picked ports, by starting each member's transport... the
+		// simplest way is fixed loopback ports picked by the kernel now.
+		for i := 1; i <= n; i++ {
+			g.addrs[uint64(i)] = freePort(g.t)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		boot[uint64(i)] = g.addrs[uint64(i)]
+		if boot[uint64(i)] == "" {
+			boot[uint64(i)] = fmt.Sprintf("mem-%d", i)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		g.start(uint64(i), NewMemStorage(), boot, nil)
+	}
+}
+
+func (g *group) status(m *member) Status {
+	var st Status
+	on(g.f, m.shard, func(f *runtime.Fiber) { st = m.node.Status(f) })
+	return st
+}
+
+// stop stops member id as a crash would: it leaves the network at once and
+// keeps only its durable log.
+func (g *group) stop(id uint64) *DurableLog {
+	m := g.members[id]
+	g.mem.Leave(id)
+	on(g.f, m.shard, func(f *runtime.Fiber) {
+		m.node.Stop(f)
+		if m.tcp != nil {
+			m.tcp.Close(f)
+		}
+	})
+	delete(g.members, id)
+	return m.store.Durable
+}
+
+func (g *group) stopAll() {
+	for _, id := range sortedIDs(g.members) {
+		g.stop(id)
+	}
+	runtime.Sleep(g.f, 3*testTick) // let the ticker and writer fibers see it
+}
+
+func sortedIDs(m map[uint64]*member) []uint64 {
+	ids := make([]uint64, 0, len(m))
+	for id := range maps.Keys(m) {
+		ids = append(ids, id)
+	}
+	for i := range ids {
+		for j := i + 1; j < len(ids); j++ {
+			if ids[j] < ids[i] {
+				ids[i], ids[j] = ids[j], ids[i]
+			}
+		}
+	}
+	return ids
+}
+
+// waitFor polls cond until it holds or opWait passes (then the test fails
+// with what).
+func (g *group) waitFor(what string, cond func() bool) {
+	g.t.Helper()
+	deadline := time.Now().Add(opWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			fatalf(g.t, "gave up waiting for %s", what)
+		}
+		runtime.Sleep(g.f, testTick)
+	}
+}
+
+// leader waits until every member in ids agrees on one leader among ids,
+// and returns it.
+func (g *group) leader(ids ...uint64) uint64 {
+	g.t.Helper()
+	if len(ids) == 0 {
+		ids = sortedIDs(g.members)
+	}
+	var lead uint64
+	g.waitFor(fmt.Sprintf("one leader among %v", ids), func() bool {
+		lead = 0
+		for _, id := range ids {
+			st := g.status(g.members[id])
+			if st.Leader == 0 || (lead != 0 && st.Leader != lead) {
+				return false
+			}
+			lead = st.Leader
+		}
+		for _, id := range ids {
+			if id == lead {
+				return g.status(g.members[id]).Role == RoleLeader
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+func (g *group) propose(id uint64, cmd string) (uint64, error) {
+	m := g.members[id]
+	var idx uint64
+	var err error
+	on(g.f, m.shard, func(f *runtime.Fiber) { idx, err = m.node.Propose(f, []byte(cmd), opWait) })
+	return idx, err
+}
+
+// mustPropose writes cmd through member id, retrying as a client would
+// while the group has no leader (a loaded machine can stall a shard long
+// enough for an election). Commands set keys, so a retry of a write that
+// did commit is harmless.
+func (g *group) mustPropose(id uint64, cmd string) uint64 {
+	g.t.Helper()
+	deadline := time.Now().Add(opWait)
+	for {
+		idx, err := g.propose(id, cmd)
+		switch {
+		case err == nil:
+			return idx
+		case time.Now().After(deadline):
+			fatalf(g.t, "propose %q on %d: %v", cmd, id, err)
+		case errors.Is(err, ErrNoLeader), errors.Is(err, raft.ErrProposalDropped), errors.Is(err, runtime.ErrTimeout):
+			runtime.Sleep(g.f, testTick)
+		default:
+			fatalf(g.t, "propose %q on %d: %v", cmd, id, err)
+		}
+	}
+}
+
+func (g *group) readIndex(id uint64, timeout time.Duration) (uint64, error) {
+	m := g.members[id]
+	var idx uint64
+	var err error
+	on(g.f, m.shard, func(f *runtime.Fiber) { idx, err = m.node.ReadIndex(f, timeout) })
+	return idx, err
+}
+
+// freePort returns a loopback address whose port the kernel just handed
+// out (and that nothing listens on now).
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fatal(t, err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

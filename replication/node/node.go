@@ -1,0 +1,906 @@
+package node
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/runtime"
+)
+
+// StateMachine is what the committed log is applied to: the database engine
+// in the worker, a map in tests. Every call comes from the driver fiber, in
+// log order.
+type StateMachine interface {
+	// Apply applies one committed command (a proposal's data) at index.
+	Apply(f *runtime.Fiber, index uint64, data []byte) error
+	// Snapshot returns the applied state, for a raft snapshot.
+	Snapshot(f *runtime.Fiber) ([]byte, error)
+	// Restore replaces the state with a snapshot's.
+	Restore(f *runtime.Fiber, data []byte) error
+}
+
+// Config configures a member. ID, Storage, StateMachine and Net are
+// required.
+type Config struct {
+	ID           uint64
+	Storage      Storage
+	StateMachine StateMachine
+	Net          transport.Net
+	Logger       *slog.Logger
+
+	// Bootstrap is the initial membership (id -> peer address), used only
+	// when Storage is empty: every member of a new group starts with the
+	// same map. Empty: this member joins an existing group and waits to be
+	// added (see Joining).
+	Bootstrap map[uint64]string
+	// Peers are addresses to reach before the log says who the members
+	// are (a joining member's way to answer the leader).
+	Peers map[uint64]string
+
+	Tick            time.Duration // one raft tick; default 100ms
+	ElectionTicks   int           // default 10
+	HeartbeatTicks  int           // default 1
+	MaxSizePerMsg   uint64        // default 1 MiB
+	MaxInflightMsgs int           // default 256
+	// SnapshotEntries takes a snapshot (and compacts the log) every this
+	// many applied entries; 0 never does.
+	SnapshotEntries uint64
+	// SnapshotKeep is how many entries before a snapshot stay in the log,
+	// so a slightly slow follower catches up from the log; default 1000.
+	SnapshotKeep uint64
+}
+
+// Errors returned to callers.
+var (
+	ErrStopped    = errors.New("node: member stopped")
+	ErrNoLeader   = errors.New("node: no leader (election in progress or no quorum reachable)")
+	ErrWrongShard = errors.New("node: called from another shard than the member's")
+	ErrRemoved    = errors.New("node: this member was removed from the group")
+)
+
+// Role is a member's part in the group.
+type Role string
+
+// Roles, as Status reports them.
+const (
+	RoleLeader    Role = "leader"
+	RoleCandidate Role = "candidate"
+	RoleFollower  Role = "follower"
+	RoleLearner   Role = "learner"
+)
+
+// Member is one entry of the membership.
+type Member struct {
+	ID      uint64 `json:"id"`
+	Addr    string `json:"addr"`
+	Learner bool   `json:"learner,omitempty"`
+}
+
+// Status is a member's view of the group.
+type Status struct {
+	ID      uint64
+	Role    Role
+	Leader  uint64
+	Term    uint64
+	Commit  uint64
+	Applied uint64
+	Members []Member // voters and learners, by ID
+	Removed bool
+	// Reachable counts the voters this member heard from within an
+	// election timeout, itself included: what a "no quorum" answer names.
+	Reachable int
+	Voters    int
+}
+
+// Node is one raft member: a raft.RawNode owned by one driver fiber on one
+// shard, ticked by a ticker fiber on the shard's timer heap. Other fibers of
+// the shard call its methods, which queue work and park the caller until
+// the driver answers; the transport feeds it messages the same way. Only the
+// driver touches the RawNode.
+type Node struct {
+	cfg   Config
+	shard int
+	log   *slog.Logger
+	rn    *raft.RawNode
+	sm    StateMachine
+	inbox runtime.Addr[transport.Envelope]
+
+	work    []work // queued by callers, drained by the driver
+	wake    runtime.Reply[struct{}]
+	parked  bool
+	tickDue bool
+	stopped bool
+	err     error // why the driver stopped
+
+	seq      uint64
+	props    map[uint64]*waiter // proposal and conf-change seq -> waiter
+	reads    []*waiter          // not yet sent to raft
+	batches  map[uint64][]*waiter
+	ready    []readyRead // read index known, waiting for apply
+	transfer []*transferWait
+
+	applied    uint64
+	snapIndex  uint64
+	confState  *raftpb.ConfState
+	members    map[uint64]string // id -> address, from the applied log
+	lead       uint64
+	role       raft.StateType
+	removed    bool
+	readRounds uint64            // ReadIndex calls made (each serves a batch of reads)
+	ticks      uint64            // ticks so far
+	heard      map[uint64]uint64 // member -> tick of its last message
+	// snapNeeded asks for a snapshot after this Ready (a member was added).
+	snapNeeded bool
+	term       uint64
+	commit     uint64
+}
+
+type workKind uint8
+
+const (
+	workStep workKind = iota + 1
+	workPropose
+	workRead
+	workConfChange
+	workTransfer
+	workUnreachable
+	workSnapStatus
+	workRemoved
+)
+
+type work struct {
+	kind   workKind
+	msg    *raftpb.Message
+	data   []byte
+	cc     *raftpb.ConfChangeV2
+	id     uint64
+	status raft.SnapshotStatus
+	w      *waiter
+}
+
+type result struct {
+	index uint64
+	err   error
+}
+
+type waiter struct {
+	seq      uint64
+	reply    runtime.Reply[result]
+	deadline time.Time
+}
+
+type readyRead struct {
+	index   uint64
+	waiters []*waiter
+}
+
+type transferWait struct {
+	to uint64
+	w  *waiter
+}
+
+// confContext travels in every conf change this package proposes.
+type confContext struct {
+	Addr     string `json:"addr,omitempty"`
+	Proposer uint64 `json:"proposer,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"`
+}
+
+// Start creates the member on f's shard and starts its driver and ticker
+// fibers. A storage with state restarts the member from it; an empty one
+// bootstraps cfg.Bootstrap, or waits to be added when that is empty.
+func Start(f *runtime.Fiber, cfg Config) (*Node, error) {
+	if cfg.ID == 0 || cfg.Storage == nil || cfg.StateMachine == nil || cfg.Net == nil {
+		return nil, errors.New("node: Config needs ID, Storage, StateMachine and Net")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 100 * time.Millisecond
+	}
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.HeartbeatTicks <= 0 {
+		cfg.HeartbeatTicks = 1
+	}
+	if cfg.MaxSizePerMsg == 0 {
+		cfg.MaxSizePerMsg = 1 << 20
+	}
+	if cfg.MaxInflightMsgs <= 0 {
+		cfg.MaxInflightMsgs = 256
+	}
+	if cfg.SnapshotKeep == 0 {
+		cfg.SnapshotKeep = 1000
+	}
+	n := &Node{
+		cfg: cfg, shard: f.Shard(), log: cfg.Logger.With("member", fmt.Sprintf("%x", cfg.ID)), sm: cfg.StateMachine,
+		props: map[uint64]*waiter{}, heard: map[uint64]uint64{}, batches: map[uint64][]*waiter{}, members: map[uint64]string{},
+	}
+	hs, cs, err := cfg.Storage.InitialState()
+	if err != nil {
+		return nil, fmt.Errorf("node: initial state: %w", err)
+	}
+	n.confState = cs
+	snap, err := cfg.Storage.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("node: snapshot: %w", err)
+	}
+	if !raft.IsEmptySnap(snap) {
+		if err := n.restore(f, snap); err != nil {
+			return nil, err
+		}
+	}
+	last, err := cfg.Storage.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("node: last index: %w", err)
+	}
+	fresh := last == 0 && raft.IsEmptyHardState(hs)
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        cfg.ID,
+		ElectionTick:              cfg.ElectionTicks,
+		HeartbeatTick:             cfg.HeartbeatTicks,
+		Storage:                   cfg.Storage,
+		Applied:                   n.applied,
+		MaxSizePerMsg:             cfg.MaxSizePerMsg,
+		MaxInflightMsgs:           cfg.MaxInflightMsgs,
+		MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		StepDownOnRemoval:         true,
+		Logger:                    raftLogger{n.log},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.rn = rn
+	for id, addr := range cfg.Peers {
+		cfg.Net.AddPeer(f, id, addr)
+	}
+	if fresh && len(cfg.Bootstrap) > 0 {
+		var peers []raft.Peer
+		for _, id := range slices.Sorted(maps.Keys(cfg.Bootstrap)) {
+			ctx, _ := json.Marshal(confContext{Addr: cfg.Bootstrap[id]})
+			peers = append(peers, raft.Peer{ID: id, Context: ctx})
+			cfg.Net.AddPeer(f, id, cfg.Bootstrap[id])
+		}
+		if err := rn.Bootstrap(peers); err != nil {
+			return nil, fmt.Errorf("node: bootstrap: %w", err)
+		}
+		n.log.Info("node: bootstrapping a new group", "members", len(peers))
+	} else if fresh {
+		n.log.Info("node: empty log and no bootstrap membership: waiting to be added to a group")
+	}
+	n.inbox = runtime.SpawnOn(f, n.shard, &inboxActor{n: n})
+	runtime.Go(f, n.drive)
+	runtime.Go(f, n.ticker)
+	return n, nil
+}
+
+// Inbox is the member's actor address for transport.Memory: batches sent
+// to it from any shard are stepped into raft.
+func (n *Node) Inbox() runtime.Addr[transport.Envelope] { return n.inbox }
+
+// ID is the member's raft ID.
+func (n *Node) ID() uint64 { return n.cfg.ID }
+
+type inboxActor struct{ n *Node }
+
+func (a *inboxActor) Receive(f *runtime.Fiber, env transport.Envelope) {
+	msgs, err := env.Messages()
+	if err != nil {
+		a.n.log.Warn("node: bad envelope dropped", "err", err)
+		return
+	}
+	for _, m := range msgs {
+		a.n.Process(f, m)
+	}
+}
+
+// Process implements transport.Handler.
+func (n *Node) Process(f *runtime.Fiber, m *raftpb.Message) {
+	n.push(f, work{kind: workStep, msg: m})
+}
+
+// ReportUnreachable implements transport.Handler.
+func (n *Node) ReportUnreachable(f *runtime.Fiber, id uint64) {
+	n.push(f, work{kind: workUnreachable, id: id})
+}
+
+// ReportSnapshot implements transport.Handler.
+func (n *Node) ReportSnapshot(f *runtime.Fiber, id uint64, status raft.SnapshotStatus) {
+	n.push(f, work{kind: workSnapStatus, id: id, status: status})
+}
+
+// ReportRemoved implements transport.Handler: a peer refused this member
+// as removed. Raft never tells a removed member so itself (the leader stops
+// sending to it), so the transport's word is what stops it.
+func (n *Node) ReportRemoved(f *runtime.Fiber, by uint64) {
+	n.push(f, work{kind: workRemoved, id: by})
+}
+
+func (n *Node) push(f *runtime.Fiber, w work) {
+	if n.stopped {
+		return
+	}
+	n.work = append(n.work, w)
+	n.kick(f)
+}
+
+func (n *Node) kick(f *runtime.Fiber) {
+	if n.parked {
+		n.parked = false
+		n.wake.Send(f, struct{}{})
+	}
+}
+
+// call queues w with a fresh waiter and parks f until the driver answers
+// or timeout passes.
+func (n *Node) call(f *runtime.Fiber, w work, timeout time.Duration, what string) (uint64, error) {
+	if f.Shard() != n.shard {
+		return 0, ErrWrongShard
+	}
+	if n.stopped {
+		return 0, n.stopErr()
+	}
+	reply, fu := runtime.NewFuture[result](f)
+	n.seq++
+	deadline := time.Now().Add(timeout)
+	if timeout <= 0 { // no deadline: never expired by the driver
+		deadline = time.Now().Add(100 * 365 * 24 * time.Hour)
+	}
+	w.w = &waiter{seq: n.seq, reply: reply, deadline: deadline}
+	n.push(f, w)
+	res, err := fu.Wait(f, timeout)
+	if errors.Is(err, runtime.ErrTimeout) {
+		return 0, fmt.Errorf("node: %s: no answer within %v (%s): %w", what, timeout, n.quorumHint(), err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.index, res.err
+}
+
+// quorumHint names the leader and reachability for a timeout message.
+func (n *Node) quorumHint() string {
+	reach, voters := 1, 0
+	if n.confState != nil {
+		voters = len(n.confState.GetVoters())
+		reach = 0
+		for _, id := range n.confState.GetVoters() {
+			if at, ok := n.heard[id]; id == n.cfg.ID || (ok && n.ticks-at <= uint64(n.cfg.ElectionTicks)) {
+				reach++
+			}
+		}
+	}
+	lead := "no leader known"
+	if n.lead != raft.None {
+		lead = fmt.Sprintf("leader %x", n.lead)
+	}
+	return fmt.Sprintf("%s; %d of %d voters reachable", lead, reach, voters)
+}
+
+func (n *Node) stopErr() error {
+	if n.removed {
+		return ErrRemoved
+	}
+	if n.err != nil {
+		return fmt.Errorf("%w: %v", ErrStopped, n.err)
+	}
+	return ErrStopped
+}
+
+// Propose replicates data and parks f until it is committed on a quorum
+// and applied on this member; it returns the entry's index. A member that
+// knows no leader fails at once with ErrNoLeader.
+func (n *Node) Propose(f *runtime.Fiber, data []byte, timeout time.Duration) (uint64, error) {
+	return n.call(f, work{kind: workPropose, data: data}, timeout, "propose")
+}
+
+// ReadIndex parks f until this member has applied everything committed
+// when the call was made, confirmed by a quorum (raft's ReadIndex): a read
+// of the state machine after it returns is linearizable. Reads queued
+// together share one round.
+func (n *Node) ReadIndex(f *runtime.Fiber, timeout time.Duration) (uint64, error) {
+	return n.call(f, work{kind: workRead}, timeout, "read index")
+}
+
+// AddLearner adds id (reachable at addr) as a non-voting member.
+func (n *Node) AddLearner(f *runtime.Fiber, id uint64, addr string, timeout time.Duration) error {
+	return n.confChange(f, raftpb.ConfChangeAddLearnerNode, id, addr, timeout)
+}
+
+// Promote makes learner id a voter.
+func (n *Node) Promote(f *runtime.Fiber, id uint64, timeout time.Duration) error {
+	if f.Shard() != n.shard {
+		return ErrWrongShard
+	}
+	return n.confChange(f, raftpb.ConfChangeAddNode, id, n.members[id], timeout)
+}
+
+// Remove removes member id from the group.
+func (n *Node) Remove(f *runtime.Fiber, id uint64, timeout time.Duration) error {
+	return n.confChange(f, raftpb.ConfChangeRemoveNode, id, "", timeout)
+}
+
+func (n *Node) mustShard(f *runtime.Fiber) {
+	if f.Shard() != n.shard {
+		panic(ErrWrongShard)
+	}
+}
+
+func (n *Node) confChange(f *runtime.Fiber, typ raftpb.ConfChangeType, id uint64, addr string, timeout time.Duration) error {
+	if id == 0 {
+		return errors.New("node: member ID 0 is not valid")
+	}
+	cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(id)}}}
+	_, err := n.call(f, work{kind: workConfChange, cc: cc, data: []byte(addr)}, timeout, typ.String())
+	return err
+}
+
+// TransferLeader asks the leader to hand leadership to id and parks f until
+// this member sees id lead.
+func (n *Node) TransferLeader(f *runtime.Fiber, id uint64, timeout time.Duration) error {
+	_, err := n.call(f, work{kind: workTransfer, id: id}, timeout, "transfer leadership")
+	return err
+}
+
+// Status returns the member's view of the group. It must be called on the
+// member's shard (it panics with ErrWrongShard elsewhere: the fields it
+// reads belong to the driver).
+func (n *Node) Status(f *runtime.Fiber) Status {
+	n.mustShard(f)
+	st := Status{ID: n.cfg.ID, Leader: n.lead, Term: n.term, Commit: n.commit, Applied: n.applied, Removed: n.removed}
+	switch n.role {
+	case raft.StateLeader:
+		st.Role = RoleLeader
+	case raft.StateCandidate, raft.StatePreCandidate:
+		st.Role = RoleCandidate
+	default:
+		st.Role = RoleFollower
+	}
+	if n.confState != nil {
+		for _, id := range n.confState.GetVoters() {
+			st.Members = append(st.Members, Member{ID: id, Addr: n.members[id]})
+			st.Voters++
+			if at, ok := n.heard[id]; id == n.cfg.ID || (ok && n.ticks-at <= uint64(n.cfg.ElectionTicks)) {
+				st.Reachable++
+			}
+		}
+		for _, id := range n.confState.GetLearners() {
+			st.Members = append(st.Members, Member{ID: id, Addr: n.members[id], Learner: true})
+			if id == n.cfg.ID {
+				st.Role = RoleLearner
+			}
+		}
+	}
+	slices.SortFunc(st.Members, func(a, b Member) int { return cmpU64(a.ID, b.ID) })
+	return st
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Stop stops the member: callers waiting on it get ErrStopped. It does not
+// close the transport (the caller owns it).
+func (n *Node) Stop(f *runtime.Fiber) {
+	if n.stopped {
+		return
+	}
+	n.stopped = true
+	n.kick(f)
+}
+
+// Err is why the member stopped on its own (a storage or apply failure), or
+// nil.
+func (n *Node) Err() error { return n.err }
+
+func (n *Node) ticker(f *runtime.Fiber) {
+	for !n.stopped && !f.Stopping() {
+		runtime.Sleep(f, n.cfg.Tick)
+		n.tickDue = true
+		n.kick(f)
+	}
+}
+
+// drive is the driver fiber: the only code that touches the RawNode.
+func (n *Node) drive(f *runtime.Fiber) {
+	defer n.failAll(f)
+	for {
+		if n.stopped || f.Stopping() {
+			return
+		}
+		if len(n.work) == 0 && !n.tickDue && !n.rn.HasReady() {
+			wake, fu := runtime.NewFuture[struct{}](f)
+			n.wake, n.parked = wake, true
+			_, err := fu.Wait(f, 0)
+			n.parked = false
+			if err != nil {
+				return
+			}
+			continue
+		}
+		batch := n.work
+		n.work = nil
+		for _, w := range batch {
+			n.handle(f, w)
+		}
+		if n.tickDue {
+			n.tickDue = false
+			n.ticks++
+			n.rn.Tick()
+			n.expire(time.Now())
+		}
+		if len(n.reads) > 0 {
+			n.seq++
+			ctx := binary.BigEndian.AppendUint64(nil, n.seq)
+			n.batches[n.seq] = n.reads
+			n.reads = nil
+			n.rn.ReadIndex(ctx)
+			n.readRounds++
+		}
+		if n.rn.HasReady() {
+			if err := n.handleReady(f, n.rn.Ready()); err != nil {
+				n.err = err
+				n.log.Error("node: stopping: the member cannot go on safely", "err", err)
+				n.stopped = true
+				return
+			}
+		}
+		runtime.Checkpoint(f)
+	}
+}
+
+func (n *Node) handle(f *runtime.Fiber, w work) {
+	switch w.kind {
+	case workStep:
+		n.heard[w.msg.GetFrom()] = n.ticks
+		if err := n.rn.Step(w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			n.log.Debug("node: message not stepped", "type", w.msg.GetType().String(), "from", w.msg.GetFrom(), "err", err)
+		}
+	case workUnreachable:
+		n.rn.ReportUnreachable(w.id)
+	case workSnapStatus:
+		n.rn.ReportSnapshot(w.id, w.status)
+	case workRemoved:
+		if !n.removed {
+			n.removed, n.stopped = true, true
+			n.log.Warn("node: a peer says this member was removed from the group; stopping", "peer", fmt.Sprintf("%x", w.id))
+		}
+	case workPropose:
+		data := make([]byte, 16, 16+len(w.data))
+		binary.BigEndian.PutUint64(data, n.cfg.ID)
+		binary.BigEndian.PutUint64(data[8:], w.w.seq)
+		data = append(data, w.data...)
+		if err := n.rn.Propose(data); err != nil {
+			n.answer(f, w.w, 0, n.proposeErr(err))
+			return
+		}
+		n.props[w.w.seq] = w.w
+	case workConfChange:
+		ctx, _ := json.Marshal(confContext{Addr: string(w.data), Proposer: n.cfg.ID, Seq: w.w.seq})
+		w.cc.Context = ctx
+		if err := n.rn.ProposeConfChange(w.cc); err != nil {
+			n.answer(f, w.w, 0, n.proposeErr(err))
+			return
+		}
+		n.props[w.w.seq] = w.w
+	case workRead:
+		n.reads = append(n.reads, w.w)
+	case workTransfer:
+		if n.lead == w.id {
+			n.answer(f, w.w, 0, nil)
+			return
+		}
+		if n.lead == raft.None {
+			n.answer(f, w.w, 0, ErrNoLeader)
+			return
+		}
+		// On a follower raft forwards the request to the leader.
+		n.rn.TransferLeader(w.id)
+		n.transfer = append(n.transfer, &transferWait{to: w.id, w: w.w})
+	}
+}
+
+func (n *Node) proposeErr(err error) error {
+	if errors.Is(err, raft.ErrProposalDropped) {
+		if n.lead == raft.None {
+			return ErrNoLeader
+		}
+		return fmt.Errorf("node: proposal dropped by raft (leader %x, transfer in progress or too much uncommitted): %w", n.lead, err)
+	}
+	return fmt.Errorf("node: propose: %w", err)
+}
+
+func (n *Node) answer(f *runtime.Fiber, w *waiter, index uint64, err error) {
+	w.reply.Send(f, result{index: index, err: err})
+}
+
+// handleReady does what raft requires, in its order: persist the snapshot,
+// entries and hard state; send the messages; apply the snapshot and the
+// committed entries; Advance.
+func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
+	if rd.SoftState != nil {
+		if rd.SoftState.Lead != n.lead {
+			n.log.Info("node: leader changed", "leader", fmt.Sprintf("%x", rd.SoftState.Lead), "was", fmt.Sprintf("%x", n.lead))
+		}
+		n.lead, n.role = rd.SoftState.Lead, rd.SoftState.RaftState
+	}
+	if rd.HardState != nil {
+		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
+	}
+	if err := n.cfg.Storage.Save(f, rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+		return fmt.Errorf("persist ready: %w", err)
+	}
+	if len(rd.Messages) > 0 {
+		n.cfg.Net.Send(f, rd.Messages)
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.restore(f, rd.Snapshot); err != nil {
+			return err
+		}
+	}
+	for _, e := range rd.CommittedEntries {
+		if err := n.apply(f, e); err != nil {
+			return err
+		}
+		runtime.Checkpoint(f) // a long catch-up must not hold the shard
+	}
+	for _, rs := range rd.ReadStates {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		seq := binary.BigEndian.Uint64(rs.RequestCtx)
+		if ws, ok := n.batches[seq]; ok {
+			delete(n.batches, seq)
+			n.ready = append(n.ready, readyRead{index: rs.Index, waiters: ws})
+		}
+	}
+	n.rn.Advance(rd)
+	n.answerReads(f)
+	n.checkTransfers(f)
+	if n.snapNeeded || (n.cfg.SnapshotEntries > 0 && n.applied-n.snapIndex >= n.cfg.SnapshotEntries) {
+		n.snapNeeded = false
+		if err := n.snapshot(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) answerReads(f *runtime.Fiber) {
+	keep := n.ready[:0]
+	for _, r := range n.ready {
+		if r.index > n.applied {
+			keep = append(keep, r)
+			continue
+		}
+		for _, w := range r.waiters {
+			n.answer(f, w, r.index, nil)
+		}
+	}
+	clear(n.ready[len(keep):])
+	n.ready = keep
+}
+
+func (n *Node) checkTransfers(f *runtime.Fiber) {
+	keep := n.transfer[:0]
+	for _, t := range n.transfer {
+		if n.lead == t.to {
+			n.answer(f, t.w, 0, nil)
+			continue
+		}
+		keep = append(keep, t)
+	}
+	n.transfer = keep
+}
+
+// expire forgets waiters whose callers gave up (their Future timed out), so
+// the maps stay bounded when proposals are lost with a leader.
+func (n *Node) expire(now time.Time) {
+	for seq, w := range n.props {
+		if now.After(w.deadline) {
+			delete(n.props, seq)
+		}
+	}
+	for seq, ws := range n.batches {
+		if allExpired(ws, now) {
+			delete(n.batches, seq)
+		}
+	}
+	n.ready = slices.DeleteFunc(n.ready, func(r readyRead) bool { return allExpired(r.waiters, now) })
+	n.transfer = slices.DeleteFunc(n.transfer, func(t *transferWait) bool { return now.After(t.w.deadline) })
+}
+
+// allExpired reports whether every caller of a read batch has given up.
+func allExpired(ws []*waiter, now time.Time) bool {
+	for _, w := range ws {
+		if !now.After(w.deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+func (n *Node) apply(f *runtime.Fiber, e *raftpb.Entry) error {
+	idx := e.GetIndex()
+	switch e.GetType() {
+	case raftpb.EntryNormal:
+		data := e.GetData()
+		if len(data) == 0 { // a new leader's empty entry
+			break
+		}
+		if len(data) < 16 {
+			return fmt.Errorf("entry %d: %d bytes, shorter than its 16-byte header", idx, len(data))
+		}
+		if err := n.sm.Apply(f, idx, data[16:]); err != nil {
+			return fmt.Errorf("apply entry %d: %w", idx, err)
+		}
+		if binary.BigEndian.Uint64(data) == n.cfg.ID {
+			n.settle(f, binary.BigEndian.Uint64(data[8:]), idx, nil)
+		}
+	case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+		var cc raftpb.ConfChangeI
+		var ctx []byte
+		if e.GetType() == raftpb.EntryConfChange {
+			v1 := &raftpb.ConfChange{}
+			if err := proto.Unmarshal(e.GetData(), v1); err != nil {
+				return fmt.Errorf("entry %d: conf change: %w", idx, err)
+			}
+			cc, ctx = v1, v1.GetContext()
+		} else {
+			v2 := &raftpb.ConfChangeV2{}
+			if err := proto.Unmarshal(e.GetData(), v2); err != nil {
+				return fmt.Errorf("entry %d: conf change: %w", idx, err)
+			}
+			cc, ctx = v2, v2.GetContext()
+		}
+		var cctx confContext
+		if len(ctx) > 0 {
+			if err := json.Unmarshal(ctx, &cctx); err != nil {
+				return fmt.Errorf("entry %d: conf change context: %w", idx, err)
+			}
+		}
+		n.confState = n.rn.ApplyConfChange(cc)
+		for _, ch := range cc.AsV2().GetChanges() {
+			id := ch.GetNodeId()
+			switch ch.GetType() {
+			case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+				if cctx.Addr != "" {
+					n.members[id] = cctx.Addr
+				}
+				if id != n.cfg.ID && n.members[id] != "" {
+					n.cfg.Net.AddPeer(f, id, n.members[id])
+				}
+				// A new member far behind gets the latest snapshot; one
+				// taken before it was added would not name it, and raft
+				// refuses a snapshot whose ConfState lacks the receiver.
+				n.snapNeeded = n.cfg.SnapshotEntries > 0
+			case raftpb.ConfChangeRemoveNode:
+				delete(n.members, id)
+				if id == n.cfg.ID {
+					// Raft's advice: a removed member shuts down. The
+					// driver stops at the top of its loop.
+					n.removed, n.stopped = true, true
+					n.log.Warn("node: this member was removed from the group; stopping")
+				} else {
+					n.cfg.Net.RemovePeer(f, id)
+				}
+			}
+		}
+		n.log.Info("node: membership changed", "index", idx, "change", cc.AsV2().String(), "voters", n.confState.GetVoters(), "learners", n.confState.GetLearners())
+		if cctx.Proposer == n.cfg.ID && cctx.Seq != 0 {
+			n.settle(f, cctx.Seq, idx, nil)
+		}
+	}
+	n.applied = idx
+	return nil
+}
+
+func (n *Node) settle(f *runtime.Fiber, seq, idx uint64, err error) {
+	if w, ok := n.props[seq]; ok {
+		delete(n.props, seq)
+		n.answer(f, w, idx, err)
+	}
+}
+
+// snapshotData is the node's snapshot: the membership addresses, then the
+// state machine's bytes. The addresses travel with it because a member
+// restored from a snapshot never sees the conf changes that named them.
+func (n *Node) snapshot(f *runtime.Fiber) error {
+	smData, err := n.sm.Snapshot(f)
+	if err != nil {
+		return fmt.Errorf("state machine snapshot at %d: %w", n.applied, err)
+	}
+	addrs, _ := json.Marshal(n.members)
+	data := binary.BigEndian.AppendUint32(nil, uint32(len(addrs)))
+	data = append(data, addrs...)
+	data = append(data, smData...)
+	if err := n.cfg.Storage.SaveSnapshot(f, n.applied, n.confState, data, n.cfg.SnapshotKeep); err != nil {
+		return err
+	}
+	n.snapIndex = n.applied
+	return nil
+}
+
+func (n *Node) restore(f *runtime.Fiber, snap *raftpb.Snapshot) error {
+	data := snap.GetData()
+	idx := snap.GetMetadata().GetIndex()
+	if len(data) < 4 || uint64(len(data)-4) < uint64(binary.BigEndian.Uint32(data)) {
+		return fmt.Errorf("snapshot at %d: %d bytes, too short for its membership header", idx, len(data))
+	}
+	k := binary.BigEndian.Uint32(data)
+	members := map[uint64]string{}
+	if err := json.Unmarshal(data[4:4+k], &members); err != nil {
+		return fmt.Errorf("snapshot at %d: membership: %w", idx, err)
+	}
+	if err := n.sm.Restore(f, data[4+k:]); err != nil {
+		return fmt.Errorf("restore snapshot at %d: %w", idx, err)
+	}
+	n.members = members
+	for id, addr := range members {
+		if id != n.cfg.ID {
+			n.cfg.Net.AddPeer(f, id, addr)
+		}
+	}
+	n.confState = snap.GetMetadata().GetConfState()
+	n.applied, n.snapIndex = idx, idx
+	n.log.Info("node: restored a snapshot", "index", idx, "bytes", len(data))
+	return nil
+}
+
+// failAll answers every waiter with the reason the member stopped.
+func (n *Node) failAll(f *runtime.Fiber) {
+	n.stopped = true
+	err := n.stopErr()
+	for _, w := range n.work {
+		if w.w != nil {
+			n.answer(f, w.w, 0, err)
+		}
+	}
+	n.work = nil
+	for _, w := range n.props {
+		n.answer(f, w, 0, err)
+	}
+	clear(n.props)
+	for _, w := range n.reads {
+		n.answer(f, w, 0, err)
+	}
+	n.reads = nil
+	for _, ws := range n.batches {
+		for _, w := range ws {
+			n.answer(f, w, 0, err)
+		}
+	}
+	clear(n.batches)
+	for _, r := range n.ready {
+		for _, w := range r.waiters {
+			n.answer(f, w, 0, err)
+		}
+	}
+	n.ready = nil
+	for _, t := range n.transfer {
+		n.answer(f, t.w, 0, err)
+	}
+	n.transfer = nil
+}

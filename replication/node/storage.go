@@ -1,0 +1,144 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/writeonce/wo/runtime"
+)
+
+// Storage is the raft log as the driver needs it: what raft reads
+// (raft.Storage) and the two writes the driver makes. Save must not return
+// before the state is durable: a member that acknowledges a vote or an
+// append it then forgets breaks raft's safety. The WAL is meant to
+// implement it (one write and one fsync per Ready); MemStorage is the
+// in-memory stand-in for tests.
+type Storage interface {
+	raft.Storage
+	// Save persists a Ready: the snapshot (if not empty) first, then the
+	// entries (replacing any conflicting suffix), then the hard state (if
+	// not empty). It parks f until all of it is durable.
+	Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error
+	// SaveSnapshot records a snapshot of the applied state at index and drops
+	// the log before index-keep.
+	SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data []byte, keep uint64) error
+}
+
+// MemStorage is raft.MemoryStorage plus a fake durable log: Save copies
+// what it persists into Durable, which survives a simulated crash (Restart
+// builds a fresh MemStorage from it), while the MemoryStorage is what raft
+// reads. A test can set FailSave to make the next Save fail, as a failed
+// fsync would.
+type MemStorage struct {
+	*raft.MemoryStorage
+	Durable  *DurableLog
+	FailSave error
+}
+
+// DurableLog is what a MemStorage has "on disk".
+type DurableLog struct {
+	HardState *raftpb.HardState
+	Snapshot  *raftpb.Snapshot
+	Entries   []*raftpb.Entry
+	Saves     int // Save calls that persisted something
+}
+
+// NewMemStorage returns an empty log.
+func NewMemStorage() *MemStorage {
+	return &MemStorage{MemoryStorage: raft.NewMemoryStorage(), Durable: &DurableLog{}}
+}
+
+// Restart returns the storage a member would find after a crash: only what
+// Save made durable.
+func Restart(d *DurableLog) (*MemStorage, error) {
+	ms := raft.NewMemoryStorage()
+	if d.Snapshot != nil && !raft.IsEmptySnap(d.Snapshot) {
+		if err := ms.ApplySnapshot(clone(d.Snapshot)); err != nil {
+			return nil, fmt.Errorf("node: restart: apply snapshot: %w", err)
+		}
+	}
+	if len(d.Entries) > 0 {
+		ents := make([]*raftpb.Entry, len(d.Entries))
+		for i, e := range d.Entries {
+			ents[i] = clone(e)
+		}
+		if err := ms.Append(ents); err != nil {
+			return nil, fmt.Errorf("node: restart: append: %w", err)
+		}
+	}
+	if d.HardState != nil {
+		if err := ms.SetHardState(clone(d.HardState)); err != nil {
+			return nil, fmt.Errorf("node: restart: hard state: %w", err)
+		}
+	}
+	return &MemStorage{MemoryStorage: ms, Durable: d}, nil
+}
+
+func clone[T proto.Message](m T) T { return proto.Clone(m).(T) }
+
+// Save implements Storage. The Yield stands in for the fsync's park.
+func (s *MemStorage) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
+	if err := s.FailSave; err != nil {
+		return err
+	}
+	empty := raft.IsEmptySnap(snap) && len(ents) == 0 && raft.IsEmptyHardState(hs)
+	if !raft.IsEmptySnap(snap) {
+		if err := s.ApplySnapshot(snap); err != nil {
+			return fmt.Errorf("node: save snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+		}
+		s.Durable.Snapshot = clone(snap)
+		s.Durable.Entries = nil
+	}
+	if len(ents) > 0 {
+		if err := s.Append(ents); err != nil {
+			return fmt.Errorf("node: save entries %d..%d: %w", ents[0].GetIndex(), ents[len(ents)-1].GetIndex(), err)
+		}
+		first := ents[0].GetIndex()
+		d := s.Durable.Entries
+		for len(d) > 0 && d[len(d)-1].GetIndex() >= first {
+			d = d[:len(d)-1]
+		}
+		for _, e := range ents {
+			d = append(d, clone(e))
+		}
+		s.Durable.Entries = d
+	}
+	if !raft.IsEmptyHardState(hs) {
+		if err := s.SetHardState(hs); err != nil {
+			return fmt.Errorf("node: save hard state: %w", err)
+		}
+		s.Durable.HardState = clone(hs)
+	}
+	if !empty {
+		s.Durable.Saves++
+		runtime.Yield(f)
+	}
+	return nil
+}
+
+// SaveSnapshot implements Storage.
+func (s *MemStorage) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data []byte, keep uint64) error {
+	snap, err := s.CreateSnapshot(index, cs, data)
+	if err != nil {
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			return nil
+		}
+		return fmt.Errorf("node: snapshot at %d: %w", index, err)
+	}
+	s.Durable.Snapshot = clone(snap)
+	if index > keep {
+		if err := s.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return fmt.Errorf("node: compact to %d: %w", index-keep, err)
+		}
+		d := s.Durable.Entries
+		for len(d) > 0 && d[0].GetIndex() <= index-keep {
+			d = d[1:]
+		}
+		s.Durable.Entries = d
+	}
+	return nil
+}

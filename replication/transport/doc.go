@@ -1,0 +1,27 @@
+// Package transport carries raft messages (go.etcd.io/raft/v3's
+// raftpb.Message) between the members of a wo replication group.
+//
+// TCP is the real transport: the peer port is a fiber listener
+// (runtime.Listen), every peer has one outbound fiber connection
+// (runtime.Dial) written by a writer fiber of its own, and frames are
+// length-prefixed (a 4-byte big-endian length, a kind byte, a body). All the
+// messages queued for a peer while its writer was busy (every message of a
+// Ready, at least) go out as one batch in one write. A dropped connection is
+// redialled with exponential backoff, and raft hears the peer was
+// unreachable. Snapshots travel in chunks on a connection of their own, with
+// a CRC32C over the whole and an acknowledgement at the end, so a large
+// snapshot never delays heartbeats. Frames over a size limit, bad frames and
+// messages that lie about their sender close that one connection with a log
+// line; nothing a peer sends can crash the member.
+//
+// Members authenticate each other with mutual TLS (crypto/tls over the fiber
+// connection; LoadTLS reads the PEM files named in the settings). Without
+// certificates the peer port is plaintext and New logs a warning saying so:
+// that is for a single machine only.
+//
+// Memory is an in-process network for tests of whole groups, and Faults
+// wraps any Net with partitions, random drops and delays that tests switch
+// on and off.
+//
+// The wire format is specified in docs/replication.md.
+package transport

@@ -1,0 +1,243 @@
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// The wire format. Every frame is
+//
+//	length uint32 (big endian; the bytes after this field, kind included)
+//	kind   uint8
+//	body   length-1 bytes
+//
+// A connection starts with one hello frame from the dialer, answered by a
+// helloAck (or a refused frame naming why, and the close). After it, a
+// message stream carries only msgs frames; a snapshot stream carries one
+// snapHeader, any number of snapChunk frames, one snapEnd, and the receiver
+// answers with one snapAck. See docs/replication.md, "Transport".
+const (
+	kindHello      byte = 1
+	kindMsgs       byte = 2
+	kindSnapHeader byte = 3
+	kindSnapChunk  byte = 4
+	kindSnapEnd    byte = 5
+	kindSnapAck    byte = 6
+	kindHelloAck   byte = 7 // the listener accepts the hello
+	kindRefused    byte = 8 // the listener refuses it: reason byte + text
+)
+
+// Refusal reasons in a refused frame.
+const (
+	refusedOther   byte = 0
+	refusedRemoved byte = 1 // the dialer was removed from the group
+)
+
+// Stream kinds, named in the hello frame.
+const (
+	streamMsgs byte = 1
+	streamSnap byte = 2
+)
+
+const (
+	helloMagic   = "WORF" // wo raft
+	helloVersion = 1
+	helloLen     = 4 + 1 + 1 + 8 + 8 + 8 // magic, version, stream, cluster, from, to
+	headerLen    = 5                     // length + kind
+)
+
+// DefaultMaxFrame bounds one frame (a batch of messages, or a snapshot
+// chunk). Raft's MaxSizePerMsg should be well below it.
+const DefaultMaxFrame = 16 << 20
+
+// ErrFrameTooLarge is wrapped by the error for a frame over the limit.
+var ErrFrameTooLarge = errors.New("frame too large")
+
+// ErrBadFrame is wrapped by every decoding error other than a short read.
+var ErrBadFrame = errors.New("bad frame")
+
+func badFrame(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadFrame, fmt.Sprintf(format, args...))
+}
+
+// appendFrame appends a frame of kind with body to dst.
+func appendFrame(dst []byte, kind byte, body []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(body)+1))
+	dst = append(dst, kind)
+	return append(dst, body...)
+}
+
+// frameReader reads frames from a stream, reusing one buffer. The body it
+// returns is valid until the next call.
+type frameReader struct {
+	r     io.Reader
+	limit int
+	hdr   [headerLen]byte
+	buf   []byte
+}
+
+// next reads one frame. A frame whose length exceeds the limit is refused
+// before its body is read (the connection is then closed by the caller), so
+// a peer cannot make us allocate more than the limit.
+func (fr *frameReader) next() (kind byte, body []byte, err error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(fr.hdr[:4])
+	if n == 0 {
+		return 0, nil, badFrame("zero length")
+	}
+	if uint64(n)-1 > uint64(fr.limit) {
+		return 0, nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n-1, fr.limit)
+	}
+	kind = fr.hdr[4]
+	if cap(fr.buf) < int(n-1) {
+		fr.buf = make([]byte, n-1)
+	}
+	body = fr.buf[:n-1]
+	if _, err := io.ReadFull(fr.r, body); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, err
+	}
+	return kind, body, nil
+}
+
+// hello is the first frame of every connection: who is calling whom, for
+// what, in which cluster.
+type hello struct {
+	stream  byte
+	cluster uint64
+	from    uint64
+	to      uint64
+}
+
+func (h hello) encode() []byte {
+	b := make([]byte, 0, helloLen)
+	b = append(b, helloMagic...)
+	b = append(b, helloVersion, h.stream)
+	b = binary.BigEndian.AppendUint64(b, h.cluster)
+	b = binary.BigEndian.AppendUint64(b, h.from)
+	return binary.BigEndian.AppendUint64(b, h.to)
+}
+
+func decodeHello(body []byte) (hello, error) {
+	if len(body) != helloLen {
+		return hello{}, badFrame("hello of %d bytes, want %d", len(body), helloLen)
+	}
+	if string(body[:4]) != helloMagic {
+		return hello{}, badFrame("hello magic %q, want %q (not a wo peer?)", body[:4], helloMagic)
+	}
+	if body[4] != helloVersion {
+		return hello{}, badFrame("protocol version %d, this member speaks %d", body[4], helloVersion)
+	}
+	h := hello{
+		stream:  body[5],
+		cluster: binary.BigEndian.Uint64(body[6:]),
+		from:    binary.BigEndian.Uint64(body[14:]),
+		to:      binary.BigEndian.Uint64(body[22:]),
+	}
+	if h.stream != streamMsgs && h.stream != streamSnap {
+		return hello{}, badFrame("unknown stream kind %d", h.stream)
+	}
+	if h.from == 0 || h.to == 0 {
+		return hello{}, badFrame("member id 0 (from %d, to %d)", h.from, h.to)
+	}
+	return h, nil
+}
+
+// encodeMessages appends a msgs body: count uvarint, then each message as
+// length uvarint + protobuf bytes.
+func encodeMessages(dst []byte, msgs []*raftpb.Message) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(len(msgs)))
+	for _, m := range msgs {
+		size := proto.Size(m)
+		dst = binary.AppendUvarint(dst, uint64(size))
+		var err error
+		dst, err = proto.MarshalOptions{}.MarshalAppend(dst, m)
+		if err != nil {
+			return nil, fmt.Errorf("transport: marshal %s to %d: %w", m.GetType(), m.GetTo(), err)
+		}
+	}
+	return dst, nil
+}
+
+// DecodeMessages decodes a msgs frame body. Every message is a fresh value
+// that owns its bytes (nothing aliases body).
+func DecodeMessages(body []byte) ([]*raftpb.Message, error) {
+	n, k := binary.Uvarint(body)
+	if k <= 0 {
+		return nil, badFrame("message count is not a varint")
+	}
+	body = body[k:]
+	// Each message takes at least one byte (its length), so a count larger
+	// than what is left is a lie, refused before allocating for it.
+	if n > uint64(len(body)) {
+		return nil, badFrame("count %d with %d bytes left", n, len(body))
+	}
+	msgs := make([]*raftpb.Message, 0, n)
+	for i := uint64(0); i < n; i++ {
+		size, k := binary.Uvarint(body)
+		if k <= 0 {
+			return nil, badFrame("message %d: length is not a varint", i)
+		}
+		body = body[k:]
+		if size > uint64(len(body)) {
+			return nil, badFrame("message %d: length %d with %d bytes left", i, size, len(body))
+		}
+		m := &raftpb.Message{}
+		if err := proto.Unmarshal(body[:size], m); err != nil {
+			return nil, badFrame("message %d: %v", i, err)
+		}
+		msgs = append(msgs, m)
+		body = body[size:]
+	}
+	if len(body) != 0 {
+		return nil, badFrame("%d bytes after the last message", len(body))
+	}
+	return msgs, nil
+}
+
+// snapHeader is the MsgSnap without its data, plus the data's length.
+func encodeSnapHeader(m *raftpb.Message, dataLen int) ([]byte, error) {
+	// Marshal without the data by lifting it out for the call (cloning
+	// would copy the whole snapshot); nothing parks in between, so no other
+	// fiber sees the message without it.
+	var data []byte
+	if m.Snapshot != nil {
+		data, m.Snapshot.Data = m.Snapshot.Data, nil
+		defer func() { m.Snapshot.Data = data }()
+	}
+	b := binary.BigEndian.AppendUint64(nil, uint64(dataLen))
+	b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
+	if err != nil {
+		return nil, fmt.Errorf("transport: marshal snapshot header to %d: %w", m.GetTo(), err)
+	}
+	return b, nil
+}
+
+func decodeSnapHeader(body []byte, maxSnap int64) (*raftpb.Message, int64, error) {
+	if len(body) < 8 {
+		return nil, 0, badFrame("snapshot header of %d bytes", len(body))
+	}
+	size := binary.BigEndian.Uint64(body)
+	if size > uint64(maxSnap) {
+		return nil, 0, fmt.Errorf("%w: snapshot of %d bytes, limit %d", ErrFrameTooLarge, size, maxSnap)
+	}
+	m := &raftpb.Message{}
+	if err := proto.Unmarshal(body[8:], m); err != nil {
+		return nil, 0, badFrame("snapshot header: %v", err)
+	}
+	if m.GetType() != raftpb.MsgSnap || m.GetSnapshot() == nil {
+		return nil, 0, badFrame("snapshot header carries a %s", m.GetType())
+	}
+	return m, int64(size), nil
+}
+
+func protoSize(m *raftpb.Message) int { return proto.Size(m) }

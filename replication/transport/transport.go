@@ -1,0 +1,675 @@
+package transport
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/writeonce/wo/runtime"
+)
+
+// Handler receives what the transport hears. Its methods are called on the
+// transport's shard, from the transport's fibers; they must not park for
+// long (the raft node driver only queues the call and wakes its own fiber).
+type Handler interface {
+	// Process is one message from a peer, addressed to this member.
+	Process(f *runtime.Fiber, m *raftpb.Message)
+	// ReportUnreachable says messages to id were lost (dial or write failed).
+	ReportUnreachable(f *runtime.Fiber, id uint64)
+	// ReportSnapshot says how sending a snapshot to id ended.
+	ReportSnapshot(f *runtime.Fiber, id uint64, status raft.SnapshotStatus)
+	// ReportRemoved says peer by refused this member because it was
+	// removed from the group: raft may never tell a removed member so.
+	ReportRemoved(f *runtime.Fiber, by uint64)
+}
+
+// Net is what a raft member needs from a transport. TCP, the in-process
+// Memory network and the Faults wrapper all provide it.
+type Net interface {
+	// Send queues messages for their peers and returns without waiting for
+	// the network. Messages to unknown peers are dropped and reported
+	// unreachable.
+	Send(f *runtime.Fiber, msgs []*raftpb.Message)
+	// AddPeer makes id reachable at addr (replacing an earlier address).
+	AddPeer(f *runtime.Fiber, id uint64, addr string)
+	// RemovePeer forgets id and refuses its connections from now on.
+	RemovePeer(f *runtime.Fiber, id uint64)
+}
+
+// Config configures a TCP transport. ID, Cluster, Addr and Handler are
+// required; the rest have defaults.
+type Config struct {
+	ID      uint64 // this member's raft ID
+	Cluster uint64 // cluster ID; a hello naming another cluster is refused
+	Addr    string // listen address (the peer port), e.g. ":7080"
+	// TLS is the mutual-TLS configuration (see LoadTLS); nil runs the peer
+	// port in plaintext, which New logs as a warning.
+	TLS     *tls.Config
+	Handler Handler
+	Logger  *slog.Logger
+
+	MaxFrame         int           // largest frame accepted or sent; default DefaultMaxFrame
+	MaxSnapshot      int64         // largest snapshot accepted; default 1 GiB
+	SnapshotChunk    int           // snapshot data per chunk frame; default 1 MiB
+	MaxPending       int           // messages queued per peer before new ones are dropped; default 4096
+	BackoffMin       time.Duration // first redial delay; default 50ms
+	BackoffMax       time.Duration // longest redial delay; default 2s
+	HandshakeTimeout time.Duration // TLS handshake and hello; default 5s
+	SnapshotTimeout  time.Duration // a whole snapshot send, ack included; default 5m
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = DefaultMaxFrame
+	}
+	if c.MaxSnapshot <= 0 {
+		c.MaxSnapshot = 1 << 30
+	}
+	if c.SnapshotChunk <= 0 {
+		c.SnapshotChunk = 1 << 20
+	}
+	c.SnapshotChunk = min(c.SnapshotChunk, c.MaxFrame)
+	if c.MaxPending <= 0 {
+		c.MaxPending = 4096
+	}
+	if c.BackoffMin <= 0 {
+		c.BackoffMin = 50 * time.Millisecond
+	}
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = max(2*time.Second, c.BackoffMin)
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 5 * time.Second
+	}
+	if c.SnapshotTimeout <= 0 {
+		c.SnapshotTimeout = 5 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Stats are the transport's counters, safe to read from any goroutine.
+type Stats struct {
+	FramesSent, FramesReceived atomic.Int64
+	MessagesSent               atomic.Int64
+	MessagesDropped            atomic.Int64 // queue full, unknown peer, unreachable
+	ConnsRefused               atomic.Int64 // bad hello, bad or oversized frame, removed member
+	Dials, DialFailures        atomic.Int64
+	SnapshotsSent, SnapshotsIn atomic.Int64
+}
+
+// TCP is the transport between members: one listener on the peer port, one
+// outbound connection per peer written by that peer's writer fiber, inbound
+// connections read by a fiber each, and a fresh connection per snapshot. It
+// lives on the shard of the fiber that called New, and every method must be
+// called from a fiber of that shard.
+//
+// Connections are one-way: a member writes messages to a peer only on the
+// connection it dialed, and reads only on the ones it accepted. Each
+// connection is then used by one fiber, which is what crypto/tls over a
+// fiber socket needs (its locks are never contended, so never block the
+// shard).
+type TCP struct {
+	cfg     Config
+	ln      *runtime.Listener
+	peers   map[uint64]*peer
+	refused map[uint64]bool // removed members
+	inbound map[*runtime.Conn]struct{}
+	closed  bool
+	Stats   Stats
+}
+
+type peer struct {
+	id      uint64
+	addr    string
+	pending []*raftpb.Message
+	spare   []*raftpb.Message
+	wake    runtime.Reply[struct{}]
+	waiting bool
+	raw     *runtime.Conn // the outbound connection, nil while down
+	down    bool          // logged as unreachable; cleared on the next good dial
+	gone    bool          // removed: the writer exits
+	backoff time.Duration
+	buf     []byte
+}
+
+// New opens the peer port and starts the accept loop on f's shard.
+func New(f *runtime.Fiber, cfg Config) (*TCP, error) {
+	if cfg.ID == 0 {
+		return nil, errors.New("transport: member ID 0 is not valid")
+	}
+	if cfg.Handler == nil {
+		return nil, errors.New("transport: no Handler")
+	}
+	cfg = cfg.withDefaults()
+	ln, err := runtime.Listen(f, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen on peer address %s: %w", cfg.Addr, err)
+	}
+	t := &TCP{cfg: cfg, ln: ln, peers: map[uint64]*peer{}, refused: map[uint64]bool{}, inbound: map[*runtime.Conn]struct{}{}}
+	if cfg.TLS == nil {
+		cfg.Logger.Warn("transport: peer TLS is off: members are not authenticated and raft traffic is plaintext; set the peer TLS certificate, key and CA files for anything but a single machine", "addr", ln.Addr().String())
+	} else {
+		cfg.Logger.Info("transport: peer port uses mutual TLS", "addr", ln.Addr().String())
+	}
+	runtime.Go(f, t.acceptLoop)
+	return t, nil
+}
+
+// Addr is the address the peer port is bound to.
+func (t *TCP) Addr() net.Addr { return t.ln.Addr() }
+
+// AddPeer implements Net.
+func (t *TCP) AddPeer(f *runtime.Fiber, id uint64, addr string) {
+	if t.closed || id == t.cfg.ID {
+		return
+	}
+	delete(t.refused, id)
+	if p, ok := t.peers[id]; ok {
+		if p.addr != addr {
+			p.addr = addr
+			if p.raw != nil {
+				_ = p.raw.Close() // the writer redials the new address
+			}
+		}
+		return
+	}
+	p := &peer{id: id, addr: addr, backoff: t.cfg.BackoffMin}
+	t.peers[id] = p
+	runtime.Go(f, func(f *runtime.Fiber) { t.runPeer(f, p) })
+}
+
+// RemovePeer implements Net.
+func (t *TCP) RemovePeer(f *runtime.Fiber, id uint64) {
+	t.refused[id] = true
+	p, ok := t.peers[id]
+	if !ok {
+		return
+	}
+	delete(t.peers, id)
+	p.gone = true
+	if p.raw != nil {
+		_ = p.raw.Close()
+	}
+	t.wakePeer(f, p)
+}
+
+// Send implements Net. Messages are appended to their peer's queue; the
+// peer's writer sends everything queued in as few frames as fit, so the
+// messages of one Ready (and of every Ready while a write is in flight) go
+// out in one write.
+func (t *TCP) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		p, ok := t.peers[m.GetTo()]
+		if !ok || t.closed {
+			t.Stats.MessagesDropped.Add(1)
+			t.cfg.Handler.ReportUnreachable(f, m.GetTo())
+			continue
+		}
+		if m.GetType() == raftpb.MsgSnap {
+			runtime.Go(f, func(f *runtime.Fiber) { t.sendSnapshot(f, p, m) })
+			continue
+		}
+		if len(p.pending) >= t.cfg.MaxPending {
+			t.Stats.MessagesDropped.Add(1)
+			continue
+		}
+		p.pending = append(p.pending, m)
+		t.wakePeer(f, p)
+	}
+}
+
+func (t *TCP) wakePeer(f *runtime.Fiber, p *peer) {
+	if p.waiting {
+		p.waiting = false
+		p.wake.Send(f, struct{}{})
+	}
+}
+
+// Close stops the transport: the listener, every connection and every
+// fiber it started (they see the closed connections and return).
+func (t *TCP) Close(f *runtime.Fiber) {
+	if t.closed {
+		return
+	}
+	t.closed = true
+	_ = t.ln.Close()
+	for _, p := range t.peers {
+		p.gone = true
+		if p.raw != nil {
+			_ = p.raw.Close()
+		}
+		t.wakePeer(f, p)
+	}
+	for c := range t.inbound {
+		_ = c.Close()
+	}
+}
+
+// runPeer is the writer fiber of one peer.
+func (t *TCP) runPeer(f *runtime.Fiber, p *peer) {
+	var conn net.Conn
+	defer func() {
+		if p.raw != nil {
+			_ = p.raw.Close()
+			p.raw = nil
+		}
+	}()
+	for !p.gone && !f.Stopping() {
+		if len(p.pending) == 0 {
+			wake, fu := runtime.NewFuture[struct{}](f)
+			p.wake, p.waiting = wake, true
+			_, err := fu.Wait(f, 0)
+			p.waiting = false
+			if err != nil {
+				return
+			}
+			continue
+		}
+		if p.raw == nil {
+			raw, c, err := t.dial(f, p.addr, streamMsgs, p.id)
+			if p.gone {
+				if raw != nil {
+					_ = raw.Close()
+				}
+				return
+			}
+			if err != nil {
+				t.lost(f, p, err)
+				runtime.Sleep(f, p.backoff)
+				p.backoff = min(2*p.backoff, t.cfg.BackoffMax)
+				continue
+			}
+			p.raw, conn = raw, c
+			p.backoff = t.cfg.BackoffMin
+			if p.down {
+				p.down = false
+				t.cfg.Logger.Info("transport: peer reachable again", "peer", p.id, "addr", p.addr)
+			}
+		}
+		batch := p.pending
+		p.pending, p.spare = p.spare[:0], nil
+		if err := t.writeBatch(conn, p, batch); err != nil {
+			_ = p.raw.Close()
+			p.raw, conn = nil, nil
+			t.lost(f, p, err)
+		}
+		clear(batch)
+		p.spare = batch[:0]
+	}
+}
+
+// lost drops what is queued for p (raft resends what matters) and tells the
+// handler; the first failure after a success is logged.
+func (t *TCP) lost(f *runtime.Fiber, p *peer, err error) {
+	t.Stats.MessagesDropped.Add(int64(len(p.pending)))
+	clear(p.pending)
+	p.pending = p.pending[:0]
+	if !p.down {
+		p.down = true
+		t.cfg.Logger.Warn("transport: peer unreachable; retrying with backoff", "peer", p.id, "addr", p.addr, "err", err)
+	}
+	t.cfg.Handler.ReportUnreachable(f, p.id)
+}
+
+// writeBatch encodes batch into frames no larger than MaxFrame, all in one
+// buffer, and writes them with one call. A single message too large for a
+// frame is dropped with a log line (raft's MaxSizePerMsg should prevent it).
+func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []*raftpb.Message) error {
+	buf := p.buf[:0]
+	start := 0
+	for start < len(batch) {
+		end, size := start, 0
+		for end < len(batch) {
+			s := sizeOf(batch[end])
+			if end > start && size+s > t.cfg.MaxFrame-16 {
+				break
+			}
+			size += s
+			end++
+		}
+		if size > t.cfg.MaxFrame-16 { // one message alone is too big
+			t.Stats.MessagesDropped.Add(1)
+			t.cfg.Logger.Error("transport: message larger than the frame limit dropped", "peer", p.id, "type", batch[start].GetType().String(), "bytes", size, "limit", t.cfg.MaxFrame)
+			start = end
+			continue
+		}
+		at := len(buf)
+		buf = append(buf, 0, 0, 0, 0, kindMsgs)
+		var err error
+		if buf, err = encodeMessages(buf, batch[start:end]); err != nil {
+			return err
+		}
+		binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
+		t.Stats.FramesSent.Add(1)
+		t.Stats.MessagesSent.Add(int64(end - start))
+		start = end
+	}
+	if cap(buf) <= 4*t.cfg.MaxFrame {
+		p.buf = buf[:0]
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	_, err := conn.Write(buf)
+	return err
+}
+
+func sizeOf(m *raftpb.Message) int {
+	s := protoSize(m)
+	return s + binary.MaxVarintLen64
+}
+
+// dial connects to addr, runs the TLS handshake when TLS is on, and sends
+// the hello. raw is the fiber socket (close it to stop the connection); c
+// is what to write to.
+func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *runtime.Conn, c net.Conn, err error) {
+	t.Stats.Dials.Add(1)
+	defer func() {
+		if err != nil {
+			t.Stats.DialFailures.Add(1)
+			if raw != nil {
+				_ = raw.Close()
+				raw = nil
+			}
+		}
+	}()
+	raw, err = runtime.Dial(f, "tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	c = raw
+	_ = raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	if t.cfg.TLS != nil {
+		cfg := t.cfg.TLS.Clone()
+		if cfg.ServerName == "" {
+			host, _, _ := net.SplitHostPort(addr)
+			cfg.ServerName = host
+		}
+		tc := tls.Client(raw, cfg)
+		if err := tc.Handshake(); err != nil {
+			return raw, nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		c = tc
+	}
+	h := hello{stream: stream, cluster: t.cfg.Cluster, from: t.cfg.ID, to: to}
+	if _, err := c.Write(appendFrame(nil, kindHello, h.encode())); err != nil {
+		return raw, nil, fmt.Errorf("hello to %s: %w", addr, err)
+	}
+	fr := &frameReader{r: c, limit: 1024} // unbuffered: nothing past the answer is read
+	kind, body, err := fr.next()
+	switch {
+	case err != nil:
+		return raw, nil, fmt.Errorf("hello to %s: no answer: %w", addr, err)
+	case kind == kindRefused && len(body) > 0:
+		if body[0] == refusedRemoved {
+			t.cfg.Logger.Error("transport: a peer says this member was removed from the group", "peer", to, "addr", addr)
+			t.cfg.Handler.ReportRemoved(f, to)
+		}
+		return raw, nil, fmt.Errorf("peer %x at %s refused this member: %s", to, addr, body[1:])
+	case kind != kindHelloAck:
+		return raw, nil, fmt.Errorf("hello to %s: answered with frame kind %d", addr, kind)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return raw, c, nil
+}
+
+func (t *TCP) acceptLoop(f *runtime.Fiber) {
+	for {
+		c, err := t.ln.Accept(f)
+		if err != nil {
+			if !t.closed && !f.Stopping() {
+				t.cfg.Logger.Error("transport: accept failed; the peer port is closed", "err", err)
+			}
+			return
+		}
+		runtime.Go(f, func(g *runtime.Fiber) { t.serveConn(g, c) })
+	}
+}
+
+// refuse closes an inbound connection after a log line naming why.
+func (t *TCP) refuse(raw *runtime.Conn, why string, err error) {
+	t.Stats.ConnsRefused.Add(1)
+	t.cfg.Logger.Warn("transport: closing peer connection: "+why, "remote", raw.RemoteAddr().String(), "err", err)
+}
+
+// serveConn reads one inbound connection: its hello, then a message stream
+// or one snapshot. Any bad or oversized frame closes it with a log line.
+func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
+	if err := raw.Bind(f); err != nil {
+		_ = raw.Close()
+		return
+	}
+	if t.closed {
+		_ = raw.Close()
+		return
+	}
+	t.inbound[raw] = struct{}{}
+	defer func() {
+		delete(t.inbound, raw)
+		_ = raw.Close()
+	}()
+	var c net.Conn = raw
+	_ = raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	if t.cfg.TLS != nil {
+		tc := tls.Server(raw, t.cfg.TLS)
+		if err := tc.Handshake(); err != nil {
+			t.refuse(raw, "TLS handshake failed", err)
+			return
+		}
+		c = tc
+	}
+	fr := &frameReader{r: bufio.NewReaderSize(c, 64<<10), limit: t.cfg.MaxFrame}
+	kind, body, err := fr.next()
+	if err != nil {
+		t.refuse(raw, "no hello", err)
+		return
+	}
+	if kind != kindHello {
+		t.refuse(raw, "first frame is not a hello", badFrame("kind %d", kind))
+		return
+	}
+	h, err := decodeHello(body)
+	if err != nil {
+		t.refuse(raw, "bad hello", err)
+		return
+	}
+	// A well-formed hello is answered, so the dialer can log why it was
+	// turned away (and a removed member learn that it was).
+	answer := func(reason byte, why string, err error) {
+		t.refuse(raw, why, err)
+		_, _ = c.Write(appendFrame(nil, kindRefused, append([]byte{reason}, why+": "+err.Error()...)))
+	}
+	switch {
+	case h.cluster != t.cfg.Cluster:
+		answer(refusedOther, "peer belongs to another cluster", fmt.Errorf("cluster %x, this member is in %x", h.cluster, t.cfg.Cluster))
+		return
+	case h.to != t.cfg.ID:
+		answer(refusedOther, "peer dialed another member", fmt.Errorf("hello to %x, this member is %x", h.to, t.cfg.ID))
+		return
+	case t.refused[h.from]:
+		answer(refusedRemoved, "member was removed from the group", fmt.Errorf("member %x", h.from))
+		return
+	}
+	if _, err := c.Write(appendFrame(nil, kindHelloAck, nil)); err != nil {
+		t.refuse(raw, "hello answer failed", err)
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+	if h.stream == streamSnap {
+		t.receiveSnapshot(f, raw, c, fr, h)
+		return
+	}
+	for {
+		kind, body, err := fr.next()
+		if err != nil {
+			switch {
+			case t.closed || isClosed(err):
+			case errors.Is(err, io.EOF):
+				t.cfg.Logger.Debug("transport: peer closed its connection", "peer", h.from, "remote", raw.RemoteAddr().String())
+			default:
+				t.refuse(raw, "read failed", err)
+			}
+			return
+		}
+		if kind != kindMsgs {
+			t.refuse(raw, "unexpected frame on a message stream", badFrame("kind %d", kind))
+			return
+		}
+		msgs, err := DecodeMessages(body)
+		if err != nil {
+			t.refuse(raw, "bad message frame", err)
+			return
+		}
+		t.Stats.FramesReceived.Add(1)
+		if err := checkFrom(msgs, h, t.cfg.ID); err != nil {
+			t.refuse(raw, "message does not match the hello", err)
+			return
+		}
+		if t.refused[h.from] || t.closed {
+			return
+		}
+		for _, m := range msgs {
+			t.cfg.Handler.Process(f, m)
+		}
+	}
+}
+
+// checkFrom refuses messages that claim another sender or recipient than
+// the hello, and local message types, which never travel.
+func checkFrom(msgs []*raftpb.Message, h hello, self uint64) error {
+	for _, m := range msgs {
+		switch {
+		case m.GetFrom() != h.from && m.GetType() != raftpb.MsgTransferLeader:
+			// A follower forwards a leadership transfer to the leader with
+			// From naming the transferee, as raft builds it; every other
+			// message names its sender.
+			return fmt.Errorf("%s from %x on a connection from %x", m.GetType(), m.GetFrom(), h.from)
+		case m.GetTo() != self:
+			return fmt.Errorf("%s to %x, this member is %x", m.GetType(), m.GetTo(), self)
+		case raft.IsLocalMsg(m.GetType()):
+			return fmt.Errorf("local message type %s from a peer", m.GetType())
+		}
+	}
+	return nil
+}
+
+func isClosed(err error) bool {
+	return errors.Is(err, net.ErrClosed)
+}
+
+func (t *TCP) receiveSnapshot(f *runtime.Fiber, raw *runtime.Conn, c net.Conn, fr *frameReader, h hello) {
+	_ = raw.SetDeadline(time.Now().Add(t.cfg.SnapshotTimeout))
+	kind, body, err := fr.next()
+	if err != nil || kind != kindSnapHeader {
+		t.refuse(raw, "snapshot stream without a header", errors.Join(err, badFrame("kind %d", kind)))
+		return
+	}
+	m, size, err := decodeSnapHeader(body, t.cfg.MaxSnapshot)
+	if err != nil {
+		t.refuse(raw, "bad snapshot header", err)
+		return
+	}
+	if err := checkFrom([]*raftpb.Message{m}, h, t.cfg.ID); err != nil {
+		t.refuse(raw, "snapshot does not match the hello", err)
+		return
+	}
+	// Grown as chunks arrive, not allocated from the header's word: a
+	// header alone must not cost MaxSnapshot bytes.
+	data := make([]byte, 0, min(size, int64(t.cfg.MaxFrame)))
+	for {
+		kind, body, err := fr.next()
+		if err != nil {
+			t.refuse(raw, "snapshot stream cut", err)
+			return
+		}
+		switch kind {
+		case kindSnapChunk:
+			if int64(len(data)+len(body)) > size {
+				t.refuse(raw, "snapshot longer than its header said", fmt.Errorf("more than %d bytes", size))
+				return
+			}
+			data = append(data, body...)
+			continue
+		case kindSnapEnd:
+		default:
+			t.refuse(raw, "unexpected frame in a snapshot stream", badFrame("kind %d", kind))
+			return
+		}
+		if len(body) != 4 || int64(len(data)) != size {
+			t.refuse(raw, "snapshot incomplete", fmt.Errorf("%d of %d bytes", len(data), size))
+			return
+		}
+		if got, want := crc32.Checksum(data, castagnoli), binary.BigEndian.Uint32(body); got != want {
+			t.refuse(raw, "snapshot checksum mismatch", fmt.Errorf("crc32c %08x, sender said %08x", got, want))
+			return
+		}
+		break
+	}
+	m.Snapshot.Data = data
+	t.Stats.SnapshotsIn.Add(1)
+	t.cfg.Handler.Process(f, m)
+	_, _ = c.Write(appendFrame(nil, kindSnapAck, nil))
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sendSnapshot streams one MsgSnap on a connection of its own, so a large
+// snapshot never holds up heartbeats, and reports the outcome to raft.
+func (t *TCP) sendSnapshot(f *runtime.Fiber, p *peer, m *raftpb.Message) {
+	status := raft.SnapshotFailure
+	defer func() { t.cfg.Handler.ReportSnapshot(f, p.id, status) }()
+	raw, c, err := t.dial(f, p.addr, streamSnap, p.id)
+	if err != nil {
+		t.cfg.Logger.Warn("transport: snapshot not sent", "peer", p.id, "err", err)
+		return
+	}
+	if t.closed || p.gone {
+		_ = raw.Close()
+		return
+	}
+	// Tracked as inbound so Close cancels it too.
+	t.inbound[raw] = struct{}{}
+	defer func() {
+		delete(t.inbound, raw)
+		_ = raw.Close()
+	}()
+	_ = raw.SetDeadline(time.Now().Add(t.cfg.SnapshotTimeout))
+	data := m.GetSnapshot().GetData()
+	hdr, err := encodeSnapHeader(m, len(data))
+	if err == nil {
+		_, err = c.Write(appendFrame(nil, kindSnapHeader, hdr))
+	}
+	for off := 0; err == nil && off < len(data); off += t.cfg.SnapshotChunk {
+		_, err = c.Write(appendFrame(nil, kindSnapChunk, data[off:min(off+t.cfg.SnapshotChunk, len(data))]))
+	}
+	if err == nil {
+		_, err = c.Write(appendFrame(nil, kindSnapEnd, binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, castagnoli))))
+	}
+	if err == nil {
+		fr := &frameReader{r: c, limit: 16}
+		var kind byte
+		if kind, _, err = fr.next(); err == nil && kind != kindSnapAck {
+			err = badFrame("kind %d instead of the snapshot ack", kind)
+		}
+	}
+	if err != nil {
+		t.cfg.Logger.Warn("transport: snapshot send failed", "peer", p.id, "index", m.GetSnapshot().GetMetadata().GetIndex(), "err", err)
+		return
+	}
+	t.Stats.SnapshotsSent.Add(1)
+	status = raft.SnapshotFinish
+}

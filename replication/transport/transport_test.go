@@ -1,0 +1,548 @@
+package transport
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/binary"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/writeonce/wo/runtime"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// logBuf collects log lines (any goroutine) and echoes them to the test.
+type logBuf struct {
+	t  testing.TB
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.b.Write(p)
+	l.mu.Unlock()
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newLog(t testing.TB) (*slog.Logger, *logBuf) {
+	lb := &logBuf{t: t}
+	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo})), lb
+}
+
+type abortTest struct{}
+
+func fatalf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Errorf(format, args...)
+	panic(abortTest{})
+}
+
+func testRuntime(t testing.TB, main func(f *runtime.Fiber)) {
+	t.Helper()
+	cfg, err := runtime.ConfigFromEnv(runtime.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("WO_SHARDS") == "" {
+		cfg.Shards = 2
+	}
+	cfg.Logger, _ = newLog(t)
+	code := runtime.Run(cfg, func(f *runtime.Fiber) (code int) {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(abortTest); !ok {
+					panic(r)
+				}
+				code = 1
+			}
+		}()
+		main(f)
+		return 0
+	})
+	if code != 0 && !t.Failed() {
+		t.Fatalf("runtime exited %d", code)
+	}
+}
+
+// runMsg runs a closure on a shard; the closures capture only values the
+// test does not touch meanwhile.
+//
+//wo:shardsafe
+type runMsg struct {
+	fn   func(f *runtime.Fiber)
+	done runtime.Reply[struct{}]
+}
+
+type runner struct{}
+
+func (runner) Receive(f *runtime.Fiber, m runMsg) {
+	m.fn(f)
+	m.done.Send(f, struct{}{})
+}
+
+func on(f *runtime.Fiber, shard int, fn func(g *runtime.Fiber)) {
+	a := runtime.SpawnOn[runMsg](f, shard, runner{})
+	if _, err := runtime.Ask(f, a, 0, func(r runtime.Reply[struct{}]) runMsg { return runMsg{fn: fn, done: r} }); err != nil {
+		panic(err)
+	}
+}
+
+// recorder is a Handler that keeps what it hears.
+type recorder struct {
+	mu          sync.Mutex
+	msgs        []*raftpb.Message
+	unreachable map[uint64]int
+	snaps       []raft.SnapshotStatus
+	removedBy   []uint64
+}
+
+func (r *recorder) ReportRemoved(f *runtime.Fiber, by uint64) {
+	r.mu.Lock()
+	r.removedBy = append(r.removedBy, by)
+	r.mu.Unlock()
+}
+
+func newRecorder() *recorder { return &recorder{unreachable: map[uint64]int{}} }
+
+func (r *recorder) Process(f *runtime.Fiber, m *raftpb.Message) {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, m)
+	r.mu.Unlock()
+}
+
+func (r *recorder) ReportUnreachable(f *runtime.Fiber, id uint64) {
+	r.mu.Lock()
+	r.unreachable[id]++
+	r.mu.Unlock()
+}
+
+func (r *recorder) ReportSnapshot(f *runtime.Fiber, id uint64, s raft.SnapshotStatus) {
+	r.mu.Lock()
+	r.snaps = append(r.snaps, s)
+	r.mu.Unlock()
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.msgs)
+}
+
+func (r *recorder) snapStatuses() []raft.SnapshotStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]raft.SnapshotStatus(nil), r.snaps...)
+}
+
+func waitFor(t testing.TB, f *runtime.Fiber, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			fatalf(t, "gave up waiting for %s", what)
+		}
+		runtime.Sleep(f, 5*time.Millisecond)
+	}
+}
+
+// endpoint is one transport of a test, on its own shard.
+type endpoint struct {
+	shard int
+	tcp   *TCP
+	rec   *recorder
+	logs  *logBuf
+}
+
+func startEndpoint(t testing.TB, f *runtime.Fiber, shard int, cfg Config) *endpoint {
+	t.Helper()
+	e := &endpoint{shard: shard % f.Shards(), rec: newRecorder()}
+	var log *slog.Logger
+	log, e.logs = newLog(t)
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	cfg.Handler, cfg.Logger = e.rec, log
+	if cfg.Cluster == 0 {
+		cfg.Cluster = 42
+	}
+	if cfg.BackoffMin == 0 {
+		cfg.BackoffMin, cfg.BackoffMax = 5*time.Millisecond, 20*time.Millisecond
+	}
+	var err error
+	on(f, e.shard, func(g *runtime.Fiber) { e.tcp, err = New(g, cfg) })
+	if err != nil {
+		fatalf(t, "New: %v", err)
+	}
+	return e
+}
+
+func (e *endpoint) close(f *runtime.Fiber) {
+	on(f, e.shard, func(g *runtime.Fiber) { e.tcp.Close(g) })
+}
+
+func (e *endpoint) send(f *runtime.Fiber, msgs []*raftpb.Message) {
+	on(f, e.shard, func(g *runtime.Fiber) { e.tcp.Send(g, msgs) })
+}
+
+func (e *endpoint) addPeer(f *runtime.Fiber, id uint64, addr string) {
+	on(f, e.shard, func(g *runtime.Fiber) { e.tcp.AddPeer(g, id, addr) })
+}
+
+func heartbeat(from, to, index uint64) *raftpb.Message {
+	return &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(from), To: new(to), Term: new(uint64(3)), Index: new(index),
+		Entries: []*raftpb.Entry{{Index: new(index + 1), Term: new(uint64(3)), Data: bytes.Repeat([]byte{byte(index)}, 100)}}}
+}
+
+func TestTCPDeliversInOrderAndBatches(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1})
+		b := startEndpoint(t, f, 1, Config{ID: 2})
+		defer a.close(f)
+		defer b.close(f)
+		a.addPeer(f, 2, b.tcp.Addr().String())
+		const n = 500
+		for i := 0; i < n; i += 100 {
+			var batch []*raftpb.Message
+			for j := i; j < i+100; j++ {
+				batch = append(batch, heartbeat(1, 2, uint64(j)))
+			}
+			a.send(f, batch)
+		}
+		waitFor(t, f, "all messages", func() bool { return b.rec.count() == n })
+		b.rec.mu.Lock()
+		for i, m := range b.rec.msgs {
+			if m.GetIndex() != uint64(i) || !proto.Equal(m, heartbeat(1, 2, uint64(i))) {
+				b.rec.mu.Unlock()
+				fatalf(t, "message %d arrived as %v", i, m)
+			}
+		}
+		b.rec.mu.Unlock()
+		if sent := a.tcp.Stats.FramesSent.Load(); sent < 1 || sent > n/10 {
+			t.Errorf("%d frames for %d messages sent in batches of 100: not batched", sent, n)
+		}
+	})
+}
+
+// rawConn dials the peer port from a fiber and writes raw bytes.
+func rawExchange(f *runtime.Fiber, addr string, payload []byte) (closed bool, err error) {
+	c, err := runtime.Dial(f, "tcp", addr)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	if _, err := c.Write(payload); err != nil {
+		return true, nil // already closed on us
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.ReadAll(c)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return false, nil
+	}
+	return true, nil // EOF or reset: the member closed it
+}
+
+func helloFrame(cluster, from, to uint64) []byte {
+	return appendFrame(nil, kindHello, hello{stream: streamMsgs, cluster: cluster, from: from, to: to}.encode())
+}
+
+func msgsFrame(t testing.TB, msgs ...*raftpb.Message) []byte {
+	body, err := encodeMessages(nil, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return appendFrame(nil, kindMsgs, body)
+}
+
+func TestTCPClosesConnectionsWithBadInput(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		b := startEndpoint(t, f, 1, Config{ID: 2, MaxFrame: 4096})
+		defer b.close(f)
+		addr := b.tcp.Addr().String()
+		oversized := binary.BigEndian.AppendUint32(nil, 1<<30)
+		cases := []struct {
+			name, log string
+			payload   []byte
+		}{
+			{"garbage", "bad hello", append(appendFrame(nil, kindHello, []byte("GET / HTTP/1.1\r\n\r\n0123456789")), 0)},
+			{"oversized frame", "frame too large", append(oversized, kindHello)},
+			{"zero length", "zero length", []byte{0, 0, 0, 0, 1}},
+			{"first frame not a hello", "not a hello", msgsFrame(t, heartbeat(1, 2, 1))},
+			{"another cluster", "another cluster", helloFrame(7, 1, 2)},
+			{"another member", "dialed another member", helloFrame(42, 1, 9)},
+			{"spoofed sender", "does not match the hello", append(helloFrame(42, 1, 2), msgsFrame(t, heartbeat(3, 2, 1))...)},
+			{"local message", "local message type", append(helloFrame(42, 1, 2), msgsFrame(t, &raftpb.Message{Type: raftpb.MsgHup.Enum(), From: new(uint64(1)), To: new(uint64(2))})...)},
+			{"truncated message", "bad message frame", append(helloFrame(42, 1, 2), appendFrame(nil, kindMsgs, []byte{1, 200, 1})...)},
+			{"unknown kind", "unexpected frame", append(helloFrame(42, 1, 2), appendFrame(nil, 99, []byte("x"))...)},
+			{"oversized after hello", "frame too large", append(helloFrame(42, 1, 2), append(oversized, kindMsgs)...)},
+		}
+		for i, c := range cases {
+			var closed bool
+			var err error
+			on(f, 0, func(g *runtime.Fiber) { closed, err = rawExchange(g, addr, c.payload) })
+			if err != nil || !closed {
+				fatalf(t, "%s: connection not closed by the member (err %v)", c.name, err)
+			}
+			waitFor(t, f, c.name+" counted", func() bool { return b.tcp.Stats.ConnsRefused.Load() == int64(i+1) })
+			if !strings.Contains(b.logs.String(), c.log) {
+				fatalf(t, "%s: no log line saying %q", c.name, c.log)
+			}
+		}
+		if n := b.rec.count(); n != 0 {
+			t.Errorf("%d messages from bad connections reached raft", n)
+		}
+		// The member still talks to good peers.
+		a := startEndpoint(t, f, 0, Config{ID: 1})
+		defer a.close(f)
+		a.addPeer(f, 2, addr)
+		a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
+		waitFor(t, f, "a good message after the bad ones", func() bool { return b.rec.count() == 1 })
+	})
+}
+
+func TestTCPReconnectsWithBackoff(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1})
+		defer a.close(f)
+		b := startEndpoint(t, f, 1, Config{ID: 2})
+		addr := b.tcp.Addr().String()
+		a.addPeer(f, 2, addr)
+		a.send(f, []*raftpb.Message{heartbeat(1, 2, 0)})
+		waitFor(t, f, "the first message", func() bool { return b.rec.count() == 1 })
+		b.close(f)
+		// Sends while the peer is down are lost and reported.
+		waitFor(t, f, "the peer reported unreachable", func() bool {
+			a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
+			a.rec.mu.Lock()
+			defer a.rec.mu.Unlock()
+			return a.rec.unreachable[2] > 0
+		})
+		b2 := startEndpoint(t, f, 1, Config{ID: 2, Addr: addr})
+		defer b2.close(f)
+		waitFor(t, f, "delivery after the peer came back", func() bool {
+			a.send(f, []*raftpb.Message{heartbeat(1, 2, 2)})
+			return b2.rec.count() > 0
+		})
+		if !strings.Contains(a.logs.String(), "peer reachable again") {
+			t.Error("no log line for the reconnection")
+		}
+	})
+}
+
+func TestTCPSnapshotInChunks(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1, SnapshotChunk: 64 << 10})
+		b := startEndpoint(t, f, 1, Config{ID: 2, MaxFrame: 128 << 10, MaxSnapshot: 8 << 20})
+		defer a.close(f)
+		defer b.close(f)
+		a.addPeer(f, 2, b.tcp.Addr().String())
+		data := make([]byte, 3<<20+17)
+		_, _ = rand.Read(data)
+		snap := &raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(5)),
+			Snapshot: &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(900)), Term: new(uint64(5)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2}}}}}
+		a.send(f, []*raftpb.Message{snap, heartbeat(1, 2, 7)})
+		waitFor(t, f, "the snapshot and the message", func() bool { return b.rec.count() == 2 })
+		var got *raftpb.Message
+		b.rec.mu.Lock()
+		for _, m := range b.rec.msgs {
+			if m.GetType() == raftpb.MsgSnap {
+				got = m
+			}
+		}
+		b.rec.mu.Unlock()
+		if got == nil || !proto.Equal(got, snap) {
+			fatalf(t, "snapshot arrived changed")
+		}
+		waitFor(t, f, "the snapshot reported", func() bool { return len(a.rec.snapStatuses()) == 1 })
+		if s := a.rec.snapStatuses()[0]; s != raft.SnapshotFinish {
+			t.Errorf("snapshot status %v, want finish", s)
+		}
+		// A snapshot over the receiver's limit is refused and reported failed.
+		big := proto.Clone(snap).(*raftpb.Message)
+		big.Snapshot.Data = make([]byte, 9<<20)
+		a.send(f, []*raftpb.Message{big})
+		waitFor(t, f, "the big snapshot reported", func() bool { return len(a.rec.snapStatuses()) == 2 })
+		if s := a.rec.snapStatuses()[1]; s != raft.SnapshotFailure {
+			t.Errorf("oversized snapshot status %v, want failure", s)
+		}
+		if !strings.Contains(b.logs.String(), "bad snapshot header") {
+			t.Error("no log line for the refused snapshot")
+		}
+	})
+}
+
+// writeCerts writes a CA and a member certificate for 127.0.0.1 (signed
+// by it) as PEM files, and returns their paths.
+func writeCerts(t testing.TB, dir, name string) (cert, key, ca string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kDER, _ := x509.MarshalECPrivateKey(k)
+	write := func(file, typ string, b []byte) string {
+		p := filepath.Join(dir, name+"-"+file)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("cert.pem", "CERTIFICATE", der), write("key.pem", "EC PRIVATE KEY", kDER), write("ca.pem", "CERTIFICATE", caDER)
+}
+
+func TestTCPMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	good, err := LoadTLS(writeCerts(t, dir, "good"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rogue, err := LoadTLS(writeCerts(t, dir, "rogue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1, TLS: good})
+		b := startEndpoint(t, f, 1, Config{ID: 2, TLS: good})
+		defer a.close(f)
+		defer b.close(f)
+		if !strings.Contains(b.logs.String(), "mutual TLS") {
+			t.Error("no log line saying the peer port uses mutual TLS")
+		}
+		addr := b.tcp.Addr().String()
+		a.addPeer(f, 2, addr)
+		a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
+		waitFor(t, f, "a message over TLS", func() bool { return b.rec.count() == 1 })
+
+		// A member with a certificate from another CA is refused.
+		r := startEndpoint(t, f, 0, Config{ID: 3, TLS: rogue})
+		defer r.close(f)
+		r.addPeer(f, 2, addr)
+		r.send(f, []*raftpb.Message{heartbeat(3, 2, 1)})
+		waitFor(t, f, "the rogue member refused", func() bool { return b.tcp.Stats.ConnsRefused.Load() >= 1 })
+		// And so is a plaintext peer.
+		p := startEndpoint(t, f, 0, Config{ID: 4})
+		defer p.close(f)
+		if !strings.Contains(p.logs.String(), "peer TLS is off") {
+			t.Error("no log line saying peer TLS is off")
+		}
+		p.addPeer(f, 2, addr)
+		p.send(f, []*raftpb.Message{heartbeat(4, 2, 1)})
+		waitFor(t, f, "the plaintext peer refused", func() bool { return b.tcp.Stats.ConnsRefused.Load() >= 2 })
+		if !strings.Contains(b.logs.String(), "TLS handshake failed") {
+			t.Error("no log line for the failed handshakes")
+		}
+		if n := b.rec.count(); n != 1 {
+			t.Errorf("%d messages reached raft, want only the authenticated one", n)
+		}
+	})
+}
+
+func TestLoadTLSErrors(t *testing.T) {
+	if c, err := LoadTLS("", "", ""); c != nil || err != nil {
+		t.Fatalf("no files: %v, %v; want TLS off", c, err)
+	}
+	_, err := LoadTLS("cert.pem", "", "")
+	if err == nil || !strings.Contains(err.Error(), "key file is not set") || !strings.Contains(err.Error(), "CA file is not set") {
+		t.Fatalf("partial set: %v", err)
+	}
+	dir := t.TempDir()
+	cert, key, _ := writeCerts(t, dir, "x")
+	bad := filepath.Join(dir, "bad-ca.pem")
+	os.WriteFile(bad, []byte("not pem"), 0o600)
+	if _, err := LoadTLS(cert, key, bad); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Fatalf("bad CA: %v", err)
+	}
+	if _, err := LoadTLS(cert, filepath.Join(dir, "missing.pem"), bad); err == nil || !strings.Contains(err.Error(), "missing.pem") {
+		t.Fatalf("missing key: %v", err)
+	}
+}
+
+func TestFaultsPartitionAndDrop(t *testing.T) {
+	fs := NewFaults(3)
+	fs.Partition([]uint64{1}, []uint64{2, 3})
+	switch {
+	case !fs.cut(1, 2) || !fs.cut(2, 1) || !fs.cut(3, 1):
+		t.Fatal("partition does not cut across sides")
+	case fs.cut(2, 3) || fs.cut(4, 1) || fs.cut(1, 4):
+		t.Fatal("partition cuts inside a side or an unnamed member")
+	}
+	fs.Heal()
+	if fs.cut(1, 2) {
+		t.Fatal("heal left a cut")
+	}
+	fs.SetDrop(1)
+	if !fs.cut(2, 3) {
+		t.Fatal("drop 1 kept a message")
+	}
+}
+
+func TestTCPRefusesARemovedMember(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1})
+		b := startEndpoint(t, f, 1, Config{ID: 2})
+		defer a.close(f)
+		defer b.close(f)
+		a.addPeer(f, 2, b.tcp.Addr().String())
+		b.addPeer(f, 1, a.tcp.Addr().String())
+		on(f, b.shard, func(g *runtime.Fiber) { b.tcp.RemovePeer(g, 1) })
+		a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
+		waitFor(t, f, "the removed member refused", func() bool { return b.tcp.Stats.ConnsRefused.Load() == 1 })
+		if !strings.Contains(b.logs.String(), "member was removed from the group") {
+			t.Error("no log line naming the removal")
+		}
+		waitFor(t, f, "the removed member told", func() bool {
+			a.rec.mu.Lock()
+			defer a.rec.mu.Unlock()
+			return len(a.rec.removedBy) > 0 && a.rec.removedBy[0] == 2
+		})
+		if b.rec.count() != 0 {
+			t.Error("a removed member's message reached raft")
+		}
+		// Sends to a removed peer are dropped and reported, not queued.
+		b.send(f, []*raftpb.Message{heartbeat(2, 1, 1)})
+		b.rec.mu.Lock()
+		n := b.rec.unreachable[1]
+		b.rec.mu.Unlock()
+		if n == 0 {
+			t.Error("a send to a removed peer was not reported unreachable")
+		}
+	})
+}
