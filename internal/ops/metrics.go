@@ -2,6 +2,7 @@ package ops
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -93,5 +94,35 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLastLSN, float64(st.LastLSN))
 		gauge(descRecovered, float64(st.Recovered))
 		gauge(descMaxGroup, float64(st.MaxGroup))
+	}
+}
+
+// WALMetrics are the group commit's histograms, fed by dbowner's
+// OnGroupCommit hook on the owner shard (Observe is atomic: the shard pays
+// no lock).
+type WALMetrics struct {
+	fsync   prometheus.Histogram
+	commits prometheus.Histogram
+}
+
+// WAL registers the group-commit histograms and returns the hook to pass
+// as dbowner.Options.OnGroupCommit.
+func (s *Server) WAL() func(commits int, writeSync time.Duration) {
+	m := &WALMetrics{
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "wo_wal_fsync_duration_seconds",
+			Help:    "Time of one group commit's WAL write and fdatasync.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		commits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "wo_wal_commits_per_fsync",
+			Help:    "Commits made durable by one group commit (one WAL write and fdatasync).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
+		}),
+	}
+	s.reg.MustRegister(m.fsync, m.commits)
+	return func(commits int, writeSync time.Duration) {
+		m.fsync.Observe(writeSync.Seconds())
+		m.commits.Observe(float64(commits))
 	}
 }
