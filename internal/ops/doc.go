@@ -36,6 +36,7 @@
 //
 // The shard gauges are published by each shard once per tick (a few atomic
 // stores), so they are as fresh as the shard's last tick.
+//
 //	wo_db_commits_total, wo_db_group_commits_total, wo_db_failed_commits_total,
 //	wo_db_snapshots_total, wo_db_group_commit_bytes_total   counters
 //	wo_db_last_lsn, wo_db_recovered_records, wo_db_max_group_commit_size   gauges
