@@ -33,11 +33,10 @@
 //	wo_shard_inbox_depth{shard}              gauge   cross-shard items waiting
 //	wo_shard_reductions_total{shard}         counter reductions spent
 //	wo_shard_slice_overruns_total{shard}     counter slices past the watchdog threshold
-//
-// The shard gauges are published by each shard once per tick (a few atomic
-// stores), so they are as fresh as the shard's last tick.
-//
 //	wo_db_commits_total, wo_db_group_commits_total, wo_db_failed_commits_total,
 //	wo_db_snapshots_total, wo_db_group_commit_bytes_total   counters
 //	wo_db_last_lsn, wo_db_recovered_records, wo_db_max_group_commit_size   gauges
+//
+// The shard gauges are published by each shard once per tick (a few atomic
+// stores), so they are as fresh as the shard's last tick.
 package ops
