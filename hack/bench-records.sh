@@ -28,7 +28,7 @@ trap cleanup EXIT
 go build -o "$tmp/worker" ./cmd/worker
 go build -o "$tmp/twin" ./hack/records-twin
 
-"$tmp/worker" --config /dev/null --data-dir "$tmp/wdata" --http-addr 127.0.0.1:18080 --ops-addr 127.0.0.1:19090 \
+"$tmp/worker" --config /dev/null --data-dir "$tmp/wdata" --http-addr 127.0.0.1:18080 --ops-addr 127.0.0.1:19090 --chat-addr 127.0.0.1:0 \
   --log-level warn 2>"$tmp/worker.log" &
 WPID=$!; pids+=("$WPID")
 "$tmp/twin" --addr 127.0.0.1:18089 --data-dir "$tmp/tdata" >"$tmp/twin.log" 2>&1 &

@@ -28,6 +28,12 @@ var (
 	descCompleted                       = desc("wo_shard_backend_completed_total", "Completions a shard's backend returned.", "shard")
 	descBEWake                          = desc("wo_shard_backend_wake_writes_total", "eventfd writes to wake a shard.", "shard")
 	descBEDrain                         = desc("wo_shard_backend_wake_drains_total", "eventfd reads by a shard.", "shard")
+	descRunQueue                        = desc("wo_shard_run_queue", "Fibers runnable at the start of the shard's last tick.", "shard")
+	descFibers                          = desc("wo_shard_fibers", "Live fibers on the shard (finished ones kept for reuse not counted).", "shard")
+	descActors                          = desc("wo_shard_actors", "Actors placed on the shard and not dead.", "shard")
+	descInbox                           = desc("wo_shard_inbox_depth", "Cross-shard items waiting in the shard's inbox.", "shard")
+	descReductions                      = desc("wo_shard_reductions_total", "Reductions spent by the shard's slices.", "shard")
+	descOverruns                        = desc("wo_shard_slice_overruns_total", "The shard's slices that ran past the watchdog threshold without a safepoint.", "shard")
 	descCommits                         = desc("wo_db_commits_total", "Acknowledged (durable) write transactions.")
 	descGroups                          = desc("wo_db_group_commits_total", "Group commits: one WAL write and one fdatasync each.")
 	descFailed                          = desc("wo_db_failed_commits_total", "Commits failed by the WAL (no space, fatal).")
@@ -36,7 +42,7 @@ var (
 	descLastLSN                         = desc("wo_db_last_lsn", "Sequence number of the last durable WAL record.")
 	descRecovered                       = desc("wo_db_recovered_records", "WAL records replayed at open.")
 	descMaxGroup                        = desc("wo_db_max_group_commit_size", "The largest number of commits made durable by one fsync.")
-	allDescriptors                      = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
+	allDescriptors                      = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
 	_              prometheus.Collector = (*collector)(nil)
 )
 
@@ -82,6 +88,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descCompleted, sh.Backend.Completed, id)
 			counter(descBEWake, sh.Backend.WakeWrites, id)
 			counter(descBEDrain, sh.Backend.WakeDrains, id)
+			gauge(descRunQueue, float64(sh.RunQueue), id)
+			gauge(descFibers, float64(sh.Fibers), id)
+			gauge(descActors, float64(sh.Actors), id)
+			gauge(descInbox, float64(sh.Inbox), id)
+			counter(descReductions, sh.Reductions, id)
+			counter(descOverruns, sh.Overruns, id)
 		}
 	}
 	if db := c.s.db.Load(); db != nil {
