@@ -36,7 +36,15 @@
 //	wo_db_commits_total, wo_db_group_commits_total, wo_db_failed_commits_total,
 //	wo_db_snapshots_total, wo_db_group_commit_bytes_total   counters
 //	wo_db_last_lsn, wo_db_recovered_records, wo_db_max_group_commit_size   gauges
+//	wo_wal_fsync_duration_seconds            histogram  one group's WAL write + fdatasync
+//	wo_wal_commits_per_fsync                 histogram  commits made durable by one group
 //
 // The shard gauges are published by each shard once per tick (a few atomic
 // stores), so they are as fresh as the shard's last tick.
+//
+// The two histograms are fed by the hook Server.WAL returns, passed to the
+// database as dbowner.Options.OnGroupCommit. Other packages register their
+// collectors on the same registry: the data plane's wo_http_* (package
+// httpd) and the records API's wo_db_operation_duration_seconds (package
+// records).
 package ops
