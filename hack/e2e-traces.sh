@@ -6,9 +6,10 @@
 # Builds (or reuses from ~/.cache/wo-tools) Jaeger v1.76.0 from the Go module
 # proxy (hack/jaeger-binary.sh), makes sure Debian's chromium is installed,
 # builds the worker, and runs hack/e2etraces: Jaeger on loopback, the worker
-# at every core exporting to it, records PUTs and GETs, the span tree checked
-# through Jaeger's query API, a screenshot of the trace, and the tracing
-# behaviour at the edges (malformed endpoint, unreachable collector).
+# at every core exporting to it, records PUTs and GETs, chat messages over TCP
+# and WebSocket, the span trees checked through Jaeger's query API, screenshots
+# of a PUT's and a chat message's trace, and the tracing behaviour at the edges
+# (malformed endpoint, unreachable collector).
 #
 # Output (logs, Jaeger's config, the trace JSON, trace.png) goes to
 # E2E_TRACES_OUT (default _output/e2e-traces).
@@ -33,4 +34,4 @@ log "building the worker and the checker"
 "${GO}" build -o "${bin}/e2etraces" ./hack/e2etraces
 "${bin}/e2etraces" -jaeger "${jaeger}" -worker "${bin}/worker" -chromium "${chromium}" \
 	-ui hack/e2etraces/ui -out "${OUT}"
-log "output in ${OUT} (the screenshot: ${OUT}/trace.png)"
+log "output in ${OUT} (the screenshots: ${OUT}/trace.png, ${OUT}/chat-trace.png)"

@@ -8,7 +8,14 @@
 //	   └─ put records       SERVER  on the owner shard
 //	wal fsync               INTERNAL in its own trace, linked to the commit
 //
-// with the DB semantic-convention attributes and the shard ids. It also
+// with the DB semantic-convention attributes and the shard ids; then chat
+// messages over TCP and WebSocket (chat.go), each its own trace:
+//
+//	chat send               PRODUCER the connection's shard (WebSocket: linked to GET /chat)
+//	└─ chat process         CONSUMER the room's shard
+//	   └─ insert chat_messages CLIENT (room's shard) → SERVER (owner); wal fsync linked
+//
+// It also
 // takes a screenshot of the trace in the browser (headless Chromium) and
 // checks the tracing behaviour a user sees: the startup line, a malformed
 // endpoint (exit 2), an unreachable collector (bounded shutdown, one line).
@@ -174,23 +181,23 @@ func waitFor(what string, d time.Duration, ok func() bool) bool {
 	return false
 }
 
-var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+)`)
+var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+) chat=(\S+)`)
 
 // startWorker runs the worker at every core (no --shards) with env and
-// waits until /readyz answers 200. It returns the data-plane base URL.
-func startWorker(name string, env ...string) (*proc, string, string) {
+// waits until /readyz answers 200. It returns the data-plane base URL, the
+// ops base URL and the chat's TCP address.
+func startWorker(name string, env ...string) (p *proc, data, ops, chatAddr string) {
 	dir, err := os.MkdirTemp("", "wo-e2e-traces")
 	if err != nil {
 		fatal(err)
 	}
 	conf := filepath.Join(dir, "worker.toml")
 	os.WriteFile(conf, nil, 0o644)
-	p := start(name, env, *workerBin, "--config", conf, "--data-dir", filepath.Join(dir, "data"),
-		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--log-level", "debug")
-	var ops, data string
+	p = start(name, env, *workerBin, "--config", conf, "--data-dir", filepath.Join(dir, "data"),
+		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0", "--log-level", "debug")
 	waitFor(name+" to listen", 30*time.Second, func() bool {
 		if m := listening.FindStringSubmatch(p.log.String()); m != nil {
-			ops, data = "http://"+m[1], "http://"+m[2]
+			ops, data, chatAddr = "http://"+m[1], "http://"+m[2], m[3]
 			return true
 		}
 		select {
@@ -211,7 +218,7 @@ func startWorker(name string, env ...string) (*proc, string, string) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	return p, data, ops
+	return p, data, ops, chatAddr
 }
 
 // ---- Jaeger ------------------------------------------------------------------
@@ -416,7 +423,7 @@ func run(r *report) {
 	defer j.p.stop()
 	logf("jaeger: OTLP %s, query %s", j.otlp, j.query)
 
-	w, data, _ := startWorker("worker",
+	w, data, _, chatAddr := startWorker("worker",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+j.otlp,
 		"OTEL_BSP_SCHEDULE_DELAY=200",
 	)
@@ -445,6 +452,7 @@ func run(r *report) {
 		gets = append(gets, id)
 	}
 	_, liveTook = puts(data)
+	chatSent := chatMessages(r, chatAddr, data)
 	// Stop the worker: its Shutdown flushes every span still queued.
 	code, took := w.stop()
 	stopped = true
@@ -472,6 +480,7 @@ func run(r *report) {
 	checkPut(r, j, putTraces)
 	checkGet(r, j, gets)
 	checkLogs(r, j, w.log.String())
+	checkChat(r, j, chatSent)
 	checkBehaviour(r)
 }
 
@@ -624,7 +633,7 @@ func checkPut(r *report, j *jaeger, traces []apiTrace) {
 		want("WAL fsync span attributes", fsync, "db.system.name", "wo", "wo.db.owner_shard", fmt.Sprint(ownerShard), "wo.wal.batch_size", "*", "wo.wal.records", "*", "wo.wal.bytes", "*")
 		dump("fsync-span.json", fsync)
 	}
-	screenshot(r, j, chain.trace.TraceID)
+	screenshot(r, j, chain.trace.TraceID, "trace.png")
 }
 
 var logIDs = regexp.MustCompile(`trace_id=([0-9a-f]{32}) span_id=([0-9a-f]{16})`)
@@ -698,13 +707,13 @@ func dump(name string, v any) {
 }
 
 // screenshot opens the trace page that Jaeger's query service serves and
-// saves what a person sees.
-func screenshot(r *report, j *jaeger, traceID string) {
+// saves what a person sees in file (under -out).
+func screenshot(r *report, j *jaeger, traceID, file string) {
 	if *chromium == "" {
 		r.check("screenshot", false, "no chromium given")
 		return
 	}
-	png, err := filepath.Abs(filepath.Join(*outDir, "trace.png"))
+	png, err := filepath.Abs(filepath.Join(*outDir, file))
 	if err != nil {
 		fatal(err)
 	}
@@ -729,7 +738,7 @@ func screenshot(r *report, j *jaeger, traceID string) {
 	if serr == nil {
 		size = st.Size()
 	}
-	r.check("screenshot", ok, "%s of %s (%d bytes; chromium: %v)", png, url, size, err)
+	r.check("screenshot "+file, ok, "%s of %s (%d bytes; chromium: %v)", png, url, size, err)
 }
 
 // ---- behaviour at the edges ---------------------------------------------------
@@ -753,7 +762,7 @@ func checkBehaviour(r *report) {
 	// The same PUTs with the live collector (run) and with tracing off,
 	// for comparison: reported, not asserted (the machine is shared and
 	// noisy).
-	off, data, _ := startWorker("worker-off")
+	off, data, _, _ := startWorker("worker-off")
 	_, offTook := puts(data)
 	r.check("tracing off: startup line", strings.Contains(off.log.String(), `"worker: tracing off" reason="no OTEL_EXPORTER_OTLP_ENDPOINT"`),
 		"%s", grepLine(off.log.String(), "worker: tracing"))
@@ -772,7 +781,7 @@ func checkBehaviour(r *report) {
 		{"closed port", fmt.Sprintf("127.0.0.1:%d", freePort())},
 		{"stuck collector", stuck.Addr().String()},
 	} {
-		w, data, _ := startWorker("worker-"+strings.ReplaceAll(c.name, " ", "-"),
+		w, data, _, _ := startWorker("worker-"+strings.ReplaceAll(c.name, " ", "-"),
 			"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+c.addr,
 			"OTEL_BSP_SCHEDULE_DELAY=100", "WO_TRACE_FLUSH_TIMEOUT=1s")
 		served, took := puts(data)

@@ -52,6 +52,19 @@
 // that ends for a reason says it first and closes gracefully (its sending
 // side first, then a short linger), so the client reads the reason.
 //
+// # Tracing
+//
+// Each message, /join and /history is its own trace (trace.go): a PRODUCER
+// span on the connection's shard ("chat send", "chat join", "chat
+// history"), a CONSUMER span in the room ("chat process", "chat replay")
+// whose context goes into the room's database calls, so the insert's
+// CLIENT span (room's shard) and SERVER span (owner shard) are its
+// descendants and the WAL fsync links to it. The span context crosses
+// shards inside the room's mail as plain values. A session is never a
+// parent (it lives for hours); a WebSocket's spans link to its upgrade's
+// HTTP span. A provider that records nothing (Options.TracerProvider, or
+// the global one) means no span and nothing carried.
+//
 // # Web page
 //
 // Page is a small client (HTML, CSS, JavaScript, no build step) embedded in

@@ -114,6 +114,9 @@ func startWith(t testing.TB, cfg runtime.Config, dir string, opts Options, tp tr
 			return 1
 		}
 		defer db.Close(f)
+		if opts.TracerProvider == nil {
+			opts.TracerProvider = tp
+		}
 		svc, err := Start(f, db, opts)
 		if err != nil {
 			ready <- up{err: err}

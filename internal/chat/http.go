@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writeonce/wo/runtime"
 )
@@ -52,7 +53,10 @@ func (s *Service) WebSocketHandler(fiber func(r *http.Request) *runtime.Fiber) h
 			s.opts.Logger.Error("chat: websocket: the HTTP server did not hand over a fiber connection", "conn", fmt.Sprintf("%T", conn))
 			return
 		}
-		s.ServeWebSocket(f, c, buffered)
+		// The upgrade's SERVER span (when the data plane traces) lasts
+		// as long as the session: the session's spans link to it rather
+		// than hang under it, a trace per message.
+		s.serveWebSocket(f, c, buffered, trace.SpanContextFromContext(r.Context()))
 	})
 }
 

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/runtime"
@@ -64,6 +68,7 @@ type roomMsg struct {
 	old    string              // roomNick: the previous nick
 	text   string
 	n      int
+	ref    traceRef // the sender's span (zero: not traced)
 }
 
 type member struct {
@@ -83,12 +88,25 @@ type room struct {
 	members []member
 	seq     uint64 // last sequence number used
 	loaded  bool   // seq has been read from the database
+
+	tr trace.Tracer // nil: tracing off
+	// For the message being handled: the database handle its calls go
+	// through (r.db, or a copy whose spans are children of span), and the
+	// room's span (nil when the message is not traced).
+	call *dbowner.DB
+	span trace.Span
 }
 
 func (r *room) Receive(f *runtime.Fiber, m roomMsg) {
+	ctx, sp := r.startSpan(f, m)
+	r.call, r.span = r.db, sp
+	if sp != nil {
+		r.call = r.db.WithContext(ctx)
+		defer sp.End()
+	}
 	if !r.loaded {
 		if err := r.load(f); err != nil {
-			r.tell(f, m.member, Event{Kind: EvError, Text: "room history unavailable: " + err.Error()})
+			r.fail(f, m.member, "room history unavailable: "+err.Error())
 			return
 		}
 	}
@@ -115,11 +133,11 @@ func (r *room) Receive(f *runtime.Fiber, m roomMsg) {
 
 // load reads the last sequence number of the room from the database.
 func (r *room) load(f *runtime.Fiber) error {
-	res, err := r.db.Query(f, engine.Query{Table: Table, Where: roomRange(r.name), Desc: true, Limit: 1})
+	res, err := r.call.Query(f, engine.Query{Table: Table, Where: roomRange(r.name), Desc: true, Limit: 1})
 	if errors.Is(err, engine.ErrNoTable) {
 		// The first room ever: make the history table (another room may
 		// have just made it).
-		if err := r.db.CreateTable(f, Schema); err != nil && !errors.Is(err, engine.ErrTableExists) {
+		if err := r.call.CreateTable(f, Schema); err != nil && !errors.Is(err, engine.ErrTableExists) {
 			return fmt.Errorf("chat: create table %q: %w", Table, err)
 		}
 		r.loaded = true
@@ -137,6 +155,14 @@ func (r *room) load(f *runtime.Fiber) error {
 
 func (r *room) find(a runtime.Addr[*wire]) int {
 	return slices.IndexFunc(r.members, func(m member) bool { return m.addr == a })
+}
+
+// fail tells one member of an error, which is also the room span's status.
+func (r *room) fail(f *runtime.Fiber, to runtime.Addr[*wire], text string) {
+	if r.span != nil {
+		r.span.SetStatus(codes.Error, text)
+	}
+	r.tell(f, to, Event{Kind: EvError, Text: text})
 }
 
 func (r *room) tell(f *runtime.Fiber, to runtime.Addr[*wire], ev Event) {
@@ -187,12 +213,12 @@ func (r *room) leave(f *runtime.Fiber, m roomMsg) {
 // owner's group commits.
 func (r *room) say(f *runtime.Fiber, m roomMsg) {
 	if r.find(m.member) < 0 {
-		r.tell(f, m.member, Event{Kind: EvError, Text: "you are not in #" + r.name + " (/join " + r.name + ")"})
+		r.fail(f, m.member, "you are not in #"+r.name+" (/join "+r.name+")")
 		return
 	}
 	seq := r.seq + 1
 	at := time.Now()
-	_, err := r.db.Insert(f, Table, map[string]engine.Value{
+	_, err := r.call.Insert(f, Table, map[string]engine.Value{
 		"id":   engine.String(messageID(r.name, seq)),
 		"room": engine.String(r.name),
 		"seq":  engine.Int(int64(seq)),
@@ -201,10 +227,13 @@ func (r *room) say(f *runtime.Fiber, m roomMsg) {
 		"at":   engine.Time(at),
 	})
 	if err != nil {
-		r.tell(f, m.member, Event{Kind: EvError, Text: "message not stored, not sent: " + err.Error()})
+		r.fail(f, m.member, "message not stored, not sent: "+err.Error())
 		return
 	}
 	r.seq = seq
+	if r.span != nil {
+		r.span.SetAttributes(semconv.MessagingMessageID(messageID(r.name, seq)))
+	}
 	r.broadcast(f, Event{Kind: EvMessage, Nick: m.nick, Text: m.text, Seq: seq, At: at.UnixNano()})
 }
 
@@ -213,10 +242,13 @@ func (r *room) replay(f *runtime.Fiber, to runtime.Addr[*wire], n int) {
 	if n <= 0 || r.seq == 0 {
 		return
 	}
-	res, err := r.db.Query(f, engine.Query{Table: Table, Where: roomRange(r.name), Desc: true, Limit: n})
+	res, err := r.call.Query(f, engine.Query{Table: Table, Where: roomRange(r.name), Desc: true, Limit: n})
 	if err != nil {
-		r.tell(f, to, Event{Kind: EvError, Text: "history unavailable: " + err.Error()})
+		r.fail(f, to, "history unavailable: "+err.Error())
 		return
+	}
+	if r.span != nil {
+		r.span.SetAttributes(semconv.MessagingBatchMessageCount(len(res.Records)))
 	}
 	for i := len(res.Records) - 1; i >= 0; i-- {
 		rec := res.Records[i]
@@ -272,7 +304,7 @@ func (d *directory) Receive(f *runtime.Fiber, m dirMsg) {
 				m.lookup.Send(f, dirReply{err: fmt.Errorf("%w: the server holds %d rooms; join an existing one (/rooms)", ErrTooManyRooms, len(d.rooms))})
 				return
 			}
-			a = runtime.SpawnKeyed[roomMsg](f, m.name, &room{name: m.name, db: d.svc.db, dir: d.svc.dir, history: d.svc.opts.History})
+			a = runtime.SpawnKeyed[roomMsg](f, m.name, &room{name: m.name, db: d.svc.db, dir: d.svc.dir, history: d.svc.opts.History, tr: d.svc.tr})
 			d.rooms[m.name] = a
 		}
 		m.lookup.Send(f, dirReply{room: a})

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/runtime"
 )
@@ -42,6 +44,11 @@ type Options struct {
 	MaxRooms int
 	// Logger receives connection-level warnings (default slog.Default()).
 	Logger *slog.Logger
+	// TracerProvider makes the chat's spans (a trace per message, /join
+	// and /history; see docs/tracing.md); nil means otel.GetTracerProvider(),
+	// read once at Start. A provider that records nothing turns the chat's
+	// tracing off: no span, nothing carried between shards.
+	TracerProvider trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -85,6 +92,7 @@ type Service struct {
 	db    *dbowner.DB
 	dir   runtime.Addr[dirMsg]
 	opts  Options
+	tr    trace.Tracer // nil: tracing off
 	stats counters
 }
 
@@ -118,7 +126,7 @@ func Start(f *runtime.Fiber, db *dbowner.DB, opts Options) (*Service, error) {
 	if db == nil {
 		return nil, errors.New("chat: start: no database")
 	}
-	s := &Service{db: db, opts: opts.withDefaults()}
+	s := &Service{db: db, opts: opts.withDefaults(), tr: newTracer(opts.TracerProvider)}
 	s.dir = runtime.SpawnKeyed[dirMsg](f, "chat directory", &directory{
 		svc: s, rooms: map[string]runtime.Addr[roomMsg]{}, members: map[string]int{},
 	})

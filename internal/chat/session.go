@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -38,6 +40,8 @@ type codec interface {
 	encode(ev Event) *wire
 	// bytes is w's form on this transport.
 	bytes(w *wire) string
+	// transport names it in spans: "tcp" or "websocket".
+	transport() string
 }
 
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
@@ -49,6 +53,7 @@ type session struct {
 	codec codec
 	id    int64
 	self  runtime.Addr[*wire] // the outbox: where rooms send this connection's events
+	link  trace.SpanContext   // the session's span (a WebSocket's upgrade), linked from its spans
 
 	nick     string
 	room     runtime.Addr[roomMsg]
@@ -299,7 +304,9 @@ func (s *session) do(cmd Command) {
 			s.error("you are in no room: /join ROOM first")
 			return
 		}
-		runtime.Send(s.f, s.room, roomMsg{op: roomSay, member: s.self, nick: s.nick, text: cmd.Arg})
+		sp, ref := s.startSpan("send", s.roomName, len(cmd.Arg))
+		runtime.Send(s.f, s.room, roomMsg{op: roomSay, member: s.self, nick: s.nick, text: cmd.Arg, ref: ref})
+		endSpan(sp, "")
 	case CmdNick:
 		old := s.nick
 		s.nick = cmd.Arg
@@ -313,6 +320,9 @@ func (s *session) do(cmd Command) {
 			s.info("you are already in #" + s.roomName)
 			return
 		}
+		// The span covers the directory lookup; the room's replay is its
+		// child.
+		sp, ref := s.startSpan("join", cmd.Arg, 0)
 		rep, err := runtime.Ask(s.f, s.svc.dir, askTimeout, func(r runtime.Reply[dirReply]) dirMsg {
 			return dirMsg{op: dirLookup, name: cmd.Arg, lookup: r}
 		})
@@ -321,11 +331,13 @@ func (s *session) do(cmd Command) {
 		}
 		if err != nil {
 			s.error("cannot join #" + cmd.Arg + ": " + err.Error())
+			endSpan(sp, err.Error())
 			return
 		}
 		s.part()
 		s.room, s.roomName = rep.room, cmd.Arg
-		runtime.Send(s.f, s.room, roomMsg{op: roomJoin, member: s.self, nick: s.nick})
+		runtime.Send(s.f, s.room, roomMsg{op: roomJoin, member: s.self, nick: s.nick, ref: ref})
+		endSpan(sp, "")
 	case CmdLeave:
 		if !s.room.Valid() {
 			s.error("you are in no room")
@@ -346,7 +358,9 @@ func (s *session) do(cmd Command) {
 			s.error("you are in no room: /join ROOM first")
 			return
 		}
-		runtime.Send(s.f, s.room, roomMsg{op: roomHistory, member: s.self, n: cmd.N})
+		sp, ref := s.startSpan("history", s.roomName, 0)
+		runtime.Send(s.f, s.room, roomMsg{op: roomHistory, member: s.self, n: cmd.N, ref: ref})
+		endSpan(sp, "")
 	case CmdQuit:
 		s.info("bye, " + s.nick)
 		s.done = true
@@ -372,6 +386,8 @@ func (lineCodec) encode(ev Event) *wire {
 }
 
 func (lineCodec) bytes(w *wire) string { return w.line }
+
+func (lineCodec) transport() string { return "tcp" }
 
 func (lineCodec) consume(s *session, buf []byte) (int, error) {
 	used := 0

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/gobwas/ws"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writeonce/wo/runtime"
 )
@@ -17,7 +18,15 @@ import (
 // before reading the socket. It returns when the connection ends; the
 // caller closes c.
 func (s *Service) ServeWebSocket(f *runtime.Fiber, c *runtime.Conn, buffered []byte) {
-	newSession(f, s, c, &wsCodec{}).serve(buffered)
+	s.serveWebSocket(f, c, buffered, trace.SpanContext{})
+}
+
+// serveWebSocket is ServeWebSocket whose spans link to upgrade, the HTTP
+// upgrade's span (if valid).
+func (s *Service) serveWebSocket(f *runtime.Fiber, c *runtime.Conn, buffered []byte, upgrade trace.SpanContext) {
+	ss := newSession(f, s, c, &wsCodec{})
+	ss.link = upgrade
+	ss.serve(buffered)
 }
 
 // wsCodec is the WebSocket transport: frames read and written by gobwas/ws
@@ -129,6 +138,8 @@ func (w *wsCodec) encode(ev Event) *wire {
 }
 
 func (w *wsCodec) bytes(f *wire) string { return f.frame }
+
+func (w *wsCodec) transport() string { return "websocket" }
 
 // appendFrame appends one unmasked, final frame (the server's kind).
 func appendFrame(b []byte, op ws.OpCode, payload []byte) []byte {

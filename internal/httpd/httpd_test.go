@@ -241,6 +241,16 @@ func TestServerSpan(t *testing.T) {
 			inHandler <- trace.SpanFromContext(r.Context()).SpanContext()
 			w.WriteHeader(204)
 		})
+		s.HandleFunc("GET /upgrade/{id}", func(w http.ResponseWriter, r *http.Request) {
+			conn, rw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+			rw.Flush()
+			conn.Close()
+		})
 	})
 	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	got := exchange(t, addr, "GET /items/7 HTTP/1.1\r\nHost: x\r\ntraceparent: "+parent+"\r\nConnection: close\r\n\r\n")
@@ -273,6 +283,30 @@ func TestServerSpan(t *testing.T) {
 	}
 	if _, ok := attrs["wo.shard"]; !ok {
 		t.Error("no wo.shard attribute")
+	}
+
+	// A hijacked request (a WebSocket upgrade): its span, which lasts as
+	// long as the connection, is named by its route all the same.
+	if got := exchange(t, addr, "GET /upgrade/1 HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\n\r\n"); !strings.Contains(got, "101 Switching") {
+		t.Fatalf("upgrade answer %q", got)
+	}
+	var up sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(30 * time.Second); up == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range rec.Ended() {
+			if s.Name() == "GET /upgrade/{id}" {
+				up = s
+			}
+		}
+	}
+	if up == nil {
+		t.Fatal("no span named by the hijacked request's route")
+	}
+	attrs = map[string]string{}
+	for _, kv := range up.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if attrs["http.route"] != "/upgrade/{id}" || attrs["wo.shard"] == "" {
+		t.Errorf("hijacked request's span attributes %v", attrs)
 	}
 	_ = tp.Shutdown(context.Background())
 }

@@ -391,14 +391,25 @@ func (c *conn) serveRequest(req *http.Request) bool {
 	w.req = req
 
 	c.runHandler(w, req)
+	route := routeOf(req.Pattern)
 	if c.gone {
+		if recording {
+			// Hijacked (a WebSocket): the span lasted the connection's life;
+			// the status went out on the handler's own writes.
+			span.SetName(req.Method + " " + routeOrPath(route))
+			span.SetAttributes(
+				semconv.HTTPRequestMethodKey.String(req.Method),
+				semconv.HTTPRoute(route),
+				semconv.URLPath(req.URL.Path),
+				attribute.Int("wo.shard", c.shard),
+			)
+		}
 		if span != nil {
 			span.End()
 		}
 		return false // hijacked: the handler owned the connection
 	}
 
-	route := routeOf(req.Pattern)
 	if recording {
 		span.SetName(req.Method + " " + routeOrPath(route))
 		span.SetAttributes(
