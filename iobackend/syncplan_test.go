@@ -260,3 +260,171 @@ func TestSyncPlanForgetClearsBroken(t *testing.T) {
 	p.forget(3)
 	mustPlan(t, p, 3, 2, 256, fsyncChain)
 }
+
+// TestSyncPlanNeverReportsLostDataDurable drives the planner the way the
+// backend does, against a model of the kernel (unlinked writes finish in any
+// order with any result; a linked chain runs in order and a bad write cancels
+// the rest of it), over many random schedules on two fds, and checks the
+// durability rule: the first fsync started after a write on its fd succeeds
+// only if that write completed in full before the fsync ran. Every operation
+// must also get a result (nothing is left waiting forever).
+func TestSyncPlanNeverReportsLostDataDurable(t *testing.T) {
+	for seed := uint64(1); seed <= 2000; seed++ {
+		simulateSyncPlan(t, seed)
+		if t.Failed() {
+			t.Fatalf("seed %d", seed)
+		}
+	}
+}
+
+type simWrite struct {
+	fd        int
+	n         int
+	res       int32
+	done      bool
+	doneAt    int
+	coveredBy uint64 // the first fsync started after it on its fd
+}
+
+func simulateSyncPlan(t *testing.T, seed uint64) {
+	rng := seed*0x9e3779b97f4a7c15 | 1
+	next := func(n int) int { // xorshift; deterministic per seed
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return int(rng % uint64(n))
+	}
+	p := newSyncPlanner()
+	writes := map[uint64]*simWrite{}
+	syncRes := map[uint64]int32{}
+	syncRanAt := map[uint64]int{}
+	syncFd := map[uint64]int{}
+	var inflight []uint64 // unlinked writes in the kernel
+	tok, step := uint64(0), 0
+	result := func() int32 { // a CQE's result for an n-byte write
+		switch next(6) {
+		case 0:
+			return -5 // -EIO
+		case 1:
+			return 1 // short (every simulated write is 2..9 bytes)
+		}
+		return -1 // full, filled in by the caller
+	}
+	finishWrite := func(wt uint64, res int32) {
+		w := writes[wt]
+		if res == -1 {
+			res = int32(w.n)
+		}
+		w.res, w.done, w.doneAt = res, true, step
+		p.writeDone(w.fd, wt, res)
+	}
+	release := func() {
+		for {
+			r, ok := p.nextReleased()
+			if !ok {
+				return
+			}
+			if r.ok {
+				syncRes[r.token], syncRanAt[r.token] = 0, step
+			} else {
+				syncRes[r.token] = ecanceled
+			}
+		}
+	}
+	submitHeld := func() { inflight = append(inflight, p.takeHeld(nil)...) }
+	for i := 0; i < 40; i++ {
+		step++
+		fd := 3 + next(2)
+		switch next(5) {
+		case 0, 1: // Write
+			tok++
+			writes[tok] = &simWrite{fd: fd, n: 2 + next(8)}
+			p.write(fd, tok, writes[tok].n)
+		case 2: // Fsync
+			tok++
+			syncFd[tok] = fd
+			for _, w := range writes {
+				if w.fd == fd && w.coveredBy == 0 {
+					w.coveredBy = tok
+				}
+			}
+			plan := p.planFsync(fd, tok, 2+next(4))
+			switch plan.action {
+			case fsyncCancel:
+				p.commitFsync(plan)
+				syncRes[tok] = ecanceled
+			case fsyncChain:
+				p.commitFsync(plan)
+				bad := false
+				for _, wt := range plan.chain {
+					if bad {
+						finishWrite(wt, ecanceled)
+						continue
+					}
+					r := result()
+					finishWrite(wt, r)
+					bad = r != -1
+				}
+				if bad {
+					syncRes[tok] = ecanceled
+				} else {
+					syncRes[tok], syncRanAt[tok] = 0, step
+				}
+			case fsyncDefer:
+				submitHeld()
+				p.commitFsync(plan)
+			}
+		case 3: // Wait: held writes go in unlinked; one in-flight write finishes
+			submitHeld()
+			if len(inflight) > 0 {
+				j := next(len(inflight))
+				wt := inflight[j]
+				inflight = append(inflight[:j], inflight[j+1:]...)
+				finishWrite(wt, result())
+			}
+		case 4: // Cancel a held write, if any
+			if len(p.held) > 0 {
+				finishWrite(p.held[next(len(p.held))].token, ecanceled)
+			}
+		}
+		release()
+	}
+	// Drain: everything finishes.
+	for step++; ; step++ {
+		submitHeld()
+		if len(inflight) == 0 {
+			break
+		}
+		wt := inflight[0]
+		inflight = inflight[1:]
+		finishWrite(wt, result())
+		release()
+	}
+	release()
+	for wt, w := range writes {
+		if !w.done {
+			t.Errorf("write %d never completed", wt)
+			continue
+		}
+		f := w.coveredBy
+		if f == 0 {
+			continue
+		}
+		r, ok := syncRes[f]
+		if !ok {
+			t.Errorf("fsync %d never completed", f)
+			continue
+		}
+		if r == 0 && w.res != int32(w.n) {
+			t.Errorf("fsync %d succeeded though write %d on fd %d got %d of %d bytes", f, wt, w.fd, w.res, w.n)
+		}
+		if r == 0 && w.doneAt > syncRanAt[f] {
+			t.Errorf("fsync %d ran (step %d) before write %d finished (step %d)", f, syncRanAt[f], wt, w.doneAt)
+		}
+	}
+	for f := range syncFd {
+		if _, ok := syncRes[f]; !ok {
+			t.Errorf("fsync %d never completed", f)
+		}
+	}
+}
