@@ -31,6 +31,11 @@ type syncPlanner struct {
 	deferred map[int][]*plannedSync  // fsyncs waiting in user space for submitted writes, per fd
 	broken   map[int]bool            // fd had an uncovered failed/short write since its last Fsync
 	released []syncRelease           // deferred fsyncs whose writes are all done
+
+	// Reused so that a group commit allocates nothing here: finished write
+	// records, and the chain of the last fsyncChain plan.
+	free  []*plannedWrite
+	chain []uint64
 }
 
 type plannedWrite struct {
@@ -87,15 +92,23 @@ func newSyncPlanner() *syncPlanner {
 
 // write records a Write of n bytes on fd, held until takeHeld or an Fsync.
 func (p *syncPlanner) write(fd int, token uint64, n int) {
-	w := &plannedWrite{token: token, fd: fd, n: n, held: true}
+	var w *plannedWrite
+	if k := len(p.free); k > 0 {
+		w = p.free[k-1]
+		p.free = p.free[:k-1]
+	} else {
+		w = new(plannedWrite)
+	}
+	*w = plannedWrite{token: token, fd: fd, n: n, held: true}
 	p.held = append(p.held, w)
 	p.writes[fd] = append(p.writes[fd], w)
 }
 
-// planFsync decides what an Fsync on fd does, changing nothing; maxChain is
-// the longest chain (writes plus the fsync) the SQ can take at once.
+// planFsync decides what an Fsync on fd does, changing nothing but scratch
+// space (plan.chain is valid until the next call); maxChain is the longest
+// chain (writes plus the fsync) the SQ can take at once.
 func (p *syncPlanner) planFsync(fd int, token uint64, maxChain int) fsyncPlan {
-	plan := fsyncPlan{action: fsyncChain, fd: fd, token: token}
+	plan := fsyncPlan{action: fsyncChain, fd: fd, token: token, chain: p.chain[:0]}
 	if p.broken[fd] {
 		plan.action = fsyncCancel
 		return plan
@@ -112,6 +125,7 @@ func (p *syncPlanner) planFsync(fd int, token uint64, maxChain int) fsyncPlan {
 			inflight = true
 		}
 	}
+	p.chain = plan.chain
 	if inflight || len(plan.chain)+1 > maxChain {
 		plan.action, plan.chain = fsyncDefer, nil
 		return plan
@@ -191,11 +205,9 @@ func (p *syncPlanner) writeDone(fd int, token uint64, res int32) {
 	if w == nil {
 		return
 	}
-	if len(list) == 0 {
-		delete(p.writes, fd)
-	} else {
-		p.writes[fd] = list
-	}
+	// An empty list stays (its array is reused by fd's next write) until
+	// forget.
+	p.writes[fd] = list
 	if w.held {
 		w.held = false
 		p.compactHeld()
@@ -203,6 +215,10 @@ func (p *syncPlanner) writeDone(fd int, token uint64, res int32) {
 	bad := res != int32(w.n)
 	if bad && !w.covered {
 		p.broken[fd] = true
+	}
+	if len(p.free) < maxFreeWrites {
+		*w = plannedWrite{}
+		p.free = append(p.free, w)
 	}
 	syncs := p.deferred[fd]
 	for i := 0; i < len(syncs); i++ {
@@ -262,7 +278,13 @@ func (p *syncPlanner) nextReleased() (syncRelease, bool) {
 // Operations on fd must have finished (or been cancelled) first.
 func (p *syncPlanner) forget(fd int) {
 	delete(p.broken, fd)
+	if len(p.writes[fd]) == 0 {
+		delete(p.writes, fd)
+	}
 }
+
+// maxFreeWrites bounds the write-record free list.
+const maxFreeWrites = 256
 
 // reset forgets everything (the backend is closing).
 func (p *syncPlanner) reset() { *p = *newSyncPlanner() }

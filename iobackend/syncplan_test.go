@@ -47,7 +47,7 @@ func TestSyncPlanWriteAtSyncIsOneChain(t *testing.T) {
 	if r := released(p); r != nil {
 		t.Fatalf("a linked fsync is the kernel's, yet released %v", r)
 	}
-	if len(p.writes) != 0 || len(p.broken) != 0 {
+	if len(p.writes[3]) != 0 || len(p.broken) != 0 {
 		t.Fatalf("state left behind: writes %v broken %v", p.writes, p.broken)
 	}
 }
