@@ -462,6 +462,8 @@ func remove(q *[]*epollOp, op *epollOp) bool {
 // still parked on fd (the caller should have cancelled them) complete with
 // -ECANCELED rather than wait forever.
 func (b *epollBackend) Forget(fd int) {
+	// A later file with this number must not inherit a failed write.
+	delete(b.broken, fd)
 	st := b.fds[fd]
 	if st == nil {
 		return

@@ -47,15 +47,6 @@ type uringOp struct {
 	buf    []byte
 	off    uint64
 	state  uringOpState
-	// startSeq orders ops by start time (tokens need not increase).
-	startSeq uint64
-
-	// Writes: covered is set once an Fsync accounts for this write's result.
-	covered bool
-	// Deferred fsyncs: the write tokens still to complete, and whether one of
-	// them failed or was short.
-	waitFor map[uint64]struct{}
-	broken  bool
 }
 
 // uringBackend is one io_uring. Everything except Wake runs on the owner
@@ -86,14 +77,13 @@ type uringBackend struct {
 	localTail  uint32 // next SQE slot; published to *sqTail before each enter
 	overflow0  uint32 // *cqOverflow at setup
 
-	live     opTable[uringOp]
-	freeOps  []*uringOp                  // finished socket ops, for reuse (see recycle)
-	held     []*uringOp                  // writes not yet placed in the SQ, in start order
-	writes   map[int]map[uint64]*uringOp // outstanding writes per fd (held or submitted)
-	deferred map[int][]*uringOp          // fsyncs waiting for submitted writes, per fd
-	broken   map[int]bool                // fd had an uncovered failed/short write since its last Fsync
-	ready    []Completion                // completions made in user space (cancelled held ops, ...)
-	emit     []*uringOp                  // deferred fsyncs whose writes all succeeded, to be submitted
+	live    opTable[uringOp]
+	freeOps []*uringOp   // finished ops, for reuse (see recycle)
+	ready   []Completion // completions made in user space (cancelled held ops, ...)
+	// plan decides when file writes and fsyncs reach the kernel and which
+	// are linked (syncplan.go); the backend applies its decisions.
+	plan    *syncPlanner
+	heldBuf []uint64 // scratch for plan.takeHeld
 
 	// The wake eventfd is read by an IORING_OP_READ into wakeBuf; the CQE of
 	// that read is both the wake-up and the drain, so a wake costs the owner no
@@ -108,7 +98,6 @@ type uringBackend struct {
 	curTimeout uint64
 	timedOut   bool
 	seq        uint64 // reserved-token sequence
-	starts     uint64 // ops started, for startSeq
 	// pendingWake records a wake CQE reaped outside Wait (while making room
 	// in a full SQ), so that the next Wait still returns for it.
 	pendingWake bool
@@ -130,11 +119,9 @@ func openUring(opts Options) (*uringBackend, error) {
 		entries = DefaultEntries
 	}
 	b := &uringBackend{
-		fd:       -1,
-		waker:    waker{wakeFd: -1},
-		writes:   make(map[int]map[uint64]*uringOp),
-		deferred: make(map[int][]*uringOp),
-		broken:   make(map[int]bool),
+		fd:    -1,
+		waker: waker{wakeFd: -1},
+		plan:  newSyncPlanner(),
 	}
 	var p uringParams
 	p.Flags = uringSetupFlags
@@ -263,7 +250,7 @@ func (b *uringBackend) Stats() Stats { return b.stats.snapshot() }
 // Forget has nothing to drop: io_uring keeps no per-fd state between
 // requests (each request holds its own file reference, which is why parked
 // ones must be cancelled before the close).
-func (b *uringBackend) Forget(int) {}
+func (b *uringBackend) Forget(fd int) { b.plan.forget(fd) }
 
 // ---- submission queue ----
 
@@ -328,7 +315,6 @@ func (b *uringBackend) check(token uint64) unix.Errno {
 }
 
 func (b *uringBackend) newOp(token uint64, opcode uint8, fd int, buf []byte) *uringOp {
-	b.starts++
 	var op *uringOp
 	if n := len(b.freeOps); n > 0 {
 		op = b.freeOps[n-1]
@@ -336,7 +322,7 @@ func (b *uringBackend) newOp(token uint64, opcode uint8, fd int, buf []byte) *ur
 	} else {
 		op = new(uringOp)
 	}
-	*op = uringOp{token: token, opcode: opcode, fd: fd, buf: buf, state: stateSubmitted, startSeq: b.starts}
+	*op = uringOp{token: token, opcode: opcode, fd: fd, buf: buf, state: stateSubmitted}
 	b.live.put(token, op)
 	b.stats.submitted.Add(1)
 	return op
@@ -427,133 +413,70 @@ func (b *uringBackend) Write(fd int, buf []byte, off int64, token uint64) (int32
 		op.off = ^uint64(0) // -1: the file position (IORING_FEAT_RW_CUR_POS)
 	}
 	op.state = stateHeld
-	b.held = append(b.held, op)
-	w := b.writes[fd]
-	if w == nil {
-		w = make(map[uint64]*uringOp)
-		b.writes[fd] = w
-	}
-	w[token] = op
+	b.plan.write(fd, token, len(buf))
 	return 0, false
 }
 
+// Fsync applies the planner's decision (see syncPlanner for the rules).
 func (b *uringBackend) Fsync(fd int, token uint64) (int32, bool) {
 	if e := b.check(token); e != 0 {
 		return -int32(e), true
 	}
-	if b.broken[fd] {
+	plan := b.plan.planFsync(fd, token, int(b.sqEntries))
+	switch plan.action {
+	case fsyncCancel:
 		// A write this fsync would cover already failed or came up short: the
 		// data is not on disk and must never be reported durable.
-		delete(b.broken, fd)
-		b.coverAll(fd)
+		b.plan.commitFsync(plan)
 		return -int32(unix.ECANCELED), true
-	}
-	var held, inflight []*uringOp
-	for _, w := range b.writes[fd] {
-		if w.covered {
-			continue
-		}
-		if w.state == stateHeld {
-			held = append(held, w)
-		} else {
-			inflight = append(inflight, w)
-		}
-	}
-	op := b.newOp(token, opFsync, fd, nil)
-	b.coverAll(fd)
-	if len(inflight) == 0 && uint32(len(held))+1 <= b.sqEntries {
-		// The common case (a group commit's writes and its fsync in one tick):
-		// WRITE -> WRITE -> ... -> FSYNC as one IOSQE_IO_LINK chain. A failed
-		// or short write severs the link and the fsync gets -ECANCELED.
-		sortHeld(held)
-		if err := b.reserve(uint32(len(held)) + 1); err != nil {
+	case fsyncChain:
+		// The common case (a group commit's writes and its fsync in one
+		// tick): WRITE -> ... -> FSYNC as one IOSQE_IO_LINK chain.
+		op := b.newOp(token, opFsync, fd, nil)
+		if err := b.reserve(uint32(len(plan.chain)) + 1); err != nil {
 			b.drop(op)
 			return -int32(errnoOf(err)), true
 		}
-		for _, w := range held {
+		for _, tok := range plan.chain {
+			w := b.live.get(tok)
 			sqe := b.next()
 			b.fill(sqe, w)
 			sqe.Flags |= sqeIOLink
 			w.state = stateSubmitted
 		}
 		b.fill(b.next(), op)
-		b.compactHeld()
+		b.plan.commitFsync(plan)
 		return 0, false
 	}
-	// Some writes are already in the kernel, so no link can reach them: the
-	// fsync waits in user space until every one of them has completed, then
-	// is submitted (or, if one failed or was short, completes -ECANCELED).
+	// fsyncDefer: some writes are already in the kernel, so no link can
+	// reach them; the fsync waits in user space (releaseDeferred).
+	op := b.newOp(token, opFsync, fd, nil)
 	if err := b.flushHeld(); err != nil {
 		b.drop(op)
 		return -int32(errnoOf(err)), true
 	}
 	op.state = stateDeferred
-	op.waitFor = make(map[uint64]struct{}, len(held)+len(inflight))
-	for _, w := range held {
-		op.waitFor[w.token] = struct{}{}
-	}
-	for _, w := range inflight {
-		op.waitFor[w.token] = struct{}{}
-	}
-	b.deferred[fd] = append(b.deferred[fd], op)
+	b.plan.commitFsync(plan)
 	return 0, false
-}
-
-// coverAll marks every outstanding write on fd as accounted for by an Fsync.
-func (b *uringBackend) coverAll(fd int) {
-	for _, w := range b.writes[fd] {
-		w.covered = true
-	}
-}
-
-// sortHeld puts writes in start order (held is built from a map).
-func sortHeld(ops []*uringOp) {
-	// Start order is the order in b.held; tokens are not necessarily
-	// increasing, so sort by position there. Lists are tiny: insertion sort.
-	for i := 1; i < len(ops); i++ {
-		for j := i; j > 0 && ops[j].seqBefore(ops[j-1]); j-- {
-			ops[j], ops[j-1] = ops[j-1], ops[j]
-		}
-	}
 }
 
 // flushHeld places every held write in the SQ, unlinked, in start order.
 func (b *uringBackend) flushHeld() error {
-	for _, w := range b.held {
-		if w.state != stateHeld {
-			continue
-		}
-		if err := b.submitOp(w); err != nil {
+	if !b.plan.hasHeld() {
+		return nil
+	}
+	b.heldBuf = b.plan.takeHeld(b.heldBuf[:0])
+	for _, tok := range b.heldBuf {
+		if err := b.submitOp(b.live.get(tok)); err != nil {
 			return err
 		}
 	}
-	b.held = b.held[:0]
 	return nil
-}
-
-// compactHeld drops writes that left the held state.
-func (b *uringBackend) compactHeld() {
-	keep := b.held[:0]
-	for _, w := range b.held {
-		if w.state == stateHeld {
-			keep = append(keep, w)
-		}
-	}
-	for i := len(keep); i < len(b.held); i++ {
-		b.held[i] = nil
-	}
-	b.held = keep
 }
 
 // drop forgets an op that never reached the kernel.
 func (b *uringBackend) drop(op *uringOp) {
 	b.live.del(op.token)
-	if w := b.writes[op.fd]; w != nil && w[op.token] == op {
-		delete(w, op.token)
-		if len(w) == 0 {
-			delete(b.writes, op.fd)
-		}
-	}
 	op.buf = nil
 }
 
@@ -564,12 +487,11 @@ func (b *uringBackend) Cancel(token uint64) error {
 	}
 	switch op.state {
 	case stateHeld:
-		op.state = stateSubmitted // so compactHeld drops it
-		b.compactHeld()
+		// complete tells the planner, which unholds it.
 		b.finishUser(op, -int32(unix.ECANCELED), 0)
 		return nil
 	case stateDeferred:
-		b.removeDeferred(op)
+		b.plan.cancelSync(op.fd, token)
 		b.finishUser(op, -int32(unix.ECANCELED), 0)
 		return nil
 	}
@@ -583,21 +505,6 @@ func (b *uringBackend) Cancel(token uint64) error {
 	sqe.Addr = token
 	sqe.UserData = resvCancel | (b.seq & 0xffffffffffffff)
 	return nil
-}
-
-func (b *uringBackend) removeDeferred(op *uringOp) {
-	list := b.deferred[op.fd]
-	for i, d := range list {
-		if d == op {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(b.deferred, op.fd)
-	} else {
-		b.deferred[op.fd] = list
-	}
 }
 
 // finishUser retires a caller op with a result produced in user space; the
@@ -685,17 +592,14 @@ func (b *uringBackend) reapToReady() {
 	}
 }
 
-// recycle keeps a finished socket or poll op for reuse: a busy shard starts
-// and finishes one per message, and allocating each showed as a tenth of the
-// shard's CPU at 10,000 connections. Writes and fsyncs are not recycled: the
-// fsync bookkeeping may still refer to them.
+// recycle keeps a finished op for reuse: a busy shard starts and finishes
+// one per message, and allocating each showed as a tenth of the shard's CPU
+// at 10,000 connections. Writes and fsyncs are recycled too: the planner
+// keeps its own records, by token.
 func (b *uringBackend) recycle(op *uringOp) {
-	switch op.opcode {
-	case opRecv, opSend, opAccept, opPollAdd:
-		if len(b.freeOps) < maxFreeOps {
-			*op = uringOp{}
-			b.freeOps = append(b.freeOps, op)
-		}
+	if len(b.freeOps) < maxFreeOps {
+		*op = uringOp{}
+		b.freeOps = append(b.freeOps, op)
 	}
 }
 
@@ -705,46 +609,24 @@ const maxFreeOps = 1024
 // complete retires a caller op whose CQE arrived.
 func (b *uringBackend) complete(op *uringOp, res int32) {
 	if op.opcode == opWrite {
-		b.writeDone(op, res)
+		b.plan.writeDone(op.fd, op.token, res)
 	}
 	b.live.del(op.token)
 	op.buf = nil
 }
 
-// writeDone updates fd's bookkeeping when a write finishes (reaped or
-// cancelled before submission).
-func (b *uringBackend) writeDone(op *uringOp, res int32) {
-	bad := res != int32(len(op.buf))
-	if w := b.writes[op.fd]; w != nil {
-		delete(w, op.token)
-		if len(w) == 0 {
-			delete(b.writes, op.fd)
-		}
-	}
-	if bad && !op.covered {
-		b.broken[op.fd] = true
-	}
-	for _, d := range b.deferred[op.fd] {
-		if _, ok := d.waitFor[op.token]; !ok {
-			continue
-		}
-		delete(d.waitFor, op.token)
-		if bad {
-			d.broken = true
-		}
-		if len(d.waitFor) == 0 {
-			b.emit = append(b.emit, d)
-		}
-	}
-}
-
 // releaseDeferred submits (or cancels) the fsyncs whose writes are all done.
 func (b *uringBackend) releaseDeferred() error {
-	for len(b.emit) > 0 {
-		d := b.emit[0]
-		b.emit = b.emit[1:]
-		b.removeDeferred(d)
-		if d.broken {
+	for {
+		r, ok := b.plan.nextReleased()
+		if !ok {
+			return nil
+		}
+		d := b.live.get(r.token)
+		if d == nil {
+			continue
+		}
+		if !r.ok {
 			b.finishUser(d, -int32(unix.ECANCELED), 0)
 			continue
 		}
@@ -752,10 +634,7 @@ func (b *uringBackend) releaseDeferred() error {
 			return err
 		}
 	}
-	return nil
 }
-
-func (u *uringOp) seqBefore(v *uringOp) bool { return u.startSeq < v.startSeq }
 
 // ---- Wait ----
 
@@ -887,8 +766,8 @@ func (b *uringBackend) Close() error {
 	for _, op := range unsent {
 		b.drop(op)
 	}
-	b.held, b.emit, b.ready = nil, nil, nil
-	b.deferred = map[int][]*uringOp{}
+	b.ready = nil
+	b.plan.reset()
 
 	drained := b.drainForClose()
 	if drained {
