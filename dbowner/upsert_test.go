@@ -7,6 +7,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // Upsert from every shard: it creates, then replaces, each time one durable
@@ -25,7 +26,7 @@ func TestUpsertFromEveryShard(t *testing.T) {
 				return 1
 			}
 			for sh := 0; sh < f.Shards(); sh++ {
-				onShard(f, sh, func(f *runtime.Fiber) {
+				shardtest.On(f, sh, func(f *runtime.Fiber) {
 					k := fmt.Sprintf("s%d", sh)
 					v1, err1 := db.Upsert(f, "kv", kv(k, 1))
 					v2, err2 := db.Upsert(f, "kv", kv(k, 2))
