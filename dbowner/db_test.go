@@ -71,6 +71,22 @@ func run(t testing.TB, cfg runtime.Config, main func(f *runtime.Fiber) int) int 
 	return rt.Wait()
 }
 
+// openKV opens the database in dir and creates the kv table in it. On
+// failure it reports on t and returns nil (the caller's main returns 1).
+func openKV(t testing.TB, f *runtime.Fiber, dir string, cfg runtime.Config) *dbowner.DB {
+	t.Helper()
+	db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	if err := db.CreateTable(f, kvSchema); err != nil {
+		t.Error(err)
+		return nil
+	}
+	return db
+}
+
 var kvSchema = engine.Schema{
 	Name:   "kv",
 	Fields: []engine.Field{{Name: "k", Kind: engine.KindString}, {Name: "v", Kind: engine.KindInt}},
@@ -87,13 +103,8 @@ func TestCallsFromEveryShard(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
 		dir := t.TempDir()
 		run(t, cfg, func(f *runtime.Fiber) int {
-			db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
-			if err != nil {
-				t.Error(err)
-				return 1
-			}
-			if err := db.CreateTable(f, kvSchema); err != nil {
-				t.Error(err)
+			db := openKV(t, f, dir, cfg)
+			if db == nil {
 				return 1
 			}
 			for sh := 0; sh < f.Shards(); sh++ {
@@ -149,7 +160,7 @@ func TestCallsFromEveryShard(t *testing.T) {
 				t.Errorf("stats %+v: no commits counted", st)
 			}
 
-			db, err = dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
+			db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
 			if err != nil {
 				t.Error(err)
 				return 1

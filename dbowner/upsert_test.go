@@ -16,13 +16,8 @@ func TestUpsertFromEveryShard(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
 		dir := t.TempDir()
 		run(t, cfg, func(f *runtime.Fiber) int {
-			db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
-			if err != nil {
-				t.Error(err)
-				return 1
-			}
-			if err := db.CreateTable(f, kvSchema); err != nil {
-				t.Error(err)
+			db := openKV(t, f, dir, cfg)
+			if db == nil {
 				return 1
 			}
 			for sh := 0; sh < f.Shards(); sh++ {
