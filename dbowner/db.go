@@ -1,6 +1,8 @@
 package dbowner
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +69,10 @@ type Options struct {
 	Fatal func(err error)
 	// Logger receives recovery and failure reports (default slog.Default()).
 	Logger *slog.Logger
+	// OnGroupCommit, when set, is called on the owner shard after each
+	// group commit is durable, with its number of commits and the time of
+	// its write and fdatasync (for metrics; it must not block or park).
+	OnGroupCommit func(commits int, writeSync time.Duration)
 }
 
 // DB is a handle to the database. It is a small value: copy it, store it,

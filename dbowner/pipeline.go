@@ -1,6 +1,8 @@
 package dbowner
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -83,7 +85,12 @@ func (o *owner) persist(f *runtime.Fiber, g *group) error {
 	sp := o.fsyncSpan(g)
 	p, err := o.log.Prepare(wal.TypeMutation, g.payloads)
 	if err == nil {
-		if werr := writeSync(f, p); werr != nil {
+		start := time.Now()
+		werr := writeSync(f, p)
+		if werr == nil && o.opts.OnGroupCommit != nil {
+			o.opts.OnGroupCommit(len(g.commits), time.Since(start))
+		}
+		if werr != nil {
 			err = o.log.Failed(p, werr)
 		} else {
 			o.log.Appended(p)

@@ -3,6 +3,7 @@ package dbowner_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
@@ -54,4 +55,40 @@ func TestUpsertFromEveryShard(t *testing.T) {
 			return 0
 		})
 	})
+}
+
+// OnGroupCommit sees every durable group: the commits it made durable add
+// up to the writes acknowledged.
+func TestOnGroupCommit(t *testing.T) {
+	cfg := testConfig(t)
+	dir := t.TempDir()
+	groups, commits := 0, 0
+	run(t, cfg, func(f *runtime.Fiber) int {
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, OnGroupCommit: func(n int, d time.Duration) {
+			groups++
+			commits += n
+			if d <= 0 {
+				t.Errorf("write+sync took %v", d)
+			}
+		}})
+		if err != nil {
+			t.Error(err)
+			return 1
+		}
+		if err := db.CreateTable(f, kvSchema); err != nil {
+			t.Error(err)
+		}
+		for i := range 5 {
+			if _, err := db.Upsert(f, "kv", kv(fmt.Sprint(i), 1)); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := db.Close(f); err != nil {
+			t.Error(err)
+		}
+		return 0
+	})
+	if commits != 6 || groups < 1 || groups > 6 {
+		t.Fatalf("%d groups of %d commits, want 6 commits", groups, commits)
+	}
 }

@@ -28,7 +28,7 @@ trap cleanup EXIT
 go build -o "$tmp/worker" ./cmd/worker
 go build -o "$tmp/twin" ./hack/records-twin
 
-"$tmp/worker" --config /dev/null --data-dir "$tmp/wdata" --http-addr 127.0.0.1:18080 --ops-addr 127.0.0.1:19090 \
+"$tmp/worker" --config /dev/null --data-dir "$tmp/wdata" --http-addr 127.0.0.1:18080 --ops-addr 127.0.0.1:19090 --chat-addr 127.0.0.1:0 \
   --log-level warn 2>"$tmp/worker.log" &
 WPID=$!; pids+=("$WPID")
 "$tmp/twin" --addr 127.0.0.1:18089 --data-dir "$tmp/tdata" >"$tmp/twin.log" 2>&1 &
@@ -67,8 +67,14 @@ end
 LUA
 
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime, clock ticks
-completed() {  # per-shard backend completions of the worker
-  curl -s http://127.0.0.1:19090/metrics | awk '/^wo_shard_backend_completed_total/ {gsub(/.*shard="|".*/, "", $1); print $1, $2}' | sort -n | awk '{printf "%s ", $2}'
+counters() {  # per-shard backend counters of the worker: "completed0 completed1 ... | syscalls0 syscalls1 ..."
+  curl -s --max-time 10 http://127.0.0.1:19090/metrics | awk '
+    /^wo_shard_backend_completed_total/ {c = c " " $2}
+    /^wo_shard_backend_syscalls_total/ {s = s " " $2}
+    END {print c " |" s}'
+}
+delta() {  # delta "before" "after": the per-shard differences
+  awk -v b="$1" -v a="$2" 'BEGIN {nb = split(b, x, " "); split(a, y, " "); for (i = 1; i <= nb; i++) printf "%s ", (x[i] == "|" ? "|" : y[i] - x[i])}'
 }
 
 declare -A RPS CPUOP
@@ -88,13 +94,13 @@ run_one() { # name port pid op i
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-echo "bench-records: ${RUNS} runs of ${DUR}s, wrk -t$THREADS -c$CONNS, $(nproc) CPUs, worker shards: $(curl -s http://127.0.0.1:19090/metrics | awk '/^wo_runtime_shards/ {print $2}')"
+echo "bench-records: load average $(cut -d' ' -f1-3 /proc/loadavg); ${RUNS} runs of ${DUR}s, wrk -t$THREADS -c$CONNS, $(nproc) CPUs, worker shards: $(curl -s http://127.0.0.1:19090/metrics | awk '/^wo_runtime_shards/ {print $2}')"
 for op in get put; do
   for i in $(seq "$RUNS"); do
-    before=$(completed)
+    before=$(counters)
     run_one worker 18080 "$WPID" "$op" "$i"
-    after=$(completed)
-    echo "  worker backend completions per shard during the run: $(paste -d- <(tr ' ' '\n' <<<"$after") <(tr ' ' '\n' <<<"$before") | grep -v '^-$' | bc | tr '\n' ' ')"
+    after=$(counters)
+    echo "  worker per shard during the run: backend completions | syscalls: $(delta "$before" "$after")"
     run_one twin 18089 "$TPID" "$op" "$i"
   done
 done

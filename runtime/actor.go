@@ -127,6 +127,7 @@ func SpawnOn[M any](f *Fiber, i int, r Receiver[M]) Addr[M] {
 func spawnOn[M any](sh *shard, r Receiver[M]) Addr[M] {
 	c := &actorCell[M]{sh: sh, recv: r, kind: typeName(r)}
 	sh.rt.actorsSpawned.Add(1)
+	sh.gauges.actors.Add(1)
 	return Addr[M]{c: c}
 }
 
@@ -273,6 +274,7 @@ func (c *actorCell[M]) receive(f *Fiber, msg M) {
 			}
 			c.state = actorDead
 			c.sh.rt.actorDeaths.Add(1)
+			c.sh.gauges.actors.Add(-1)
 			c.sh.rt.reportPanic("actor "+*c.kind, r, debug.Stack())
 		}
 	}()

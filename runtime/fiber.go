@@ -219,7 +219,6 @@ func (f *Fiber) switchOut() {
 // Yield puts the fiber at the tail of the run queue, letting every other
 // runnable fiber of its shard run first.
 func Yield(f *Fiber) {
-	f.budget = 0
 	f.requeue()
 }
 

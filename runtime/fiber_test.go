@@ -263,3 +263,55 @@ func TestWatchdogReportsALongSlice(t *testing.T) {
 		t.Fatalf("WatchdogReports = %d, want exactly 1 (one long slice)", n)
 	}
 }
+
+// The per-shard scheduler gauges: what the ops port exports as
+// wo_shard_fibers, _actors, _run_queue, _reductions_total and
+// _slice_overruns_total.
+func TestShardGauges(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Shards = 1
+	cfg.Watchdog = 10 * time.Millisecond
+	run(t, cfg, func(f *Fiber) int {
+		for i := 0; i < 100; i++ {
+			Go(f, func(f *Fiber) { Sleep(f, time.Hour) })
+		}
+		for i := 0; i < 10; i++ {
+			Go(f, func(f *Fiber) {
+				for !f.Stopping() {
+					Yield(f)
+				}
+			})
+		}
+		for i := 0; i < 3; i++ {
+			Spawn[counterMsg](f, &counter{})
+		}
+		for i := 0; i < 5; i++ {
+			Yield(f) // a few ticks, each publishing the gauges
+		}
+		st := f.Runtime().Stats().PerShard[0]
+		// main, 100 sleepers and 10 yielders; none finished yet.
+		if st.Fibers != 111 {
+			t.Errorf("Fibers = %d, want 111", st.Fibers)
+		}
+		if st.Actors != 3 {
+			t.Errorf("Actors = %d, want 3", st.Actors)
+		}
+		// the yielders and main are runnable at every tick's start.
+		if st.RunQueue < 10 {
+			t.Errorf("RunQueue = %d, want at least the 10 yielders", st.RunQueue)
+		}
+		if st.Reductions == 0 {
+			t.Error("Reductions = 0 after 100 spawns and many yields")
+		}
+		if st.Overruns != 0 {
+			t.Errorf("Overruns = %d before any long slice", st.Overruns)
+		}
+		for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		}
+		Checkpoint(f)
+		if n := f.Runtime().Stats().PerShard[0].Overruns; n != 1 {
+			t.Errorf("Overruns = %d after one long slice, want 1", n)
+		}
+		return 0
+	})
+}

@@ -83,6 +83,14 @@ type ShardStats struct {
 	TID     int
 	CPU     int // pinned CPU, or -1
 	Backend iobackend.Stats
+
+	// The scheduler as of the shard's last tick (published once per tick).
+	RunQueue   int    // fibers runnable at the start of the tick
+	Fibers     int    // live fibers (finished ones kept for reuse not counted)
+	Actors     int    // actors placed on the shard and not dead
+	Inbox      int    // cross-shard items waiting in the shard's inbox
+	Reductions uint64 // reductions spent by the shard's slices
+	Overruns   uint64 // slices that ran past the watchdog threshold
 }
 
 // Start creates the shards, starts main as fiber 0 on shard 0 and returns.
@@ -313,7 +321,10 @@ func (rt *Runtime) Stats() Stats {
 		ActorsSpawned: rt.actorsSpawned.Load(), WakeWrites: rt.wakeWrites.Load(), WatchdogReports: rt.overruns.Load(),
 	}
 	for _, sh := range rt.shards {
-		st := ShardStats{ID: sh.id, TID: sh.tid, CPU: sh.cpu}
+		st := ShardStats{ID: sh.id, TID: sh.tid, CPU: sh.cpu,
+			RunQueue: int(sh.gauges.runQueue.Load()), Fibers: int(sh.gauges.fibers.Load()),
+			Actors: int(sh.gauges.actors.Load()), Inbox: int(sh.inbox.pending.Load()),
+			Reductions: sh.gauges.reductions.Load(), Overruns: sh.gauges.overruns.Load()}
 		if sh.be != nil {
 			st.Backend = sh.be.Stats()
 		}

@@ -170,7 +170,9 @@ func loadAll(v []atomic.Int64) []int64 {
 // Connections already served go on until their handlers return.
 func (s *Server) Close(f *Fiber) {
 	for _, a := range s.acceptor {
-		_, _ = Ask(f, a, 0, func(r Reply[error]) serveCtl { return serveCtl{kind: ctlClose, reply: r} })
+		// Bounded: a shard that does not answer in closeWait cannot hold
+		// up a drain; its listener closes when the runtime stops.
+		_, _ = Ask(f, a, closeWait, func(r Reply[error]) serveCtl { return serveCtl{kind: ctlClose, reply: r} })
 	}
 }
 
@@ -204,6 +206,9 @@ func (a *acceptor) Receive(f *Fiber, m serveCtl) {
 		m.reply.Send(f, nil)
 	}
 }
+
+// closeWait bounds Close's wait for each shard's answer.
+const closeWait = 5 * time.Second
 
 // Accept backoff bounds: the pause after a resource error doubles from the
 // first to the last, as net/http's does.

@@ -48,6 +48,13 @@ type shard struct {
 
 	sleeping atomic.Bool
 
+	// what the shard's own thread counts without atomics (linked fibers,
+	// reductions spent), published once per tick into gauges for readers on
+	// other threads (Runtime.Stats, the ops port).
+	linked     int
+	reductions uint64
+	gauges     shardGauges
+
 	// for the watchdog: when the current slice began (0 = idle), and what runs.
 	sliceStart   atomic.Int64
 	running      atomic.Pointer[string]
@@ -174,6 +181,7 @@ func (sh *shard) flushTo(dst *shard) {
 }
 
 func (sh *shard) link(f *Fiber) {
+	sh.linked++
 	f.next = sh.fibers
 	if sh.fibers != nil {
 		sh.fibers.prev = f
@@ -182,6 +190,7 @@ func (sh *shard) link(f *Fiber) {
 }
 
 func (sh *shard) unlink(f *Fiber) {
+	sh.linked--
 	if f.prev != nil {
 		f.prev.next = f.next
 	} else if sh.fibers == f {
@@ -244,6 +253,7 @@ func (sh *shard) loop() {
 	for {
 		// One tick: every fiber runnable now runs once, then the tick's
 		// cross-shard batches leave, then the shard looks at the world.
+		sh.publishGauges()
 		for n := sh.runq.len(); n > 0; n-- {
 			f, _ := sh.runq.pop()
 			sh.switchTo(f)
@@ -374,6 +384,7 @@ func (sh *shard) switchTo(f *Fiber) {
 	sh.sliceStart.Store(sh.rt.now())
 	_, alive := f.resume()
 	sh.sliceStart.Store(0)
+	sh.reductions += uint64(max(0, sh.rt.cfg.Reductions-f.budget))
 	if !alive {
 		sh.fiberDone(f)
 	}
@@ -416,4 +427,21 @@ func (sh *shard) shutdown() {
 	if err := sh.be.Close(); err != nil {
 		sh.rt.log.Error("wo: close backend", "shard", sh.id, "err", err)
 	}
+}
+
+// shardGauges are a shard's scheduler figures as of its last tick, for
+// readers on other threads. The shard stores them once per tick (a few
+// atomic stores), never per operation.
+type shardGauges struct {
+	runQueue   atomic.Int64  // fibers runnable at the start of the tick
+	fibers     atomic.Int64  // live fibers, not counting finished ones kept for reuse
+	actors     atomic.Int64  // actors placed on the shard and not dead (updated at spawn and death)
+	reductions atomic.Uint64 // reductions spent by the shard's slices
+	overruns   atomic.Uint64 // slices past the watchdog threshold (the watchdog adds)
+}
+
+func (sh *shard) publishGauges() {
+	sh.gauges.runQueue.Store(int64(sh.runq.len()))
+	sh.gauges.fibers.Store(int64(sh.linked - len(sh.idleFibers) - len(sh.idleCarrier)))
+	sh.gauges.reductions.Store(sh.reductions)
 }

@@ -26,6 +26,7 @@ func (rt *Runtime) watchdog() {
 			}
 			reported[i] = start
 			rt.overruns.Add(1)
+			sh.gauges.overruns.Add(1)
 			who := "fiber"
 			if name := sh.running.Load(); name != nil {
 				who = "actor " + *name

@@ -188,7 +188,7 @@ func TestDrainUnderLoadLosesNothing(t *testing.T) {
 		// grace 0.3s + drain 2s + the database close: far below the 60s
 		// guard, and the stalled body (30s default timeout) did not stretch it.
 		if took > 20*time.Second {
-			t.Errorf("drain took %s with a 2.3s budget", took)
+			t.Errorf("drain took %s with a 2.3s budget\n%s", took, w.logs)
 		}
 		for _, want := range []string{"worker: signal; draining", "worker: drain: closing listeners", "worker: database closed"} {
 			if !strings.Contains(w.logs.String(), want) {

@@ -1,8 +1,10 @@
 // Command worker is the wo worker: the shard-per-core runtime, its embedded
 // database and the services on them, in one process. It has no logic of its
 // own: it loads the settings (internal/config), sets up tracing
-// (internal/telemetry), serves the ops endpoints (internal/ops) and the
-// records API (internal/records on internal/httpd), and drains on SIGTERM.
+// (internal/telemetry), serves the ops endpoints (internal/ops), the
+// records API (internal/records on internal/httpd) and the chat
+// (internal/chat: its line protocol on chat.addr, its page and WebSocket on
+// the data plane), and drains on SIGTERM.
 //
 // # The contract (what the operator and the chart rely on)
 //
@@ -14,8 +16,9 @@
 //	WO_IO       auto | uring | epoll
 //	WO_REDUCTIONS  fiber budget, default 4000
 //	WO_DATA_DIR    default ./data (/var/lib/wo in the image)
-//	ports       8080 data plane (WO_HTTP_ADDR), 9090 ops (WO_OPS_ADDR);
-//	            7070 (chat over TCP) is reserved for the chat service, not served yet
+//	ports       8080 data plane (WO_HTTP_ADDR): records API, chat page and /chat WebSocket;
+//	            7070 chat line protocol over TCP (WO_CHAT_ADDR); 9090 ops (WO_OPS_ADDR);
+//	            7080 peer port (WO_PEER_ADDR) is parsed but not opened: replication is not wired yet
 //	ops         /healthz, /readyz, /metrics, /debug/runtime; /debug/pprof/ when ops.pprof is on;
 //	            with auth.token_file set, /debug/... and the data plane want a bearer token
 //	signals     SIGTERM/SIGINT drain and exit 0; a second signal exits at once (status 1)
@@ -30,9 +33,10 @@
 // once, also while the database recovers. The worker is a runtime.Run
 // whose main fiber opens the database on data.dir, starts the data plane
 // (internal/httpd: a listener per shard, a fiber per connection, the
-// records handlers calling dbowner from that fiber), logs "worker:
-// listening" with both addresses, marks /readyz 200 and parks until a
-// signal.
+// records handlers calling dbowner from that fiber) with the chat's page
+// and WebSocket mounted on it, starts the chat's TCP port (also a listener
+// per shard), logs "worker: listening" with the addresses, marks /readyz
+// 200 and parks until a signal.
 //
 // On SIGTERM /readyz turns 503 at once, and the data plane keeps serving
 // for http.drain_grace (Kubernetes needs a few seconds to take the pod out

@@ -137,7 +137,9 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 	stopper chan<- runtime.Reply[struct{}]) int {
 	rt := f.Runtime()
 	opsSrv.Attach(rt, nil)
-	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, WAL: cfg.WAL(), TracerProvider: otel.GetTracerProvider(), Logger: log})
+	walHook := opsSrv.WAL()
+	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, WAL: cfg.WAL(), TracerProvider: otel.GetTracerProvider(), Logger: log,
+		OnGroupCommit: walHook})
 	if err != nil {
 		if f.Stopping() {
 			return 0 // stopped during recovery: a clean exit

@@ -15,7 +15,7 @@ func TestMalformedOTLPEndpointExits2(t *testing.T) {
 	conf := filepath.Join(dir, "w.toml")
 	os.WriteFile(conf, nil, 0o644)
 	cmd := exec.Command(workerBin, "--config", conf, "--data-dir", filepath.Join(dir, "data"),
-		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0")
+		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=localhost:4317")
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {

@@ -218,7 +218,8 @@ func exercise(t *testing.T, env ...string) {
 
 	metrics := must(t, "GET", w.ops+"/metrics", "", 200)
 	for _, m := range []string{"wo_ready 1", "wo_runtime_info{", "wo_runtime_shards", "wo_shard_backend_syscalls_total", "wo_db_commits_total", "go_goroutines",
-		`wo_http_requests_total{method="PUT",route="/v1/records/{key}",shard=`, "wo_http_request_duration_seconds_bucket", `wo_http_open_connections{shard="0"}`, `wo_db_operation_duration_seconds_bucket{op="upsert"`} {
+		`wo_http_requests_total{method="PUT",route="/v1/records/{key}",shard=`, "wo_http_request_duration_seconds_bucket", `wo_http_open_connections{shard="0"}`, `wo_db_operation_duration_seconds_bucket{op="upsert"`,
+		"wo_wal_fsync_duration_seconds_bucket", "wo_wal_commits_per_fsync_bucket", "wo_http_shed_connections_total", "wo_http_accept_backoffs_total"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

@@ -54,8 +54,16 @@ func (w testWriter) Write(p []byte) (int, error) {
 func forEachBackend(t *testing.T, fn func(t *testing.T, cfg runtime.Config)) {
 	for _, mode := range []iobackend.Mode{iobackend.ModeUring, iobackend.ModeEpoll} {
 		t.Run(string(mode), func(t *testing.T) {
-			if _, err := iobackend.Select(mode); err != nil {
-				t.Skipf("backend %s unusable here: %v", mode, err)
+			if mode == iobackend.ModeUring {
+				// Skip with the probe's reason where io_uring is refused,
+				// unless WO_REQUIRE_URING=1 says it must work here.
+				skip, err := iobackend.UringForTest()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if skip != "" {
+					t.Skip(skip)
+				}
 			}
 			cfg := testConfig(t)
 			cfg.IO = mode

@@ -5,25 +5,44 @@
 // missing default file is fine (a laptop has none); a missing file named with
 // --config is an error.
 //
-//	file key             env            flag                 default
-//	runtime.shards       WO_SHARDS      --shards             0 (every CPU)
-//	runtime.pin          WO_PIN         --pin                auto
-//	runtime.io           WO_IO          --io                 auto
-//	runtime.reductions   WO_REDUCTIONS  --reductions         4000
-//	data.dir             WO_DATA_DIR    --data-dir           ./data
-//	data.snapshot_bytes  WO_SNAPSHOT_BYTES --snapshot-bytes  16777216 (16 MiB; 0 = off)
-//	data.repair_wal      WO_REPAIR_WAL  --repair-wal         false
-//	http.addr            WO_HTTP_ADDR   --http-addr          :8080
-//	ops.addr             WO_OPS_ADDR    --ops-addr           :9090
-//	log.level            WO_LOG_LEVEL   --log-level          info
-//	log.format           WO_LOG_FORMAT  --log-format         text
-//	cluster.peers        WO_PEERS       --peers              "" (a single worker)
-//	cluster.ordinal      WO_ORDINAL     --ordinal            -1 (the host name's -N)
-//	cluster.state        WO_CLUSTER_STATE --cluster-state    new
-//	peer.addr            WO_PEER_ADDR   --peer-addr          :7080
-//	peer.cert            WO_PEER_CERT   --peer-cert          "" (peer TLS off)
-//	peer.key             WO_PEER_KEY    --peer-key           ""
-//	peer.ca              WO_PEER_CA     --peer-ca            ""
+//	file key                  env                          flag                        default
+//	runtime.shards            WO_SHARDS                    --shards                    0 (every CPU)
+//	runtime.pin               WO_PIN                       --pin                       auto
+//	runtime.io                WO_IO                        --io                        auto
+//	runtime.reductions        WO_REDUCTIONS                --reductions                4000
+//	data.dir                  WO_DATA_DIR                  --data-dir                  ./data
+//	data.snapshot_bytes       WO_SNAPSHOT_BYTES            --snapshot-bytes            16777216 (16 MiB; 0 = off)
+//	data.repair_wal           WO_REPAIR_WAL                --repair-wal                false
+//	http.addr                 WO_HTTP_ADDR                 --http-addr                 :8080
+//	http.header_timeout       WO_HTTP_HEADER_TIMEOUT       --http-header-timeout       10s
+//	http.body_timeout         WO_HTTP_BODY_TIMEOUT         --http-body-timeout         30s
+//	http.idle_timeout         WO_HTTP_IDLE_TIMEOUT         --http-idle-timeout         60s
+//	http.max_header_bytes     WO_HTTP_MAX_HEADER_BYTES     --http-max-header-bytes     16384
+//	http.max_body             WO_HTTP_MAX_BODY             --http-max-body             1048576
+//	http.max_conns_per_shard  WO_HTTP_MAX_CONNS_PER_SHARD  --http-max-conns-per-shard  0 (from the fd limit)
+//	http.drain_grace          WO_HTTP_DRAIN_GRACE          --http-drain-grace          5s
+//	http.drain_timeout        WO_HTTP_DRAIN_TIMEOUT        --http-drain-timeout        15s
+//	auth.token_file           WO_AUTH_TOKEN_FILE           --auth-token-file           "" (no auth)
+//	ops.pprof                 WO_OPS_PPROF                 --ops-pprof                 false
+//	ops.addr                  WO_OPS_ADDR                  --ops-addr                  :9090
+//	chat.addr                 WO_CHAT_ADDR                 --chat-addr                 :7070
+//	chat.queue                WO_CHAT_QUEUE                --chat-queue                256
+//	chat.line_max             WO_CHAT_LINE_MAX             --chat-line-max             4096
+//	chat.rate                 WO_CHAT_RATE                 --chat-rate                 20
+//	chat.history              WO_CHAT_HISTORY              --chat-history              20
+//	log.level                 WO_LOG_LEVEL                 --log-level                 info
+//	log.format                WO_LOG_FORMAT                --log-format                text
+//	telemetry.flush_timeout   WO_TRACE_FLUSH_TIMEOUT       --trace-flush-timeout       1s
+//	cluster.peers             WO_PEERS                     --peers                     "" (a single worker)  *
+//	cluster.ordinal           WO_ORDINAL                   --ordinal                   -1 (the host name's -N)  *
+//	cluster.state             WO_CLUSTER_STATE             --cluster-state             new  *
+//	peer.addr                 WO_PEER_ADDR                 --peer-addr                 :7080  *
+//	peer.cert                 WO_PEER_CERT                 --peer-cert                 "" (peer TLS off)  *
+//	peer.key                  WO_PEER_KEY                  --peer-key                  ""  *
+//	peer.ca                   WO_PEER_CA                   --peer-ca                   ""  *
+//
+// * replication: parsed and validated, not yet used by the worker (its --help
+// says so; see docs/replication.md).
 //
 // The file's keys are the dotted names above as TOML tables, which is what the
 // operator renders into its ConfigMap:

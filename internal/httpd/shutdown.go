@@ -55,27 +55,35 @@ func (s *Server) Shutdown(f *runtime.Fiber, timeout time.Duration) int {
 	if s.tcp == nil {
 		return 0
 	}
-	s.tcp.Close(f)
 	deadline := time.Now().Add(timeout)
-	ask := func(kind ctlKind) int {
+	s.tcp.Close(f)
+	if d := time.Since(deadline.Add(-timeout)); d > time.Second {
+		s.opts.Logger.Warn("httpd: drain: closing the listeners was slow", "took", d.String())
+	}
+	// Every ask is bounded by the drain's deadline (plus a moment for the
+	// final close): a shard that does not answer cannot stretch the stop.
+	ask := func(kind ctlKind, limit time.Time) int {
 		open := 0
-		for _, a := range s.ctl {
-			n, err := runtime.Ask(f, a, 0, func(r runtime.Reply[int]) ctlMsg { return ctlMsg{kind: kind, reply: r} })
-			if err == nil {
-				open += n
+		for i, a := range s.ctl {
+			wait := max(time.Until(limit), 100*time.Millisecond)
+			n, err := runtime.Ask(f, a, wait, func(r runtime.Reply[int]) ctlMsg { return ctlMsg{kind: kind, reply: r} })
+			if err != nil {
+				s.opts.Logger.Warn("httpd: drain: a shard did not answer", "shard", i, "err", err)
+				n = 1
 			}
+			open += n
 		}
 		return open
 	}
 	for {
 		// Drain again each round: a request that finishes turns its
 		// connection idle (or closes it).
-		open := ask(ctlDrain)
+		open := ask(ctlDrain, deadline)
 		if open == 0 || f.Stopping() {
 			return 0
 		}
 		if !time.Now().Before(deadline) {
-			return ask(ctlClose)
+			return ask(ctlClose, time.Now().Add(time.Second))
 		}
 		runtime.Sleep(f, 10*time.Millisecond)
 	}

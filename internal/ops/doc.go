@@ -27,7 +27,24 @@
 //	wo_runtime_watchdog_reports_total        counter
 //	wo_shard_cpu{shard}                      gauge   pinned CPU or -1
 //	wo_shard_backend_{syscalls,enters,submitted,completed,wake_writes,wake_drains}_total{shard}
+//	wo_shard_run_queue{shard}                gauge   runnable fibers at the last tick's start
+//	wo_shard_fibers{shard}                   gauge   live fibers (pooled ones not counted)
+//	wo_shard_actors{shard}                   gauge   actors placed on the shard, not dead
+//	wo_shard_inbox_depth{shard}              gauge   cross-shard items waiting
+//	wo_shard_reductions_total{shard}         counter reductions spent
+//	wo_shard_slice_overruns_total{shard}     counter slices past the watchdog threshold
 //	wo_db_commits_total, wo_db_group_commits_total, wo_db_failed_commits_total,
 //	wo_db_snapshots_total, wo_db_group_commit_bytes_total   counters
 //	wo_db_last_lsn, wo_db_recovered_records, wo_db_max_group_commit_size   gauges
+//	wo_wal_fsync_duration_seconds            histogram  one group's WAL write + fdatasync
+//	wo_wal_commits_per_fsync                 histogram  commits made durable by one group
+//
+// The shard gauges are published by each shard once per tick (a few atomic
+// stores), so they are as fresh as the shard's last tick.
+//
+// The two histograms are fed by the hook Server.WAL returns, passed to the
+// database as dbowner.Options.OnGroupCommit. Other packages register their
+// collectors on the same registry: the data plane's wo_http_* (package
+// httpd) and the records API's wo_db_operation_duration_seconds (package
+// records).
 package ops

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,6 +28,12 @@ var (
 	descCompleted                       = desc("wo_shard_backend_completed_total", "Completions a shard's backend returned.", "shard")
 	descBEWake                          = desc("wo_shard_backend_wake_writes_total", "eventfd writes to wake a shard.", "shard")
 	descBEDrain                         = desc("wo_shard_backend_wake_drains_total", "eventfd reads by a shard.", "shard")
+	descRunQueue                        = desc("wo_shard_run_queue", "Fibers runnable at the start of the shard's last tick.", "shard")
+	descFibers                          = desc("wo_shard_fibers", "Live fibers on the shard (finished ones kept for reuse not counted).", "shard")
+	descActors                          = desc("wo_shard_actors", "Actors placed on the shard and not dead.", "shard")
+	descInbox                           = desc("wo_shard_inbox_depth", "Cross-shard items waiting in the shard's inbox.", "shard")
+	descReductions                      = desc("wo_shard_reductions_total", "Reductions spent by the shard's slices.", "shard")
+	descOverruns                        = desc("wo_shard_slice_overruns_total", "The shard's slices that ran past the watchdog threshold without a safepoint.", "shard")
 	descCommits                         = desc("wo_db_commits_total", "Acknowledged (durable) write transactions.")
 	descGroups                          = desc("wo_db_group_commits_total", "Group commits: one WAL write and one fdatasync each.")
 	descFailed                          = desc("wo_db_failed_commits_total", "Commits failed by the WAL (no space, fatal).")
@@ -35,7 +42,7 @@ var (
 	descLastLSN                         = desc("wo_db_last_lsn", "Sequence number of the last durable WAL record.")
 	descRecovered                       = desc("wo_db_recovered_records", "WAL records replayed at open.")
 	descMaxGroup                        = desc("wo_db_max_group_commit_size", "The largest number of commits made durable by one fsync.")
-	allDescriptors                      = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
+	allDescriptors                      = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
 	_              prometheus.Collector = (*collector)(nil)
 )
 
@@ -81,6 +88,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descCompleted, sh.Backend.Completed, id)
 			counter(descBEWake, sh.Backend.WakeWrites, id)
 			counter(descBEDrain, sh.Backend.WakeDrains, id)
+			gauge(descRunQueue, float64(sh.RunQueue), id)
+			gauge(descFibers, float64(sh.Fibers), id)
+			gauge(descActors, float64(sh.Actors), id)
+			gauge(descInbox, float64(sh.Inbox), id)
+			counter(descReductions, sh.Reductions, id)
+			counter(descOverruns, sh.Overruns, id)
 		}
 	}
 	if db := c.s.db.Load(); db != nil {
@@ -93,5 +106,35 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLastLSN, float64(st.LastLSN))
 		gauge(descRecovered, float64(st.Recovered))
 		gauge(descMaxGroup, float64(st.MaxGroup))
+	}
+}
+
+// WALMetrics are the group commit's histograms, fed by dbowner's
+// OnGroupCommit hook on the owner shard (Observe is atomic: the shard pays
+// no lock).
+type WALMetrics struct {
+	fsync   prometheus.Histogram
+	commits prometheus.Histogram
+}
+
+// WAL registers the group-commit histograms and returns the hook to pass
+// as dbowner.Options.OnGroupCommit.
+func (s *Server) WAL() func(commits int, writeSync time.Duration) {
+	m := &WALMetrics{
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "wo_wal_fsync_duration_seconds",
+			Help:    "Time of one group commit's WAL write and fdatasync.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		commits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "wo_wal_commits_per_fsync",
+			Help:    "Commits made durable by one group commit (one WAL write and fdatasync).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
+		}),
+	}
+	s.reg.MustRegister(m.fsync, m.commits)
+	return func(commits int, writeSync time.Duration) {
+		m.fsync.Observe(writeSync.Seconds())
+		m.commits.Observe(float64(commits))
 	}
 }

@@ -79,7 +79,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("readyz when ready: %d %q", code, body)
 	}
 	code, body := get(t, srv.URL+"/metrics")
-	for _, want := range []string{"wo_ready 1", "wo_runtime_info{backend=", "wo_runtime_shards ", `wo_shard_backend_syscalls_total{shard="0"}`, "wo_db_commits_total", "wo_runtime_dropped_messages_total", "go_goroutines"} {
+	for _, want := range []string{"wo_ready 1", "wo_runtime_info{backend=", "wo_runtime_shards ", `wo_shard_backend_syscalls_total{shard="0"}`, `wo_shard_run_queue{shard="0"}`, `wo_shard_fibers{shard="0"}`, `wo_shard_actors{shard="0"}`, `wo_shard_inbox_depth{shard="0"}`, `wo_shard_reductions_total{shard="0"}`, `wo_shard_slice_overruns_total{shard="0"}`, "wo_db_commits_total", "wo_runtime_dropped_messages_total", "go_goroutines"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
 		}

@@ -15,4 +15,8 @@
 // The ID is written once, to member.id in the data dir (a small JSON file
 // written to a temporary name, fsynced and renamed), and read at every
 // start. A data dir that names another ordinal than the pod's is refused.
+//
+// Status: this package is complete and tested on its own, but the worker
+// does not use it yet (its cluster.* and peer.* settings are parsed, not
+// acted on); docs/replication.md says what remains.
 package identity

@@ -21,4 +21,8 @@
 // Storage is an interface so the WAL can implement it; MemStorage (raft's
 // MemoryStorage plus a fake durable log that survives a simulated crash) is
 // what the tests use today.
+//
+// Status: this package is complete and tested on its own, but the worker
+// does not use it yet (its cluster.* and peer.* settings are parsed, not
+// acted on); docs/replication.md says what remains.
 package node

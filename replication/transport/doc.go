@@ -24,4 +24,8 @@
 // on and off.
 //
 // The wire format is specified in docs/replication.md.
+//
+// Status: this package is complete and tested on its own, but the worker
+// does not use it yet (its cluster.* and peer.* settings are parsed, not
+// acted on); docs/replication.md says what remains.
 package transport
