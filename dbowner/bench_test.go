@@ -16,6 +16,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // The database benchmarks, run side by side (docs/benchmarks.md):
@@ -222,7 +223,7 @@ func BenchmarkGet(b *testing.B) {
 				if where != "owner" {
 					shard = 1
 				}
-				onShard(f, shard, func(f *runtime.Fiber) {
+				shardtest.On(f, shard, func(f *runtime.Fiber) {
 					n := b.N
 					lat = make([]time.Duration, 0, min(n, 1<<20))
 					b.ResetTimer()

@@ -17,6 +17,7 @@ import (
 	"github.com/writeonce/wo/dbowner/wal/faultfs"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -70,27 +71,20 @@ func run(t testing.TB, cfg runtime.Config, main func(f *runtime.Fiber) int) int 
 	return rt.Wait()
 }
 
-// onShard runs fn on a fiber of shard i and parks until it returns.
-func onShard(f *runtime.Fiber, i int, fn func(f *runtime.Fiber)) {
-	_, _ = runtime.Ask(f, runtime.SpawnOn(f, i, &runner{}), 0, func(r runtime.Reply[struct{}]) job {
-		return job{fn: fn, done: r}
-	})
-}
-
-// job carries a test body to run on the target shard; its closure captures
-// only atomics and values set before the send.
-//
-//wo:shardsafe
-type job struct {
-	fn   func(f *runtime.Fiber)
-	done runtime.Reply[struct{}]
-}
-
-type runner struct{}
-
-func (*runner) Receive(f *runtime.Fiber, j job) {
-	j.fn(f)
-	j.done.Send(f, struct{}{})
+// openKV opens the database in dir and creates the kv table in it. On
+// failure it reports on t and returns nil (the caller's main returns 1).
+func openKV(t testing.TB, f *runtime.Fiber, dir string, cfg runtime.Config) *dbowner.DB {
+	t.Helper()
+	db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	if err := db.CreateTable(f, kvSchema); err != nil {
+		t.Error(err)
+		return nil
+	}
+	return db
 }
 
 var kvSchema = engine.Schema{
@@ -109,17 +103,12 @@ func TestCallsFromEveryShard(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
 		dir := t.TempDir()
 		run(t, cfg, func(f *runtime.Fiber) int {
-			db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
-			if err != nil {
-				t.Error(err)
-				return 1
-			}
-			if err := db.CreateTable(f, kvSchema); err != nil {
-				t.Error(err)
+			db := openKV(t, f, dir, cfg)
+			if db == nil {
 				return 1
 			}
 			for sh := 0; sh < f.Shards(); sh++ {
-				onShard(f, sh, func(f *runtime.Fiber) {
+				shardtest.On(f, sh, func(f *runtime.Fiber) {
 					k := fmt.Sprintf("s%d", sh)
 					v1, err := db.Insert(f, "kv", kv(k, 1))
 					if err != nil {
@@ -171,7 +160,7 @@ func TestCallsFromEveryShard(t *testing.T) {
 				t.Errorf("stats %+v: no commits counted", st)
 			}
 
-			db, err = dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
+			db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
 			if err != nil {
 				t.Error(err)
 				return 1
@@ -215,7 +204,7 @@ func TestNoSpace(t *testing.T) {
 			t.Error(err)
 		}
 		fsys.SetSpace(fsys.Used() + 3)
-		onShard(f, 1, func(f *runtime.Fiber) {
+		shardtest.On(f, 1, func(f *runtime.Fiber) {
 			_, err := db.Insert(f, "kv", kv("b", 2))
 			if !errors.Is(err, dbowner.ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 				t.Errorf("insert on a full disk: %v, want ErrNoSpace", err)
@@ -273,7 +262,7 @@ func TestFsyncFailureIsFatal(t *testing.T) {
 			t.Errorf("insert with failing fsync: %v, want ErrFatal wrapping EIO", err)
 		}
 		fsys.SetSyncError(nil)
-		onShard(f, 1, func(f *runtime.Fiber) {
+		shardtest.On(f, 1, func(f *runtime.Fiber) {
 			if _, err := db.Insert(f, "kv", kv("b", 1)); !errors.Is(err, dbowner.ErrFatal) {
 				t.Errorf("insert after fatal: %v, want ErrFatal", err)
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // A database opened from main, written from the owner shard and read from
@@ -32,7 +33,7 @@ func Example() {
 		v, _ := db.Insert(f, "employees", map[string]engine.Value{"id": engine.Int(1), "name": engine.String("ada")})
 
 		// From shard 1 the same calls go to the owner and back.
-		onShard(f, 1, func(f *runtime.Fiber) {
+		shardtest.On(f, 1, func(f *runtime.Fiber) {
 			r, _ := db.Get(f, "employees", engine.Int(1))
 			fmt.Println(r.Get("name").Str(), r.Version == v)
 			_, err := db.Tx(f, engine.Batch{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 func attr(s tracetest.SpanStub, key string) (attribute.Value, bool) {
@@ -42,7 +43,7 @@ func TestInsertFromNonOwnerIsTraced(t *testing.T) {
 				return 1
 			}
 			exp.Reset()
-			onShard(f, 1, func(f *runtime.Fiber) {
+			shardtest.On(f, 1, func(f *runtime.Fiber) {
 				if _, err := db.Insert(f, "kv", kv("a", 1)); err != nil {
 					t.Error(err)
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // Upsert from every shard: it creates, then replaces, each time one durable
@@ -16,17 +17,12 @@ func TestUpsertFromEveryShard(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
 		dir := t.TempDir()
 		run(t, cfg, func(f *runtime.Fiber) int {
-			db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
-			if err != nil {
-				t.Error(err)
-				return 1
-			}
-			if err := db.CreateTable(f, kvSchema); err != nil {
-				t.Error(err)
+			db := openKV(t, f, dir, cfg)
+			if db == nil {
 				return 1
 			}
 			for sh := 0; sh < f.Shards(); sh++ {
-				onShard(f, sh, func(f *runtime.Fiber) {
+				shardtest.On(f, sh, func(f *runtime.Fiber) {
 					k := fmt.Sprintf("s%d", sh)
 					v1, err1 := db.Upsert(f, "kv", kv(k, 1))
 					v2, err2 := db.Upsert(f, "kv", kv(k, 2))

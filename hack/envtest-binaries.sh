@@ -36,59 +36,25 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-3.7.3}"
-GO="${GO:-go}"
-TOOLS_DIR="${WO_TOOLS_DIR:-${HOME}/.cache/wo-tools}"
+TOOL_LOG=envtest-binaries
+# shellcheck source=hack/lib/tool-cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tool-cache.sh"
 DEST="${TOOLS_DIR}/k8s-v${K8S_VERSION}-etcd-v${ETCD_VERSION}"
-
-log() { printf 'envtest-binaries: %s\n' "$*" >&2; }
-
-have_all() {
+tool_ready() {
 	[[ -x "${DEST}/kube-apiserver" && -x "${DEST}/etcd" && -x "${DEST}/kubectl" ]]
 }
 
-if have_all; then
-	echo "${DEST}"
-	exit 0
-fi
-
-mkdir -p "${TOOLS_DIR}"
-exec 9>"${DEST}.lock"
-if command -v flock >/dev/null 2>&1; then
-	log "waiting for the build lock ${DEST}.lock"
-	flock 9
-fi
-# Another run may have finished while we waited.
-if have_all; then
-	echo "${DEST}"
-	exit 0
-fi
+tool_cache_enter "${DEST}"
 
 IFS=. read -r K8S_MAJOR K8S_MINOR K8S_PATCH <<<"${K8S_VERSION}"
 STAGING_VERSION="v0.${K8S_MINOR}.${K8S_PATCH}"
 
-WORK="$(mktemp -d "${TOOLS_DIR}/build.XXXXXX")"
-trap 'rm -rf "${WORK}"' EXIT
 OUT="${WORK}/out"
 mkdir -p "${OUT}"
 
-# -mod=mod lets the go command write go.sum in the scratch modules; the
-# project's own go.mod is never touched.
-export GOFLAGS="${GOFLAGS:-} -mod=mod"
-export GOWORK=off
-export CGO_ENABLED=0
-
-start=$(date +%s)
-
 # --- kube-apiserver and kubectl ----------------------------------------------
-log "resolving k8s.io/kubernetes@v${K8S_VERSION}"
-k8s_mod="$(cd "${WORK}" && "${GO}" mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" |
-	sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-if [[ -z "${k8s_mod}" || ! -f "${k8s_mod}" ]]; then
-	log "k8s.io/kubernetes@v${K8S_VERSION} is not on the module proxy; available:"
-	(cd "${WORK}" && "${GO}" list -m -versions k8s.io/kubernetes >&2) || true
-	exit 1
-fi
-go_directive="$(sed -n 's/^go \(.*\)$/\1/p' "${k8s_mod}" | head -1)"
+k8s_mod="$(tool_module_gomod "k8s.io/kubernetes@v${K8S_VERSION}")"
+go_directive="$(tool_go_directive "${k8s_mod}")"
 
 mkdir -p "${WORK}/k8s"
 {
@@ -128,7 +94,7 @@ mkdir -p "${WORK}/k8s"
 	' "${k8s_mod}"
 	echo ")"
 } >"${WORK}/k8s/go.mod"
-log "scratch module:"
+tool_log "scratch module:"
 sed 's/^/    /' "${WORK}/k8s/go.mod" >&2
 
 build_date="$(date -u +'%Y-%m-%dT%H:%M:%SZ')"
@@ -141,12 +107,12 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 	ldflags+=" -X ${pkg}.buildDate=${build_date}"
 done
 
-log "building kube-apiserver and kubectl v${K8S_VERSION} (the slow part)"
+tool_log "building kube-apiserver and kubectl v${K8S_VERSION} (the slow part)"
 (cd "${WORK}/k8s" && "${GO}" build -trimpath -ldflags "${ldflags}" -o "${OUT}/" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
 
 # --- etcd ---------------------------------------------------------------------
-log "building etcd v${ETCD_VERSION}"
+tool_log "building etcd v${ETCD_VERSION}"
 mkdir -p "${WORK}/etcd"
 cat >"${WORK}/etcd/go.mod" <<EOF
 module wo.local/envtest-etcd
@@ -178,5 +144,4 @@ mkdir -p "${DEST}"
 for b in kube-apiserver kubectl etcd; do
 	mv -f "${OUT}/${b}" "${DEST}/${b}"
 done
-log "built in $(($(date +%s) - start))s into ${DEST}"
-echo "${DEST}"
+tool_cache_done "${DEST}"

@@ -25,51 +25,18 @@
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-3.22.0}"
-GO="${GO:-go}"
-TOOLS_DIR="${WO_TOOLS_DIR:-${HOME}/.cache/wo-tools}"
+TOOL_LOG=helm-binary
+# shellcheck source=hack/lib/tool-cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tool-cache.sh"
 DEST="${TOOLS_DIR}/helm-v${HELM_VERSION}"
 BIN="${DEST}/helm"
+tool_ready() { [[ -x "${BIN}" ]]; }
 
-log() { printf 'helm-binary: %s\n' "$*" >&2; }
-
-if [[ -x "${BIN}" ]]; then
-	echo "${BIN}"
-	exit 0
-fi
-
-mkdir -p "${TOOLS_DIR}"
-exec 9>"${DEST}.lock"
-if command -v flock >/dev/null 2>&1; then
-	log "waiting for the build lock ${DEST}.lock"
-	flock 9
-fi
-# Another run may have finished while we waited.
-if [[ -x "${BIN}" ]]; then
-	echo "${BIN}"
-	exit 0
-fi
-
-WORK="$(mktemp -d "${TOOLS_DIR}/build-helm.XXXXXX")"
-trap 'rm -rf "${WORK}"' EXIT
-
-# -mod=mod lets the go command write go.sum in the scratch module; the
-# project's own go.mod is never touched.
-export GOFLAGS="${GOFLAGS:-} -mod=mod"
-export GOWORK=off
-export CGO_ENABLED=0
-
-start=$(date +%s)
-log "resolving helm.sh/helm/v3@v${HELM_VERSION}"
-helm_mod="$(cd "${WORK}" && "${GO}" mod download -json "helm.sh/helm/v3@v${HELM_VERSION}" |
-	sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-if [[ -z "${helm_mod}" || ! -f "${helm_mod}" ]]; then
-	log "helm.sh/helm/v3@v${HELM_VERSION} is not on the module proxy; available:"
-	(cd "${WORK}" && "${GO}" list -m -versions helm.sh/helm/v3 >&2) || true
-	exit 1
-fi
-go_directive="$(sed -n 's/^go \(.*\)$/\1/p' "${helm_mod}" | head -1)"
+tool_cache_enter "${BIN}"
+helm_mod="$(tool_module_gomod "helm.sh/helm/v3@v${HELM_VERSION}")"
+go_directive="$(tool_go_directive "${helm_mod}")"
 if grep -q '^replace' "${helm_mod}"; then
-	log "helm's go.mod has replace directives this script does not copy; see hack/envtest-binaries.sh"
+	tool_log "helm's go.mod has replace directives this script does not copy; see hack/envtest-binaries.sh"
 	exit 1
 fi
 
@@ -82,12 +49,11 @@ require helm.sh/helm/v3 v${HELM_VERSION}
 MOD
 
 ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=v${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
-log "building helm v${HELM_VERSION}"
+tool_log "building helm v${HELM_VERSION}"
 (cd "${WORK}" && "${GO}" mod download helm.sh/helm/v3 &&
 	"${GO}" build -trimpath -ldflags "${ldflags}" -o "${WORK}/helm" helm.sh/helm/v3/cmd/helm)
 
 "${WORK}/helm" version >&2
 mkdir -p "${DEST}"
 mv -f "${WORK}/helm" "${BIN}"
-log "built in $(($(date +%s) - start))s into ${DEST}"
-echo "${BIN}"
+tool_cache_done "${BIN}"

@@ -29,46 +29,16 @@
 set -euo pipefail
 
 JAEGER_VERSION="${JAEGER_VERSION:-1.76.0}"
-GO="${GO:-go}"
-TOOLS_DIR="${WO_TOOLS_DIR:-${HOME}/.cache/wo-tools}"
+TOOL_LOG=jaeger-binary
+# shellcheck source=hack/lib/tool-cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tool-cache.sh"
 DEST="${TOOLS_DIR}/jaeger-v${JAEGER_VERSION}"
 BIN="${DEST}/jaeger"
+tool_ready() { [[ -x "${BIN}" ]]; }
 
-log() { printf 'jaeger-binary: %s\n' "$*" >&2; }
-
-if [[ -x "${BIN}" ]]; then
-	echo "${BIN}"
-	exit 0
-fi
-
-mkdir -p "${TOOLS_DIR}"
-exec 9>"${DEST}.lock"
-if command -v flock >/dev/null 2>&1; then
-	log "waiting for the build lock ${DEST}.lock"
-	flock 9
-fi
-# Another run may have finished while we waited.
-if [[ -x "${BIN}" ]]; then
-	echo "${BIN}"
-	exit 0
-fi
-
-WORK="$(mktemp -d "${TOOLS_DIR}/build-jaeger.XXXXXX")"
-trap 'rm -rf "${WORK}"' EXIT
-
-export GOFLAGS="${GOFLAGS:-} -mod=mod"
-export GOWORK=off
-export CGO_ENABLED=0
-
-start=$(date +%s)
-log "resolving github.com/jaegertracing/jaeger@v${JAEGER_VERSION}"
-jaeger_mod="$(cd "${WORK}" && "${GO}" mod download -json "github.com/jaegertracing/jaeger@v${JAEGER_VERSION}" |
-	sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-if [[ -z "${jaeger_mod}" || ! -f "${jaeger_mod}" ]]; then
-	log "github.com/jaegertracing/jaeger@v${JAEGER_VERSION} is not on the module proxy"
-	exit 1
-fi
-go_directive="$(sed -n 's/^go \(.*\)$/\1/p' "${jaeger_mod}" | head -1)"
+tool_cache_enter "${BIN}"
+jaeger_mod="$(tool_module_gomod "github.com/jaegertracing/jaeger@v${JAEGER_VERSION}")"
+go_directive="$(tool_go_directive "${jaeger_mod}")"
 
 # The scratch module requires Jaeger and copies its replace directives (a
 # dependency's replaces are ignored, so the build would otherwise resolve
@@ -93,10 +63,10 @@ package tools
 
 import _ "github.com/jaegertracing/jaeger/cmd/jaeger"
 GOEOF
-log "scratch module:"
+tool_log "scratch module:"
 sed 's/^/    /' "${WORK}/go.mod" >&2
 
-log "building github.com/jaegertracing/jaeger/cmd/jaeger v${JAEGER_VERSION}"
+tool_log "building github.com/jaegertracing/jaeger/cmd/jaeger v${JAEGER_VERSION}"
 # The version ldflag is the one Jaeger's Makefile sets (here the module
 # version), so `jaeger version` and the query API tell the truth.
 ldflags="-s -w"
@@ -109,5 +79,4 @@ ldflags+=" -X github.com/jaegertracing/jaeger/internal/version.latestVersion=v${
 
 mkdir -p "${DEST}"
 mv -f "${WORK}/jaeger" "${BIN}"
-log "built in $(($(date +%s) - start))s into ${DEST}"
-echo "${BIN}"
+tool_cache_done "${BIN}"

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -197,7 +198,7 @@ func (l *Log) recover() (*Recovered, error) {
 			snaps = append(snaps, snap)
 		}
 	}
-	slices.SortFunc(l.segs, func(a, b segment) int { return compareLSN(a.first, b.first) })
+	slices.SortFunc(l.segs, func(a, b segment) int { return cmp.Compare(a.first, b.first) })
 	slices.Sort(snaps)
 
 	rec := &Recovered{}
@@ -461,16 +462,6 @@ func validRecordAfter(data []byte, start, maxPayload int, yield func()) bool {
 		}
 	}
 	return false
-}
-
-func compareLSN(a, b LSN) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // createSegment starts a new active segment whose first record will be

@@ -149,11 +149,7 @@ func TestTornTailPreallocated(t *testing.T) {
 func TestStreamingRecovery(t *testing.T) {
 	fsys := faultfs.New()
 	l, _ := open(t, fsys, wal.Options{SegmentSize: 500, Preallocate: -1})
-	appendN(t, l, 0, 10)
-	if err := l.Snapshot(l.LastLSN(), snapshotBody("ten")); err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 10, 30)
+	snapshotThenAppend(t, l, 30)
 	l.Close()
 	seg := l.Segments()[len(l.Segments())-1]
 	var events []string
@@ -288,11 +284,7 @@ func TestOnlySnapshotTempsRemoved(t *testing.T) {
 func TestCorruptSnapshotNamed(t *testing.T) {
 	fsys := faultfs.New()
 	l, _ := open(t, fsys, wal.Options{})
-	appendN(t, l, 0, 10)
-	if err := l.Snapshot(l.LastLSN(), snapshotBody("ten")); err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 10, 3)
+	snapshotThenAppend(t, l, 3)
 	l.Close()
 	snap := filepath.Join(dir, "000000000000000a.snap")
 	if err := fsys.Flip(snap, 30, 0x10); err != nil {
@@ -309,11 +301,7 @@ func TestCorruptSnapshotNamed(t *testing.T) {
 func TestDeletedLogDetected(t *testing.T) {
 	fsys := faultfs.New()
 	l, _ := open(t, fsys, wal.Options{})
-	appendN(t, l, 0, 10)
-	if err := l.Snapshot(l.LastLSN(), snapshotBody("ten")); err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 10, 3)
+	snapshotThenAppend(t, l, 3)
 	segs := l.Segments()
 	l.Close()
 	for _, s := range segs {
@@ -329,4 +317,15 @@ func TestDeletedLogDetected(t *testing.T) {
 	if rec.SnapshotLSN != 10 || len(rec.Records) != 0 {
 		t.Fatalf("repair: snapshot %d, %d records", rec.SnapshotLSN, len(rec.Records))
 	}
+}
+
+// snapshotThenAppend appends records 0-9, snapshots them as "ten", then
+// appends n more: the log the recovery tests start from.
+func snapshotThenAppend(t *testing.T, l *wal.Log, n int) {
+	t.Helper()
+	appendN(t, l, 0, 10)
+	if err := l.Snapshot(l.LastLSN(), snapshotBody("ten")); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 10, n)
 }

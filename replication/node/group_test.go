@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // groupCases are the behaviours every transport must give a group of 3.
@@ -107,7 +108,7 @@ func (n *Node) proposeShort(g *group, cmd string) (uint64, error) {
 	m := g.members[n.ID()]
 	var idx uint64
 	var err error
-	on(g.f, m.shard, func(f *runtime.Fiber) { idx, err = n.Propose(f, []byte(cmd), 30*testTick) })
+	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) { idx, err = n.Propose(f, []byte(cmd), 30*testTick) })
 	return idx, err
 }
 
@@ -163,7 +164,7 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 			g.addrs[4] = addr4
 		}
 		g.start(4, NewMemStorage(), nil, peers)
-		on(f, g.members[lead].shard, func(f *runtime.Fiber) {
+		shardtest.On(f, g.members[lead].shard, func(f *runtime.Fiber) {
 			if err := g.members[lead].node.AddLearner(f, 4, addr4, opWait); err != nil {
 				t.Errorf("add learner: %v", err)
 			}
@@ -175,7 +176,7 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 		if g.members[4].store.Durable.Snapshot == nil {
 			fatal(t, "the learner caught up without a snapshot")
 		}
-		on(f, g.members[lead].shard, func(f *runtime.Fiber) {
+		shardtest.On(f, g.members[lead].shard, func(f *runtime.Fiber) {
 			if err := g.members[lead].node.Promote(f, 4, opWait); err != nil {
 				t.Errorf("promote: %v", err)
 			}
@@ -192,7 +193,7 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 		})
 		// Asked on a follower, which forwards it to the leader.
 		asker := g.members[lead%3+1]
-		on(f, asker.shard, func(f *runtime.Fiber) {
+		shardtest.On(f, asker.shard, func(f *runtime.Fiber) {
 			if err := asker.node.TransferLeader(f, 4, opWait); err != nil {
 				t.Errorf("transfer leadership: %v", err)
 			}
@@ -209,7 +210,7 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 		for victim == now {
 			victim++
 		}
-		on(f, g.members[now].shard, func(f *runtime.Fiber) {
+		shardtest.On(f, g.members[now].shard, func(f *runtime.Fiber) {
 			if err := g.members[now].node.Remove(f, victim, opWait); err != nil {
 				t.Errorf("remove: %v", err)
 			}
@@ -246,7 +247,7 @@ func TestStorageFailureStopsTheMember(t *testing.T) {
 			fatal(t, "applied an entry that was never persisted")
 		}
 		var nerr error
-		on(f, g.members[1].shard, func(f *runtime.Fiber) { nerr = g.members[1].node.Err() })
+		shardtest.On(f, g.members[1].shard, func(f *runtime.Fiber) { nerr = g.members[1].node.Err() })
 		if nerr == nil {
 			fatal(t, "Err() is nil after the member stopped")
 		}
@@ -263,7 +264,7 @@ func TestCallFromAnotherShard(t *testing.T) {
 		defer g.stopAll()
 		g.bootstrap(1)
 		m := g.members[1]
-		on(f, (m.shard+1)%f.Shards(), func(f *runtime.Fiber) {
+		shardtest.On(f, (m.shard+1)%f.Shards(), func(f *runtime.Fiber) {
 			if _, err := m.node.Propose(f, []byte("k=v"), time.Second); !errors.Is(err, ErrWrongShard) {
 				t.Errorf("propose from another shard: %v, want ErrWrongShard", err)
 			}
@@ -290,7 +291,7 @@ func TestReadsShareARound(t *testing.T) {
 		const readers = 50
 		var before, after uint64
 		var failed int
-		on(f, follower.shard, func(f *runtime.Fiber) {
+		shardtest.On(f, follower.shard, func(f *runtime.Fiber) {
 			before = follower.node.readRounds
 			done := make([]runtime.Reply[error], 0, readers)
 			var waits []*runtime.Future[error]

@@ -20,6 +20,7 @@ import (
 
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 func TestMain(m *testing.M) {
@@ -140,30 +141,6 @@ func (s *kv) len() int {
 	return len(s.data)
 }
 
-// runMsg runs a closure on a shard; the closures capture only values that
-// the test hands over and never touches again meanwhile.
-//
-//wo:shardsafe
-type runMsg struct {
-	fn   func(f *runtime.Fiber)
-	done runtime.Reply[struct{}]
-}
-
-type runner struct{}
-
-func (runner) Receive(f *runtime.Fiber, m runMsg) {
-	m.fn(f)
-	m.done.Send(f, struct{}{})
-}
-
-// on runs fn on shard and waits for it.
-func on(f *runtime.Fiber, shard int, fn func(g *runtime.Fiber)) {
-	a := runtime.SpawnOn[runMsg](f, shard, runner{})
-	if _, err := runtime.Ask(f, a, 0, func(r runtime.Reply[struct{}]) runMsg { return runMsg{fn: fn, done: r} }); err != nil {
-		panic(err)
-	}
-}
-
 // member is one raft member of a test group and what it runs on.
 type member struct {
 	id    uint64
@@ -202,7 +179,7 @@ func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]strin
 	g.t.Helper()
 	m := &member{id: id, shard: int(id) % g.f.Shards(), sm: newKV(), store: store}
 	var err error
-	on(g.f, m.shard, func(f *runtime.Fiber) {
+	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) {
 		var h relay
 		var tn transport.Net
 		if g.useTCP {
@@ -338,7 +315,7 @@ func (g *group) bootstrap(n int) {
 
 func (g *group) status(m *member) Status {
 	var st Status
-	on(g.f, m.shard, func(f *runtime.Fiber) { st = m.node.Status(f) })
+	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) { st = m.node.Status(f) })
 	return st
 }
 
@@ -347,7 +324,7 @@ func (g *group) status(m *member) Status {
 func (g *group) stop(id uint64) *DurableLog {
 	m := g.members[id]
 	g.mem.Leave(id)
-	on(g.f, m.shard, func(f *runtime.Fiber) {
+	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) {
 		m.node.Stop(f)
 		if m.tcp != nil {
 			m.tcp.Close(f)
@@ -423,7 +400,7 @@ func (g *group) propose(id uint64, cmd string) (uint64, error) {
 	m := g.members[id]
 	var idx uint64
 	var err error
-	on(g.f, m.shard, func(f *runtime.Fiber) { idx, err = m.node.Propose(f, []byte(cmd), opWait) })
+	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) { idx, err = m.node.Propose(f, []byte(cmd), opWait) })
 	return idx, err
 }
 
@@ -453,7 +430,7 @@ func (g *group) readIndex(id uint64, timeout time.Duration) (uint64, error) {
 	m := g.members[id]
 	var idx uint64
 	var err error
-	on(g.f, m.shard, func(f *runtime.Fiber) { idx, err = m.node.ReadIndex(f, timeout) })
+	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) { idx, err = m.node.ReadIndex(f, timeout) })
 	return idx, err
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -487,18 +488,8 @@ func (n *Node) Status(f *runtime.Fiber) Status {
 			}
 		}
 	}
-	slices.SortFunc(st.Members, func(a, b Member) int { return cmpU64(a.ID, b.ID) })
+	slices.SortFunc(st.Members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	return st
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Stop stops the member: callers waiting on it get ErrStopped. It does not

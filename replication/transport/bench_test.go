@@ -6,6 +6,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // BenchmarkTCPMessages sends MsgApp messages with one 100-byte entry from
@@ -38,7 +39,7 @@ func benchMessages(b *testing.B, useTLS bool) {
 		}
 		b.ResetTimer()
 		sent := 0
-		on(f, a.shard, func(g *runtime.Fiber) {
+		shardtest.On(f, a.shard, func(g *runtime.Fiber) {
 			for sent < b.N {
 				n := min(len(batch), b.N-sent)
 				a.tcp.Send(g, batch[:n])

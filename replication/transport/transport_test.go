@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 func TestMain(m *testing.M) {
@@ -91,29 +92,6 @@ func testRuntime(t testing.TB, main func(f *runtime.Fiber)) {
 	})
 	if code != 0 && !t.Failed() {
 		t.Fatalf("runtime exited %d", code)
-	}
-}
-
-// runMsg runs a closure on a shard; the closures capture only values the
-// test does not touch meanwhile.
-//
-//wo:shardsafe
-type runMsg struct {
-	fn   func(f *runtime.Fiber)
-	done runtime.Reply[struct{}]
-}
-
-type runner struct{}
-
-func (runner) Receive(f *runtime.Fiber, m runMsg) {
-	m.fn(f)
-	m.done.Send(f, struct{}{})
-}
-
-func on(f *runtime.Fiber, shard int, fn func(g *runtime.Fiber)) {
-	a := runtime.SpawnOn[runMsg](f, shard, runner{})
-	if _, err := runtime.Ask(f, a, 0, func(r runtime.Reply[struct{}]) runMsg { return runMsg{fn: fn, done: r} }); err != nil {
-		panic(err)
 	}
 }
 
@@ -199,7 +177,7 @@ func startEndpoint(t testing.TB, f *runtime.Fiber, shard int, cfg Config) *endpo
 		cfg.BackoffMin, cfg.BackoffMax = 5*time.Millisecond, 20*time.Millisecond
 	}
 	var err error
-	on(f, e.shard, func(g *runtime.Fiber) { e.tcp, err = New(g, cfg) })
+	shardtest.On(f, e.shard, func(g *runtime.Fiber) { e.tcp, err = New(g, cfg) })
 	if err != nil {
 		fatalf(t, "New: %v", err)
 	}
@@ -207,15 +185,15 @@ func startEndpoint(t testing.TB, f *runtime.Fiber, shard int, cfg Config) *endpo
 }
 
 func (e *endpoint) close(f *runtime.Fiber) {
-	on(f, e.shard, func(g *runtime.Fiber) { e.tcp.Close(g) })
+	shardtest.On(f, e.shard, func(g *runtime.Fiber) { e.tcp.Close(g) })
 }
 
 func (e *endpoint) send(f *runtime.Fiber, msgs []*raftpb.Message) {
-	on(f, e.shard, func(g *runtime.Fiber) { e.tcp.Send(g, msgs) })
+	shardtest.On(f, e.shard, func(g *runtime.Fiber) { e.tcp.Send(g, msgs) })
 }
 
 func (e *endpoint) addPeer(f *runtime.Fiber, id uint64, addr string) {
-	on(f, e.shard, func(g *runtime.Fiber) { e.tcp.AddPeer(g, id, addr) })
+	shardtest.On(f, e.shard, func(g *runtime.Fiber) { e.tcp.AddPeer(g, id, addr) })
 }
 
 func heartbeat(from, to, index uint64) *raftpb.Message {
@@ -308,7 +286,7 @@ func TestTCPClosesConnectionsWithBadInput(t *testing.T) {
 		for i, c := range cases {
 			var closed bool
 			var err error
-			on(f, 0, func(g *runtime.Fiber) { closed, err = rawExchange(g, addr, c.payload) })
+			shardtest.On(f, 0, func(g *runtime.Fiber) { closed, err = rawExchange(g, addr, c.payload) })
 			if err != nil || !closed {
 				fatalf(t, "%s: connection not closed by the member (err %v)", c.name, err)
 			}
@@ -522,7 +500,7 @@ func TestTCPRefusesARemovedMember(t *testing.T) {
 		defer b.close(f)
 		a.addPeer(f, 2, b.tcp.Addr().String())
 		b.addPeer(f, 1, a.tcp.Addr().String())
-		on(f, b.shard, func(g *runtime.Fiber) { b.tcp.RemovePeer(g, 1) })
+		shardtest.On(f, b.shard, func(g *runtime.Fiber) { b.tcp.RemovePeer(g, 1) })
 		a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
 		waitFor(t, f, "the removed member refused", func() bool { return b.tcp.Stats.ConnsRefused.Load() == 1 })
 		if !strings.Contains(b.logs.String(), "member was removed from the group") {
