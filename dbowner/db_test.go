@@ -16,6 +16,7 @@ import (
 	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/dbowner/wal/faultfs"
 	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/iobackend/uringtest"
 	"github.com/writeonce/wo/runtime"
 	"github.com/writeonce/wo/runtime/shardtest"
 )
@@ -45,15 +46,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, cfg runtime.Config)) {
 	for _, mode := range []iobackend.Mode{iobackend.ModeUring, iobackend.ModeEpoll} {
 		t.Run(string(mode), func(t *testing.T) {
 			if mode == iobackend.ModeUring {
-				// Skip with the probe's reason where io_uring is refused,
-				// unless WO_REQUIRE_URING=1 says it must work here.
-				skip, err := iobackend.UringForTest()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if skip != "" {
-					t.Skip(skip)
-				}
+				uringtest.Require(t)
 			}
 			cfg := testConfig(t)
 			cfg.IO = mode

@@ -13,7 +13,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/dbowner/wal"
-	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/iobackend/uringtest"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -183,15 +183,7 @@ func TestRecoveryMemoryIsBounded(t *testing.T) {
 	for _, mode := range []string{"uring", "epoll"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == "uring" {
-				// The child inherits this process's seccomp filter: skip
-				// with the probe's reason where io_uring is refused.
-				skip, err := iobackend.UringForTest()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if skip != "" {
-					t.Skip(skip)
-				}
+				uringtest.Require(t)
 			}
 			d := filepath.Join(t.TempDir(), "data")
 			if err := os.CopyFS(d, os.DirFS(dir)); err != nil {

@@ -21,7 +21,8 @@ const RequireUringEnv = "WO_REQUIRE_URING"
 // set to a true value, or that variable does not parse as a boolean.
 //
 // It is here, beside the probe, so that every package's tests (iobackend,
-// runtime, dbowner, the worker) decide the same way.
+// runtime, dbowner, the worker) decide the same way; tests outside iobackend
+// call it through iobackend/uringtest.Require.
 func UringForTest() (skip string, err error) {
 	required := false
 	if v := os.Getenv(RequireUringEnv); v != "" {

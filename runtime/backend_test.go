@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/iobackend/uringtest"
 )
 
 // fakeBackend is an in-memory backend: no fd, no kernel. Wait blocks on a
@@ -152,11 +153,7 @@ func failingShard(opened *atomic.Int64) BackendFactory {
 // the probe's kind of message, having torn down shard 0 (goleak checks that
 // no shard thread is left).
 func TestShardRingFailsUring(t *testing.T) {
-	if skip, err := iobackend.UringForTest(); err != nil {
-		t.Fatal(err)
-	} else if skip != "" {
-		t.Skip(skip)
-	}
+	uringtest.Require(t)
 	var opened atomic.Int64
 	cfg := testConfig(t)
 	cfg.Shards, cfg.IO, cfg.Backend = 2, iobackend.ModeUring, failingShard(&opened)
@@ -182,11 +179,7 @@ func TestShardRingFailsUring(t *testing.T) {
 // WO_IO=auto: the same failure makes every shard start on epoll, never a
 // mix, and the selection says why.
 func TestShardRingFailsAutoFallsBack(t *testing.T) {
-	if skip, err := iobackend.UringForTest(); err != nil {
-		t.Fatal(err)
-	} else if skip != "" {
-		t.Skip(skip)
-	}
+	uringtest.Require(t)
 	var opened atomic.Int64
 	cfg := testConfig(t)
 	cfg.Shards, cfg.IO, cfg.Backend = 2, iobackend.ModeAuto, failingShard(&opened)

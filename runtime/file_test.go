@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/iobackend/uringtest"
 )
 
 // forEachBackend runs fn once per usable backend, so every backend test runs
@@ -16,15 +17,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, cfg Config)) {
 	for _, mode := range []iobackend.Mode{iobackend.ModeUring, iobackend.ModeEpoll} {
 		t.Run(string(mode), func(t *testing.T) {
 			if mode == iobackend.ModeUring {
-				// Skip with the probe's reason where io_uring is refused,
-				// unless WO_REQUIRE_URING=1 says it must work here.
-				skip, err := iobackend.UringForTest()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if skip != "" {
-					t.Skip(skip)
-				}
+				uringtest.Require(t)
 			}
 			cfg := testConfig(t)
 			cfg.IO = mode

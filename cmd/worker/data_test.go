@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/writeonce/wo/iobackend/uringtest"
 )
 
 func hostOf(base string) string { return strings.TrimPrefix(base, "http://") }
@@ -24,7 +26,7 @@ func hostOf(base string) string { return strings.TrimPrefix(base, "http://") }
 func backends(t *testing.T, fn func(t *testing.T, env ...string)) {
 	t.Run("epoll", func(t *testing.T) { fn(t, "WO_IO=epoll") })
 	t.Run("uring", func(t *testing.T) {
-		requireUring(t)
+		uringtest.Require(t)
 		fn(t, "WO_IO=uring")
 	})
 }

@@ -19,7 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/iobackend/uringtest"
 )
 
 var workerBin string
@@ -261,23 +261,8 @@ func TestWorkerEpoll(t *testing.T)         { exercise(t, "WO_IO=epoll") }
 func TestWorkerEpollOneShard(t *testing.T) { exercise(t, "WO_SHARDS=1", "WO_IO=epoll") }
 
 func TestWorkerUring(t *testing.T) {
-	requireUring(t)
+	uringtest.Require(t)
 	exercise(t, "WO_IO=uring")
-}
-
-// requireUring skips a test that runs the worker with WO_IO=uring where
-// io_uring is unavailable, with the probe's reason, or fails it where
-// WO_REQUIRE_URING=1 says io_uring must work. The worker child inherits this
-// process's seccomp filter and limits, so the probe here answers for it too.
-func requireUring(t *testing.T) {
-	t.Helper()
-	skip, err := iobackend.UringForTest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if skip != "" {
-		t.Skip(skip)
-	}
 }
 
 func TestBadConfigExits2(t *testing.T) {

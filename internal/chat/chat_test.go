@@ -2,11 +2,12 @@ package chat
 
 import (
 	"fmt"
-	"github.com/writeonce/wo/runtime"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/writeonce/wo/runtime"
 )
 
 // TCP and WebSocket users chat in one room: connections on every shard, the

@@ -21,6 +21,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/iobackend/uringtest"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -55,15 +56,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, cfg runtime.Config)) {
 	for _, mode := range []iobackend.Mode{iobackend.ModeUring, iobackend.ModeEpoll} {
 		t.Run(string(mode), func(t *testing.T) {
 			if mode == iobackend.ModeUring {
-				// Skip with the probe's reason where io_uring is refused,
-				// unless WO_REQUIRE_URING=1 says it must work here.
-				skip, err := iobackend.UringForTest()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if skip != "" {
-					t.Skip(skip)
-				}
+				uringtest.Require(t)
 			}
 			cfg := testConfig(t)
 			cfg.IO = mode

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/iobackend/uringtest"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 )
@@ -194,17 +194,7 @@ func TestWorkerBackendUnderProfiles(t *testing.T) {
 	} {
 		t.Run(c.profile, func(t *testing.T) {
 			if c.backend == "uring" {
-				// The worker inherits this process's own filter (make
-				// test-seccomp runs the suite under one that denies
-				// io_uring): skip with the probe's reason there, unless
-				// WO_REQUIRE_URING=1 says io_uring must work.
-				skip, err := iobackend.UringForTest()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if skip != "" {
-					t.Skip(skip)
-				}
+				uringtest.Require(t)
 			}
 			log, info, metrics := runWorker(t, worker, profilePath(c.profile))
 			if !strings.Contains(log, "backend="+c.backend) {
