@@ -1,0 +1,219 @@
+package adminapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Paths of the admin API on the ops port.
+const (
+	PathCluster = "/admin/cluster"
+	PathMembers = "/admin/members"
+	PathLeader  = "/admin/leader"
+)
+
+// ID is a raft member ID: the ordinal in the high 16 bits, the incarnation in
+// the low 48 (replication/identity).
+type ID uint64
+
+// String is the wire form: 16 lower-case hex digits.
+func (id ID) String() string { return fmt.Sprintf("%016x", uint64(id)) }
+
+// Ordinal is the StatefulSet ordinal the ID carries.
+func (id ID) Ordinal() int { return int(uint64(id) >> 48) }
+
+// ParseID parses the wire form (1 to 16 hex digits).
+func ParseID(s string) (ID, error) {
+	if s == "" || len(s) > 16 {
+		return 0, fmt.Errorf("member id %q: want 1 to 16 hex digits", s)
+	}
+	v, err := strconv.ParseUint(s, 16, 64)
+	if err != nil || v == 0 {
+		return 0, fmt.Errorf("member id %q: want a non-zero hex number", s)
+	}
+	return ID(v), nil
+}
+
+func (id ID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+func (id *ID) UnmarshalText(b []byte) error {
+	v, err := ParseID(string(b))
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
+// Role of a member in the group.
+const (
+	RoleVoter   = "voter"
+	RoleLearner = "learner"
+)
+
+// State of the member answering (Cluster.State).
+const (
+	StateJoining = "joining" // started with cluster.state=existing, not yet added
+	StateMember  = "member"
+	StateRemoved = "removed"
+	StateStopped = "stopped" // the member stopped on an error (Cluster.Error says which)
+)
+
+// Member is one member of the group as the answering member knows it.
+type Member struct {
+	ID      ID     `json:"id"`
+	Ordinal int    `json:"ordinal"`
+	Addr    string `json:"addr"` // its peer address
+	Role    string `json:"role"` // RoleVoter or RoleLearner
+	// Match is the last log index the leader knows the member has (only in
+	// the leader's view; 0 elsewhere).
+	Match uint64 `json:"match,omitempty"`
+	// Reachable: heard from within an election timeout (the leader's view;
+	// the answering member itself is always reachable).
+	Reachable bool `json:"reachable"`
+}
+
+// Cluster is GET /admin/cluster: the answering member's view of the group.
+type Cluster struct {
+	Self      ID       `json:"self"`
+	State     string   `json:"state"`  // StateJoining, StateMember, ...
+	Role      string   `json:"role"`   // leader, follower, candidate, learner ("" while joining)
+	Leader    ID       `json:"leader"` // 0 when none is known
+	Term      uint64   `json:"term"`
+	Commit    uint64   `json:"commit"`
+	Applied   uint64   `json:"applied"`
+	Members   []Member `json:"members"`         // by ID
+	Voters    int      `json:"voters"`          // voters in the configuration
+	Reachable int      `json:"reachable"`       // voters reachable, self included
+	Error     string   `json:"error,omitempty"` // why the member stopped
+}
+
+// LeaderMember returns the leader's entry, if it is known and listed.
+func (c Cluster) LeaderMember() (Member, bool) {
+	for _, m := range c.Members {
+		if c.Leader != 0 && m.ID == c.Leader {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// AddMember is the body of POST /admin/members: add ID, reachable at Addr
+// (its peer address), as a learner. The joining member's ID is read from its
+// own GET /admin/cluster (Self) while it waits in StateJoining.
+type AddMember struct {
+	ID   ID     `json:"id"`
+	Addr string `json:"addr"`
+}
+
+// TransferLeader is the body of POST /admin/leader. To 0 asks the leader to
+// pick the most caught-up voter other than itself.
+type TransferLeader struct {
+	To ID `json:"to"`
+}
+
+// Error is every error body.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// StatusError is an error answer from the admin API.
+type StatusError struct {
+	Code    int
+	Message string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("admin API: %d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
+}
+
+// Client calls one worker's admin API. Base is "http://host:port" of the
+// ops port; HTTP defaults to http.DefaultClient.
+type Client struct {
+	Base  string
+	Token string
+	HTTP  *http.Client
+}
+
+// Cluster is GET /admin/cluster.
+func (c *Client) Cluster(ctx context.Context) (Cluster, error) {
+	var out Cluster
+	return out, c.do(ctx, http.MethodGet, PathCluster, nil, &out)
+}
+
+// AddLearner is POST /admin/members.
+func (c *Client) AddLearner(ctx context.Context, id ID, addr string) (Member, error) {
+	var out Member
+	return out, c.do(ctx, http.MethodPost, PathMembers, AddMember{ID: id, Addr: addr}, &out)
+}
+
+// Promote is POST /admin/members/{id}/promote.
+func (c *Client) Promote(ctx context.Context, id ID) (Member, error) {
+	var out Member
+	return out, c.do(ctx, http.MethodPost, PathMembers+"/"+id.String()+"/promote", nil, &out)
+}
+
+// Remove is DELETE /admin/members/{id}.
+func (c *Client) Remove(ctx context.Context, id ID) error {
+	return c.do(ctx, http.MethodDelete, PathMembers+"/"+id.String(), nil, nil)
+}
+
+// TransferLeader is POST /admin/leader.
+func (c *Client) TransferLeader(ctx context.Context, to ID) (Cluster, error) {
+	var out Cluster
+	return out, c.do(ctx, http.MethodPost, PathLeader, TransferLeader{To: to}, &out)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("admin API %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, body)
+	if err != nil {
+		return fmt.Errorf("admin API %s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API %s %s: %w", method, c.Base+path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("admin API %s %s: reading the answer: %w", method, c.Base+path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e Error
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return &StatusError{Code: resp.StatusCode, Message: e.Error}
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("admin API %s %s: bad answer: %w", method, c.Base+path, err)
+	}
+	return nil
+}
