@@ -63,12 +63,6 @@ func (p *Profile) Compile(env Env) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-	)
 	prog := []unix.SockFilter{
 		stmt(ld, offArch),
 		jump(jeq, unix.AUDIT_ARCH_X86_64, 1, 0),
@@ -114,12 +108,6 @@ func (p *Profile) Compile(env Env) ([]unix.SockFilter, error) {
 // mismatch falls through past the block.
 func argBlock(nr uint32, args []Arg, act uint32) []unix.SockFilter {
 	const (
-		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jgt  = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
-		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
-		ret  = unix.BPF_RET | unix.BPF_K
 		fail = 0xff // placeholder: jump to the end of the block
 		next = 0xfe // placeholder: jump to the next condition
 	)

@@ -21,6 +21,17 @@ const (
 	sysIOUringRegister = 427
 )
 
+// Classic BPF opcodes the filters are built from (one definition for the
+// fixed filter and the profile compiler).
+const (
+	ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	jgt = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
+	and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+	ret = unix.BPF_RET | unix.BPF_K
+)
+
 func stmt(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
 func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
@@ -39,14 +50,6 @@ func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 //	8: return ERRNO(EPERM)
 //	9: return ALLOW
 func Filter() []unix.SockFilter {
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		jgt = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
-		and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-	)
 	return []unix.SockFilter{
 		stmt(ld, offArch),
 		jump(jeq, unix.AUDIT_ARCH_X86_64, 2, 0),
