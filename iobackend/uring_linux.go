@@ -47,6 +47,9 @@ type uringOp struct {
 	buf    []byte
 	off    uint64
 	state  uringOpState
+	// multishot: a RECV that stays live until a CQE without
+	// IORING_CQE_F_MORE; its buffers come from pbuf.
+	multishot bool
 }
 
 // uringBackend is one io_uring. Everything except Wake runs on the owner
@@ -84,6 +87,11 @@ type uringBackend struct {
 	// are linked (syncplan.go); the backend applies its decisions.
 	plan    *syncPlanner
 	heldBuf []uint64 // scratch for plan.takeHeld
+
+	// pbuf is the provided buffer ring of multishot receives; nil when they
+	// are off (Options.RecvBuffers < 0, a kernel before 6.0, or a ring that
+	// could not be registered: then Recv is the only receive).
+	pbuf *pbufRing
 
 	// The wake eventfd is read by an IORING_OP_READ into wakeBuf; the CQE of
 	// that read is both the wake-up and the drain, so a wake costs the owner no
@@ -153,6 +161,11 @@ func openUring(opts Options) (*uringBackend, error) {
 		return nil, fmt.Errorf("iobackend: eventfd: %w", err)
 	}
 	b.wakeFd = wfd
+	if opts.RecvBuffers >= 0 {
+		if ok, _ := MultishotRecvSupported(); ok {
+			b.setupPbuf(opts)
+		}
+	}
 	b.selfPin.Pin(&b.wakeBuf)
 	b.selfPin.Pin(&b.ts)
 	if err := b.armWake(); err != nil {
@@ -160,6 +173,42 @@ func openUring(opts Options) (*uringBackend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// setupPbuf registers the provided buffer ring. A failure (the buffers
+// cannot be mapped, or the kernel refuses the registration: RLIMIT_MEMLOCK
+// on kernels that charge it) is not an error: the backend still works, with
+// one-shot receives, which is what AsMultishot then says.
+func (b *uringBackend) setupPbuf(opts Options) {
+	n := opts.RecvBuffers
+	if n == 0 {
+		n = DefaultRecvBuffers
+	}
+	n = min(1<<bitsFor(n), maxRecvBuffers)
+	size := opts.RecvBufferSize
+	if size <= 0 {
+		size = DefaultRecvBufferSize
+	}
+	r, err := newPbufRing(n, size)
+	b.stats.syscalls.Add(2)
+	if err != nil {
+		return
+	}
+	b.stats.syscalls.Add(1)
+	if err := r.register(b.fd); err != nil {
+		r.unmap()
+		return
+	}
+	b.pbuf = r
+}
+
+// bitsFor is the smallest k with 1<<k >= n.
+func bitsFor(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
 }
 
 // mapRings maps the SQ ring, the CQ ring (unless IORING_FEAT_SINGLE_MMAP says
@@ -241,6 +290,7 @@ func (b *uringBackend) release() {
 		_ = unix.Close(b.wakeFd)
 		b.wakeFd = -1
 	}
+	b.pbuf = nil
 }
 
 func (b *uringBackend) Kind() Kind { return KindUring }
@@ -330,6 +380,10 @@ func (b *uringBackend) newOp(token uint64, opcode uint8, fd int, buf []byte) *ur
 
 // fill writes op's SQE.
 func (b *uringBackend) fill(sqe *uringSQE, op *uringOp) {
+	if op.multishot {
+		fillMultishotRecv(sqe, op.fd, op.token)
+		return
+	}
 	sqe.Opcode = op.opcode
 	sqe.Fd = int32(op.fd)
 	sqe.UserData = op.token
@@ -391,6 +445,36 @@ func (b *uringBackend) PollAdd(fd int, events uint32, token uint64) error {
 
 func (b *uringBackend) Recv(fd int, buf []byte, token uint64) (int32, bool) {
 	return b.startSimple(opRecv, fd, buf, token)
+}
+
+func (b *uringBackend) multishotEnabled() bool { return b.pbuf != nil }
+
+// RecvMultishot arms a multishot RECV whose buffers come from the provided
+// buffer ring (see MultishotRecver). The op stays in the live table until
+// its last CQE, so a token is never reused while the kernel may still post
+// for it.
+func (b *uringBackend) RecvMultishot(fd int, token uint64) (int32, bool) {
+	if e := b.check(token); e != 0 {
+		return -int32(e), true
+	}
+	if b.pbuf == nil {
+		return -int32(unix.EOPNOTSUPP), true
+	}
+	op := b.newOp(token, opRecv, fd, nil)
+	op.multishot = true
+	if err := b.submitOp(op); err != nil {
+		b.drop(op)
+		return -int32(errnoOf(err)), true
+	}
+	return 0, false
+}
+
+func (b *uringBackend) RecvBuffer(id uint16, n int) []byte { return b.pbuf.buf(id, n) }
+
+func (b *uringBackend) ReleaseRecvBuffer(id uint16) {
+	if b.pbuf != nil && !b.closed {
+		b.pbuf.release(id)
+	}
 }
 
 func (b *uringBackend) Send(fd int, buf []byte, token uint64) (int32, bool) {
@@ -563,9 +647,12 @@ func (b *uringBackend) reap(out []Completion) (n int, woke bool) {
 			}
 			continue
 		}
-		if op := b.live.get(cqe.UserData); op != nil {
+		if op := b.live.get(cqe.UserData); op != nil && (!op.multishot || cqe.Flags&cqeFMore == 0) {
 			b.complete(op, cqe.Res)
 			b.recycle(op)
+		}
+		if cqe.Flags&cqeFBuffer != 0 && b.pbuf != nil {
+			b.pbuf.out++
 		}
 		out[n] = Completion{Token: cqe.UserData, Res: cqe.Res, Flags: cqe.Flags}
 		n++
@@ -772,7 +859,14 @@ func (b *uringBackend) Close() error {
 	drained := b.drainForClose()
 	if drained {
 		b.selfPin.Unpin()
+		if r := b.pbuf; r != nil {
+			// Every receive is done: the kernel writes no buffer again.
+			r.unregister(b.fd)
+			r.unmap()
+		}
 	} else {
+		// The buffer ring's memory stays mapped for good, like the ops'
+		// buffers: an undrained receive could still fill one.
 		graveyard.Lock()
 		b.live.each(func(_ uint64, op *uringOp) { graveyard.ops = append(graveyard.ops, op) })
 		graveyard.ops = append(graveyard.ops, &uringOp{buf: b.wakeBuf[:]})

@@ -45,7 +45,19 @@ const (
 
 // SQE flags.
 const (
-	sqeIOLink = 1 << 2 // IOSQE_IO_LINK (5.3)
+	sqeIOLink       = 1 << 2 // IOSQE_IO_LINK (5.3)
+	sqeBufferSelect = 1 << 5 // IOSQE_BUFFER_SELECT (5.7): the kernel picks the buffer from a group
+)
+
+// recvMultishot is IORING_RECV_MULTISHOT (6.0) in sqe.ioprio of a RECV: the
+// request stays armed and posts a CQE (with IORING_CQE_F_MORE) per chunk.
+const recvMultishot = 1 << 1
+
+// CQE flags.
+const (
+	cqeFBuffer     = 1 << 0 // IORING_CQE_F_BUFFER: flags >> 16 is the buffer ID
+	cqeFMore       = 1 << 1 // IORING_CQE_F_MORE: the multishot request stays armed
+	cqeBufferShift = 16     // IORING_CQE_BUFFER_SHIFT
 )
 
 // Opcodes (enum io_uring_op). Only the ones the backend submits.
@@ -66,7 +78,9 @@ const fsyncDatasync = 1 << 0
 
 // io_uring_register opcodes.
 const (
-	registerProbe = 8 // IORING_REGISTER_PROBE (5.6)
+	registerProbe      = 8  // IORING_REGISTER_PROBE (5.6)
+	registerPbufRing   = 22 // IORING_REGISTER_PBUF_RING (5.19)
+	unregisterPbufRing = 23 // IORING_UNREGISTER_PBUF_RING (5.19)
 
 	probeOpSupported = 1 << 0 // IO_URING_OP_SUPPORTED
 )
@@ -147,6 +161,27 @@ type uringSQE struct {
 	Pad         uint64
 }
 
+// bufReg is struct io_uring_buf_reg (40 bytes), the argument of
+// IORING_REGISTER_PBUF_RING: a ring of ring_entries io_uring_buf entries at
+// ring_addr (page-aligned, ours), buffer group bgid.
+type bufReg struct {
+	RingAddr    uint64
+	RingEntries uint32
+	Bgid        uint16
+	Flags       uint16
+	Resv        [3]uint64
+}
+
+// uringBuf is struct io_uring_buf (16 bytes), one entry of a provided buffer
+// ring. The ring's u16 tail overlays Resv of entry 0 (struct
+// io_uring_buf_ring), at byte offset 14 of the ring.
+type uringBuf struct {
+	Addr uint64
+	Len  uint32
+	Bid  uint16
+	Resv uint16
+}
+
 // uringCQE is struct io_uring_cqe (16 bytes; IORING_SETUP_CQE32 is not used).
 type uringCQE struct {
 	UserData uint64
@@ -180,6 +215,10 @@ var (
 	_ [16 - unsafe.Sizeof(uringCQE{})]struct{}
 	_ [unsafe.Sizeof(uringCQE{}) - 16]struct{}
 	_ [16 + 256*8 - unsafe.Sizeof(uringProbe{})]struct{}
+	_ [40 - unsafe.Sizeof(bufReg{})]struct{}
+	_ [unsafe.Sizeof(bufReg{}) - 40]struct{}
+	_ [16 - unsafe.Sizeof(uringBuf{})]struct{}
+	_ [unsafe.Sizeof(uringBuf{}) - 16]struct{}
 )
 
 // ioUringSetup calls io_uring_setup(2). Setup does not block, so RawSyscall
