@@ -186,4 +186,11 @@ type Stats struct {
 	Completed  uint64 // completions returned by Wait
 	WakeWrites uint64 // eventfd writes by Wake
 	WakeDrains uint64 // eventfd reads by the owner
+
+	// Multishot receive (io_uring): buffers the kernel filled and handed
+	// over, buffers given back (the difference is what callers hold now),
+	// and multishot receives ended by -ENOBUFS.
+	RecvBuffersFilled   uint64
+	RecvBuffersReleased uint64
+	RecvNoBuffers       uint64
 }

@@ -38,7 +38,6 @@ type pbufRing struct {
 	n       int
 	size    int
 	tail    uint16 // our producer index; published with publish
-	out     int    // buffers the kernel handed to us and we have not given back
 }
 
 // newPbufRing maps n buffers of size bytes (n a power of two, at most 32768)
@@ -114,7 +113,6 @@ func (r *pbufRing) buf(id uint16, n int) []byte {
 func (r *pbufRing) release(id uint16) {
 	r.put(id)
 	r.publish()
-	r.out--
 }
 
 func (r *pbufRing) unmap() {

@@ -474,6 +474,7 @@ func (b *uringBackend) RecvBuffer(id uint16, n int) []byte { return b.pbuf.buf(i
 func (b *uringBackend) ReleaseRecvBuffer(id uint16) {
 	if b.pbuf != nil && !b.closed {
 		b.pbuf.release(id)
+		b.stats.bufsReleased.Add(1)
 	}
 }
 
@@ -652,7 +653,9 @@ func (b *uringBackend) reap(out []Completion) (n int, woke bool) {
 			b.recycle(op)
 		}
 		if cqe.Flags&cqeFBuffer != 0 && b.pbuf != nil {
-			b.pbuf.out++
+			b.stats.bufsFilled.Add(1)
+		} else if cqe.Res == -int32(unix.ENOBUFS) {
+			b.stats.noBufs.Add(1)
 		}
 		out[n] = Completion{Token: cqe.UserData, Res: cqe.Res, Flags: cqe.Flags}
 		n++

@@ -63,6 +63,7 @@ type netFD struct {
 	raddr  net.Addr
 	closed bool
 	r, w   direction
+	rs     *recvStream // the multishot receive, on a backend that has it
 }
 
 // trackSocket records an open socket of the shard, for closing at shutdown.
@@ -100,6 +101,9 @@ func (nfd *netFD) close() error {
 			// ENOENT: it completed and its completion is on its way.
 			_ = nfd.sh.be.Cancel(d.tok)
 		}
+	}
+	if nfd.rs != nil {
+		nfd.rs.close(nfd.sh)
 	}
 	delete(nfd.sh.sockets, nfd)
 	nfd.sh.be.Forget(nfd.fd)
@@ -183,11 +187,17 @@ func (t *deadlineTimer) fire(sh *shard) {
 		return // superseded by an earlier deadline's timer
 	}
 	d.armedAt = 0
-	if t.nfd.closed || d.tok == 0 || d.when == 0 {
+	if t.nfd.closed || !t.nfd.parked(d) || d.when == 0 {
 		return // nothing parked: the next operation checks the deadline itself
 	}
 	if sh.rt.now() < d.when {
 		t.nfd.armDeadline(d) // the deadline moved later
+		return
+	}
+	if rs := t.nfd.rs; d == &t.nfd.r && rs != nil && rs.waiter != nil {
+		// A Read parked on the multishot: wake it to see the deadline; the
+		// receive stays armed, and what arrives later is the next Read's.
+		sh.ready(rs.waiter)
 		return
 	}
 	d.expired = true
@@ -206,9 +216,15 @@ func (nfd *netFD) setDeadline(d *direction, t time.Time) {
 		when = 1 // already past; 0 would mean "no deadline"
 	}
 	d.when = when
-	if d.tok != 0 && !nfd.closed {
+	if nfd.parked(d) && !nfd.closed {
 		nfd.armDeadline(d)
 	}
+}
+
+// parked reports whether a fiber waits on side d: a backend operation, or a
+// Read on the multishot receive.
+func (nfd *netFD) parked(d *direction) bool {
+	return d.tok != 0 || (d == &nfd.r && nfd.rs != nil && nfd.rs.waiter != nil)
 }
 
 // errnoOf extracts the errno from a backend error (which wraps one), EIO if
@@ -635,7 +651,7 @@ func (c *Conn) Bind(f *Fiber) error {
 	if !callerOnShard(&c.nfd, c.f) {
 		return c.nfd.opError("bind", errShardMismatch(c.nfd.sh))
 	}
-	if c.nfd.r.tok != 0 || c.nfd.w.tok != 0 {
+	if c.nfd.parked(&c.nfd.r) || c.nfd.parked(&c.nfd.w) {
 		return c.nfd.opError("bind", errors.New("wo: an operation is parked on the connection"))
 	}
 	c.f = f
@@ -656,7 +672,12 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	res := c.nfd.do(f, &c.nfd.r, sockRecv, p)
+	var res int32
+	if c.nfd.sh.ms != nil {
+		res = c.nfd.readStream(f, p)
+	} else {
+		res = c.nfd.do(f, &c.nfd.r, sockRecv, p)
+	}
 	switch {
 	case res > 0:
 		return int(res), nil

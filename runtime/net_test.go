@@ -62,7 +62,7 @@ func pattern(n, seed int) []byte {
 }
 
 func TestNetEchoLoopback(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -118,7 +118,7 @@ func TestNetEchoLoopback(t *testing.T) {
 // sends until all of it is out; the peer reads it all and answers with the
 // count.
 func TestConnWriteLargerThanTheBuffers(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -156,7 +156,7 @@ func TestConnWriteLargerThanTheBuffers(t *testing.T) {
 }
 
 func TestNetEchoIPv6AndSmallMessages(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		run(t, cfg, func(f *Fiber) int {
 			l, err := Listen(f, "tcp6", "[::1]:0")
 			if err != nil {
@@ -193,7 +193,7 @@ func TestNetEchoIPv6AndSmallMessages(t *testing.T) {
 }
 
 func TestNetReadParksOnlyTheFiber(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			shardTID := unix.Gettid()
@@ -310,7 +310,7 @@ func acceptPair(t *testing.T, f *Fiber, l *Listener) (client, server *Conn, ok b
 }
 
 func TestConnClosedAndMisused(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -428,7 +428,7 @@ func TestConnClosedAndMisused(t *testing.T) {
 func second(_ int, err error) error { return err }
 
 func TestConnPeerReset(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -505,7 +505,7 @@ func isTimeout(err error) bool {
 }
 
 func TestConnDeadlines(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -599,7 +599,7 @@ func TestConnDeadlines(t *testing.T) {
 // closed (the listener's port refuses connections afterwards) and no
 // goroutine survives (goleak in TestMain).
 func TestNetStopWhileParked(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		var parked, unwound atomic.Int32
 		addrCh := make(chan string, 1)
 		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
@@ -675,7 +675,7 @@ func TestNetStopWhileParked(t *testing.T) {
 // net/http's request parser and bufio, on a fiber Conn, talking to a plain
 // net.Dial client goroutine outside the runtime.
 func TestConnHTTPReadRequest(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		addrCh := make(chan string, 1)
 		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -754,7 +754,7 @@ func TestConnHTTPReadRequest(t *testing.T) {
 // A Conn used from a goroutine outside the runtime (or another shard) is an
 // error, not a data race on the shard's backend.
 func TestConnFromOutsideIsAnError(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		connCh := make(chan *Conn, 1)
 		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
