@@ -563,9 +563,25 @@ func newConn(f *Fiber, fd int, network string) *Conn {
 // Dial connects to address on network ("tcp", "tcp4" or "tcp6") and returns
 // the connection bound to f. The connect is non-blocking: f parks until the
 // socket is writable and then reads SO_ERROR. A host name is resolved with
-// package net, which blocks the shard for the lookup.
+// package net, which blocks the shard for the lookup. Dial has no deadline
+// of its own (the kernel gives up after its SYN retries, about two minutes);
+// use DialTimeout where a peer may be unreachable.
 func Dial(f *Fiber, network, address string) (*Conn, error) {
+	return DialTimeout(f, network, address, 0)
+}
+
+// DialTimeout is Dial with a bound on the connect: if the handshake has not
+// finished within timeout (a black-holed address, a peer whose backlog is
+// full), the parked connect is cancelled (the POLL_ADD on io_uring, the
+// parked op on epoll), the socket closed, and the error (a *net.OpError)
+// satisfies errors.Is(err, os.ErrDeadlineExceeded) and net.Error's
+// Timeout(). timeout <= 0 means none. Name resolution is not covered.
+func DialTimeout(f *Fiber, network, address string, timeout time.Duration) (*Conn, error) {
 	f.charge(1)
+	var deadline int64
+	if timeout > 0 {
+		deadline = f.sh.rt.now() + int64(timeout)
+	}
 	raddr, err := resolveTCP("dial", network, address)
 	if err != nil {
 		return nil, err
@@ -591,23 +607,27 @@ func Dial(f *Fiber, network, address string) (*Conn, error) {
 		}
 	}
 	if err == unix.EINPROGRESS || err == unix.EINTR {
-		// Park until the handshake ends, then ask the socket how it went.
+		// Park until the handshake ends (or the deadline cancels the
+		// wait), then ask the socket how it went.
 		pending := &netFD{sh: f.sh, fd: fd, net: network, raddr: raddr}
+		pending.w.when = deadline
 		f.sh.trackSocket(pending)
 		res := pending.do(f, &pending.w, sockPollOut, nil)
-		delete(f.sh.sockets, pending)
 		if res < 0 {
-			if pending.r.tok == 0 && pending.w.tok == 0 {
-				unix.Close(fd)
-			} else {
-				_ = pending.close()
-			}
-			return fail(pending.resError("connect", res))
+			err := pending.resError("connect", res)
+			// close cancels a wait still in the kernel (an unwinding
+			// fiber), forgets the fd on the backend and closes it.
+			_ = pending.close()
+			return fail(err)
 		}
+		delete(f.sh.sockets, pending)
 		var soerr int
 		soerr, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		if err == nil && soerr != 0 {
 			err = unix.Errno(soerr)
+		}
+		if err != nil {
+			f.sh.be.Forget(fd)
 		}
 	}
 	if err != nil {

@@ -797,3 +797,78 @@ func TestConnFromOutsideIsAnError(t *testing.T) {
 		rt.Stop()
 	})
 }
+
+// TestDialTimeoutBlackHole dials a listener whose accept queue is full: the
+// kernel drops the SYN (and each retransmission), so the connect would hang
+// for the kernel's SYN retries. DialTimeout gives up at its deadline with a
+// timeout error, and leaves no socket behind.
+func TestDialTimeoutBlackHole(t *testing.T) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
+		cfg.Shards = 1
+		addr := blackHole(t)
+		run(t, cfg, func(f *Fiber) int {
+			c, err := DialTimeout(f, "tcp", addr, 100*time.Millisecond)
+			if err == nil {
+				c.Close()
+				t.Errorf("DialTimeout to a full backlog connected")
+				return 1
+			}
+			var ne net.Error
+			if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+				t.Errorf("DialTimeout: %v (%T), want a timeout wrapping os.ErrDeadlineExceeded", err, err)
+			}
+			if n := len(f.sh.sockets); n != 0 {
+				t.Errorf("%d sockets still tracked after the failed dial", n)
+			}
+			// A dial that is answered still works under a deadline.
+			l := listenLocal(t, f)
+			if l == nil {
+				return 1
+			}
+			defer l.Close()
+			c, err = DialTimeout(f, "tcp", l.Addr().String(), hangGuardDial)
+			if err != nil {
+				t.Errorf("DialTimeout to a listener: %v", err)
+				return 1
+			}
+			c.Close()
+			return 0
+		})
+	})
+}
+
+// hangGuardDial bounds a dial that must succeed; not a performance bound.
+const hangGuardDial = 10 * time.Second
+
+// blackHole returns the address of a loopback listener with backlog 0 whose
+// accept queue is already full, proven by a dial from package net that does
+// not complete: further SYNs are dropped until the test ends.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(ln) })
+	if err := unix.Bind(ln, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(ln, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(ln)
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
+	for i := 0; i < 8; i++ {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return addr // the queue is full
+			}
+			t.Fatalf("filling the backlog: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Fatal("the backlog of a listen(0) socket never filled")
+	return ""
+}
