@@ -615,6 +615,13 @@ func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 			b.onEvent(int(ev.Fd), ev.Events)
 		}
 		n += b.takeReady(out[n:])
+		if k == len(b.events) && n < len(out) {
+			// A full batch: more fds may be ready. Take them now, without
+			// blocking, so a burst of thousands of ready connections is
+			// one Wait (one tick of the shard), not one per batch.
+			timeout = 0
+			continue
+		}
 		if n > 0 || woke || ms == 0 {
 			return n, nil
 		}

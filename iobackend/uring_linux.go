@@ -757,19 +757,25 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 		if err := b.armWake(); err != nil {
 			return n, err
 		}
-		overflow := atomic.LoadUint32(b.sqFlags)&sqCQOverflow != 0
+		overflow := b.cqOverflowed()
 		if n > 0 || woke || b.timedOut || timeout == 0 || len(out) == n ||
 			(timeout > 0 && !time.Now().Before(deadline)) {
-			if b.pendingSQEs() > 0 || (overflow && n < len(out)) {
+			for b.pendingSQEs() > 0 || (overflow && n < len(out)) {
 				if err := b.enter(0, true); err != nil && !retryable(err) {
 					return n, fmt.Errorf("iobackend: io_uring_enter: %w", err)
 				}
-				if n < len(out) {
-					// Ops that fail or finish inline (a recv with data
-					// queued) are already here; a wake seen now is served
-					// by this very return.
-					m, _ := b.reap(out[n:])
-					n += m
+				if n == len(out) {
+					break
+				}
+				// Ops that fail or finish inline (a recv with data
+				// queued) are already here; a wake seen now is served by
+				// this very return. While the kernel still holds CQEs on
+				// its overflow list (a burst larger than the CQ ring),
+				// flush and reap again: the whole burst is this Wait's.
+				m, _ := b.reap(out[n:])
+				n += m
+				if overflow = b.cqOverflowed(); m == 0 {
+					break
 				}
 			}
 			return n, b.checkOverflow()
@@ -810,6 +816,12 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 			return n, fmt.Errorf("iobackend: io_uring_enter: %w", err)
 		}
 	}
+}
+
+// cqOverflowed reports IORING_SQ_CQ_OVERFLOW: CQEs wait on the kernel's
+// overflow list for room in the CQ ring.
+func (b *uringBackend) cqOverflowed() bool {
+	return atomic.LoadUint32(b.sqFlags)&sqCQOverflow != 0
 }
 
 func retryable(err error) bool {
