@@ -563,6 +563,7 @@ func (b *epollBackend) drainWake() {
 	if _, err := unix.Read(b.wakeFd, buf[:]); err == nil {
 		b.stats.wakeDrains.Add(1)
 	}
+	b.drained()
 }
 
 func (b *epollBackend) takeReady(out []Completion) int { return takeReady(&b.ready, out) }

@@ -637,6 +637,7 @@ func (b *uringBackend) reap(out []Completion) (n int, woke bool) {
 			case resvWake:
 				b.wakeArmed = false
 				b.stats.wakeDrains.Add(1)
+				b.drained()
 				woke = true
 			case resvTimeout:
 				if cqe.UserData == b.curTimeout {
