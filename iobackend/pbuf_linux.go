@@ -145,8 +145,7 @@ func MultishotRecvSupported() (bool, string) {
 
 func trialMultishotRecv() (bool, string) {
 	var p uringParams
-	p.Flags = uringSetupFlags
-	fd, err := ioUringSetup(8, &p)
+	fd, err := setupRing(8, &p)
 	if err != nil {
 		return false, "io_uring unavailable: " + classifySetup(err).Msg
 	}

@@ -25,8 +25,7 @@ func ProbeUring(opts Options) error {
 		entries = DefaultEntries
 	}
 	var p uringParams
-	p.Flags = uringSetupFlags
-	fd, err := ioUringSetup(entries, &p)
+	fd, err := setupRing(entries, &p)
 	if err != nil {
 		return classifySetup(err)
 	}

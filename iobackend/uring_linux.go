@@ -132,8 +132,7 @@ func openUring(opts Options) (*uringBackend, error) {
 		plan:  newSyncPlanner(),
 	}
 	var p uringParams
-	p.Flags = uringSetupFlags
-	fd, err := ioUringSetup(entries, &p)
+	fd, err := setupRing(entries, &p)
 	b.stats.syscalls.Add(1)
 	if err != nil {
 		// The probe's words, so a shard whose ring fails after the probe
@@ -761,7 +760,7 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 		overflow := b.cqOverflowed()
 		if n > 0 || woke || b.timedOut || timeout == 0 || len(out) == n ||
 			(timeout > 0 && !time.Now().Before(deadline)) {
-			for b.pendingSQEs() > 0 || (overflow && n < len(out)) {
+			for b.pendingSQEs() > 0 || ((overflow || b.taskrunPending()) && n < len(out)) {
 				if err := b.enter(0, true); err != nil && !retryable(err) {
 					return n, fmt.Errorf("iobackend: io_uring_enter: %w", err)
 				}
@@ -775,7 +774,7 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 				// flush and reap again: the whole burst is this Wait's.
 				m, _ := b.reap(out[n:])
 				n += m
-				if overflow = b.cqOverflowed(); m == 0 {
+				if overflow = b.cqOverflowed() || b.taskrunPending(); m == 0 {
 					break
 				}
 			}
@@ -823,6 +822,12 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 // overflow list for room in the CQ ring.
 func (b *uringBackend) cqOverflowed() bool {
 	return atomic.LoadUint32(b.sqFlags)&sqCQOverflow != 0
+}
+
+// taskrunPending reports IORING_SQ_TASKRUN: with IORING_SETUP_COOP_TASKRUN
+// the kernel holds completions' task work until the thread enters it.
+func (b *uringBackend) taskrunPending() bool {
+	return atomic.LoadUint32(b.sqFlags)&sqTaskrun != 0
 }
 
 func retryable(err error) bool {

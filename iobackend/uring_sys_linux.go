@@ -22,9 +22,37 @@ const (
 	featRWCurPos   = 1 << 3 // IORING_FEAT_RW_CUR_POS (5.6): off == -1 means the file position
 )
 
-// uringSetupFlags is the exact flag set the backend passes to io_uring_setup;
-// the probe uses the same value so that what it tests is what Open gets.
+// uringSetupFlags is the flag set every ring starts with; setupRing adds
+// uringCoopFlags where the kernel takes them. The probe goes through
+// setupRing too, so that what it tests is what Open gets.
 const uringSetupFlags = setupClamp
+
+// uringCoopFlags (Linux 5.19): IORING_SETUP_COOP_TASKRUN — a completion
+// that needs the shard thread's task work (a multishot RECV copying the data
+// that just arrived) does not interrupt the thread with an IPI; the work runs
+// the next time the thread enters the kernel — and IORING_SETUP_TASKRUN_FLAG,
+// which raises IORING_SQ_TASKRUN in the SQ flags while such work waits, so
+// that a non-blocking Wait knows to enter the kernel for it.
+const uringCoopFlags = setupCoopTaskrun | setupTaskrunFlag
+
+// ioUringSetupFlags names the extra setup flags.
+const (
+	setupCoopTaskrun = 1 << 8 // IORING_SETUP_COOP_TASKRUN (5.19)
+	setupTaskrunFlag = 1 << 9 // IORING_SETUP_TASKRUN_FLAG (5.19)
+)
+
+// setupRing is io_uring_setup with uringSetupFlags|uringCoopFlags, or, on a
+// kernel that refuses those (EINVAL before 5.19), with uringSetupFlags
+// alone.
+func setupRing(entries uint32, p *uringParams) (int, error) {
+	*p = uringParams{Flags: uringSetupFlags | uringCoopFlags}
+	fd, err := ioUringSetup(entries, p)
+	if err == unix.EINVAL {
+		*p = uringParams{Flags: uringSetupFlags}
+		fd, err = ioUringSetup(entries, p)
+	}
+	return fd, err
+}
 
 // mmap offsets of the three regions.
 const (
@@ -41,6 +69,7 @@ const (
 // sq_ring flags (read with an atomic load).
 const (
 	sqCQOverflow = 1 << 1 // IORING_SQ_CQ_OVERFLOW (5.?): CQEs are parked on the kernel's overflow list
+	sqTaskrun    = 1 << 2 // IORING_SQ_TASKRUN (5.19, with IORING_SETUP_TASKRUN_FLAG): task work waits
 )
 
 // SQE flags.
