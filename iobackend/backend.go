@@ -92,7 +92,11 @@ func AsMultishot(b Backend) MultishotRecver {
 
 // Backend is one shard's event loop: readiness, timeouts, cross-thread wake-ups,
 // socket operations in completion form and durable file writes. A Backend is owned
-// by one shard thread; only Wake may be called from other goroutines.
+// by one OS thread, the one that opened it (a goroutine that opens one must hold
+// runtime.LockOSThread until it has closed it): the io_uring backend sets up its
+// ring with IORING_SETUP_SINGLE_ISSUER where the kernel has it, and the kernel
+// refuses (EEXIST) a submission from any other thread. Only Wake and Stats may be
+// called from other goroutines.
 //
 // Operations that take a buffer keep a reference to it until their
 // completion has been returned by Wait, so the caller must not reuse the buffer

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -469,6 +470,8 @@ func TestCloseWithOpsInFlight(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(string(k), func(t *testing.T) {
 			requireKind(t, k)
+			runtime.LockOSThread() // a backend is driven by the thread that opened it
+			defer runtime.UnlockOSThread()
 			b, err := Open(k, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -540,6 +543,8 @@ func TestManyOps(t *testing.T) {
 // synchronously, so the case does not exist there.)
 func TestFsyncWaitsForSubmittedWrite(t *testing.T) {
 	requireKind(t, KindUring)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	b, err := Open(KindUring, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package iobackend_test
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/writeonce/wo/iobackend"
@@ -24,7 +25,10 @@ func Example() {
 		fmt.Println(err) // WO_IO=uring where io_uring is refused: exit non-zero
 		return
 	}
-	// sel.Reason goes to the startup log.
+	// sel.Reason goes to the startup log. A backend is opened, driven and
+	// closed by one OS thread, as a shard's is.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	b, err := iobackend.Open(sel.Kind, iobackend.Options{})
 	if err != nil {
 		fmt.Println(err)

@@ -4,6 +4,7 @@ package iobackend
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -144,6 +145,8 @@ func MultishotRecvSupported() (bool, string) {
 }
 
 func trialMultishotRecv() (bool, string) {
+	runtime.LockOSThread() // the ring may be IORING_SETUP_SINGLE_ISSUER
+	defer runtime.UnlockOSThread()
 	var p uringParams
 	fd, err := setupRing(8, &p)
 	if err != nil {

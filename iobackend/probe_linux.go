@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"unsafe"
 
@@ -24,6 +25,10 @@ func ProbeUring(opts Options) error {
 	if entries == 0 {
 		entries = DefaultEntries
 	}
+	// With IORING_SETUP_SINGLE_ISSUER only the creating thread may
+	// register on the ring.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var p uringParams
 	fd, err := setupRing(entries, &p)
 	if err != nil {

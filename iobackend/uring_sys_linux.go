@@ -27,29 +27,44 @@ const (
 // setupRing too, so that what it tests is what Open gets.
 const uringSetupFlags = setupClamp
 
-// uringCoopFlags (Linux 5.19): IORING_SETUP_COOP_TASKRUN — a completion
-// that needs the shard thread's task work (a multishot RECV copying the data
-// that just arrived) does not interrupt the thread with an IPI; the work runs
-// the next time the thread enters the kernel — and IORING_SETUP_TASKRUN_FLAG,
-// which raises IORING_SQ_TASKRUN in the SQ flags while such work waits, so
-// that a non-blocking Wait knows to enter the kernel for it.
-const uringCoopFlags = setupCoopTaskrun | setupTaskrunFlag
-
-// ioUringSetupFlags names the extra setup flags.
+// The task-work flags, best first; setupRing takes the first the kernel
+// accepts. A completion that needs the shard thread's task work (a
+// multishot RECV copying data that just arrived) by default interrupts the
+// thread with an IPI (a VM exit on a VM) to run it.
+//
+//   - uringDeferFlags (6.1): IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN — the
+//     work waits until the thread asks for completions (io_uring_enter with
+//     GETEVENTS) and then runs as one batch. Every submission must come from
+//     the thread that created the ring (else -EEXIST), which is the
+//     Backend's rule anyway: one shard thread opens, drives and closes it.
+//   - uringCoopFlags (5.19): IORING_SETUP_COOP_TASKRUN — no IPI; the work
+//     runs the next time the thread enters the kernel.
+//
+// Both add IORING_SETUP_TASKRUN_FLAG, which raises IORING_SQ_TASKRUN in the
+// SQ flags while such work waits, so a non-blocking Wait knows to enter the
+// kernel for those completions.
 const (
-	setupCoopTaskrun = 1 << 8 // IORING_SETUP_COOP_TASKRUN (5.19)
-	setupTaskrunFlag = 1 << 9 // IORING_SETUP_TASKRUN_FLAG (5.19)
+	uringDeferFlags = setupSingleIssuer | setupDeferTaskrun | setupTaskrunFlag
+	uringCoopFlags  = setupCoopTaskrun | setupTaskrunFlag
 )
 
-// setupRing is io_uring_setup with uringSetupFlags|uringCoopFlags, or, on a
-// kernel that refuses those (EINVAL before 5.19), with uringSetupFlags
-// alone.
+const (
+	setupCoopTaskrun  = 1 << 8  // IORING_SETUP_COOP_TASKRUN (5.19)
+	setupTaskrunFlag  = 1 << 9  // IORING_SETUP_TASKRUN_FLAG (5.19)
+	setupSingleIssuer = 1 << 12 // IORING_SETUP_SINGLE_ISSUER (6.0)
+	setupDeferTaskrun = 1 << 13 // IORING_SETUP_DEFER_TASKRUN (6.1)
+)
+
+// setupRing is io_uring_setup with uringSetupFlags and the best task-work
+// flags the kernel takes (EINVAL means it does not know them).
 func setupRing(entries uint32, p *uringParams) (int, error) {
-	*p = uringParams{Flags: uringSetupFlags | uringCoopFlags}
-	fd, err := ioUringSetup(entries, p)
-	if err == unix.EINVAL {
-		*p = uringParams{Flags: uringSetupFlags}
-		fd, err = ioUringSetup(entries, p)
+	var fd int
+	var err error
+	for _, extra := range []uint32{uringDeferFlags, uringCoopFlags, 0} {
+		*p = uringParams{Flags: uringSetupFlags | extra}
+		if fd, err = ioUringSetup(entries, p); err != unix.EINVAL {
+			break
+		}
 	}
 	return fd, err
 }
