@@ -250,3 +250,32 @@ func TestMultishotCloseArmed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWaitDeadlineAfterMultishot: a Wait that returned early for a
+// multishot completion must not leave a later Wait with a shorter timeout
+// sleeping until the first one's deadline (the earlier Wait's TIMEOUT may
+// still be pending in the kernel: multishot CQEs need not end it).
+func TestWaitDeadlineAfterMultishot(t *testing.T) {
+	b := openMultishot(t, Options{})
+	a, peer := socketpair(t)
+	const tok = 5
+	b.RecvMultishot(a, tok)
+	out := make([]Completion, 4)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		unix.Write(peer, []byte("x"))
+	}()
+	n, err := b.Wait(hangGuard, out) // returns for the chunk, long before its deadline
+	if err != nil || n != 1 || out[0].Token != tok {
+		t.Fatalf("Wait = %d %v %v, want the chunk", n, out[:n], err)
+	}
+	id, _ := out[0].Buffer()
+	b.ReleaseRecvBuffer(id)
+	start := time.Now()
+	if n, err := b.Wait(50*time.Millisecond, out); err != nil || n != 0 {
+		t.Fatalf("Wait(50ms) = %d, %v", n, err)
+	}
+	if waited := time.Since(start); waited >= hangGuard/2 {
+		t.Fatalf("Wait(50ms) slept %v: it waited on the earlier Wait's %v deadline", waited, hangGuard)
+	}
+}

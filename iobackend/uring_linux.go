@@ -104,8 +104,11 @@ type uringBackend struct {
 	ts         unix.Timespec
 	selfPin    runtime.Pinner
 	curTimeout uint64
-	timedOut   bool
-	seq        uint64 // reserved-token sequence
+	// curTimeoutAt is curTimeout's deadline; a stale TIMEOUT (a newer one
+	// replaced it) completes in its own time and is ignored.
+	curTimeoutAt time.Time
+	timedOut     bool
+	seq          uint64 // reserved-token sequence
 	// pendingWake records a wake CQE reaped outside Wait (while making room
 	// in a full SQ), so that the next Wait still returns for it.
 	pendingWake bool
@@ -780,7 +783,13 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 			}
 			return n, b.checkOverflow()
 		}
-		if timeout > 0 && b.curTimeout == 0 {
+		// A TIMEOUT still pending from an earlier Wait serves this one
+		// only if it ends no later than this deadline. Its count (off = 1)
+		// ends it at the next CQE only for CQEs counted as completions: a
+		// multishot RECV's CQEs (aux CQEs) need not be, so an idle shard
+		// woke for a chunk could otherwise sleep on to the earlier Wait's
+		// deadline past its own timers (TestWaitDeadlineAfterMultishot).
+		if timeout > 0 && (b.curTimeout == 0 || deadline.Before(b.curTimeoutAt)) {
 			if err := b.reserve(1); err != nil {
 				return n, err
 			}
@@ -788,6 +797,7 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 			b.ts = unix.NsecToTimespec(rem.Nanoseconds())
 			b.seq++
 			b.curTimeout = resvTimeout | (b.seq & 0xffffffffffffff)
+			b.curTimeoutAt = deadline
 			sqe := b.next()
 			sqe.Opcode = opTimeout
 			sqe.Fd = -1
