@@ -97,16 +97,17 @@ func (nfd *netFD) readStream(f *Fiber, p []byte) int32 {
 	}
 	d := &nfd.r
 	for {
-		if rs.head < len(rs.chunks) {
-			return rs.copyOut(sh.ms, p)
-		}
+		// A passed deadline wins over queued bytes, as on the one-shot
+		// path (do) and in package net; the bytes stay for the next Read.
 		switch {
-		case rs.ended:
-			return rs.endRes
 		case nfd.closed:
 			return -int32(unix.ECANCELED)
 		case d.when != 0 && sh.rt.now() >= d.when:
 			return resTimedOut
+		case rs.head < len(rs.chunks):
+			return rs.copyOut(sh.ms, p)
+		case rs.ended:
+			return rs.endRes
 		case f.unwinding:
 			return -int32(unix.ECANCELED)
 		}
