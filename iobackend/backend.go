@@ -30,9 +30,73 @@ type Completion struct {
 	Flags uint32
 }
 
+// More reports that the operation stays armed after this completion: a
+// multishot receive posts one completion per chunk with More set, and a last
+// one without it.
+func (c Completion) More() bool { return c.Flags&completionMore != 0 }
+
+// Buffer reports which backend buffer holds a multishot receive's bytes
+// (Res of them): see MultishotRecver.
+func (c Completion) Buffer() (id uint16, ok bool) {
+	if c.Flags&completionBuffer == 0 {
+		return 0, false
+	}
+	return uint16(c.Flags >> 16), true
+}
+
+// The io_uring CQE flags Completion's helpers read (IORING_CQE_F_BUFFER,
+// IORING_CQE_F_MORE, the buffer ID in the high 16 bits); the epoll backend
+// sets none.
+const (
+	completionBuffer = 1 << 0
+	completionMore   = 1 << 1
+)
+
+// MultishotRecver is a Backend that can keep one receive armed on a socket
+// for as long as data flows, into buffers of its own: io_uring's multishot
+// RECV with a provided buffer ring. One submission serves every message of
+// a connection, where Recv costs a submission (and the kernel an internal
+// poll arm and teardown) per message. Use AsMultishot to get one.
+type MultishotRecver interface {
+	Backend
+	// RecvMultishot arms a multishot receive on a stream socket. Each chunk
+	// that arrives completes with token, Res bytes in a backend buffer
+	// (Completion.Buffer) and More set. The last completion (More false)
+	// ends it: 0 (EOF), -errno, -ENOBUFS (every buffer is out: release some,
+	// then arm again, or take this read with Recv into a buffer of your
+	// own), -ECANCELED after Cancel, or data with the receive disarmed by
+	// the kernel (arm again). It may also complete at once (done) with an
+	// error.
+	RecvMultishot(fd int, token uint64) (res int32, done bool)
+	// RecvBuffer returns the first n bytes of buffer id. The bytes are the
+	// caller's until ReleaseRecvBuffer(id); the slice must not be used after.
+	RecvBuffer(id uint16, n int) []byte
+	// ReleaseRecvBuffer gives buffer id back for the kernel to fill again.
+	// Every buffer a completion names must be released exactly once.
+	ReleaseRecvBuffer(id uint16)
+}
+
+// AsMultishot returns b as a MultishotRecver when it has multishot receive
+// enabled (io_uring on Linux 6.0 or later, Options.RecvBuffers not
+// negative), or nil: the caller then uses Recv.
+func AsMultishot(b Backend) MultishotRecver {
+	m, ok := b.(interface {
+		MultishotRecver
+		multishotEnabled() bool
+	})
+	if !ok || !m.multishotEnabled() {
+		return nil
+	}
+	return m
+}
+
 // Backend is one shard's event loop: readiness, timeouts, cross-thread wake-ups,
 // socket operations in completion form and durable file writes. A Backend is owned
-// by one shard thread; only Wake may be called from other goroutines.
+// by one OS thread, the one that opened it (a goroutine that opens one must hold
+// runtime.LockOSThread until it has closed it): the io_uring backend sets up its
+// ring with IORING_SETUP_SINGLE_ISSUER where the kernel has it, and the kernel
+// refuses (EEXIST) a submission from any other thread. Only Wake and Stats may be
+// called from other goroutines.
 //
 // Operations that take a buffer keep a reference to it until their
 // completion has been returned by Wait, so the caller must not reuse the buffer
@@ -126,4 +190,11 @@ type Stats struct {
 	Completed  uint64 // completions returned by Wait
 	WakeWrites uint64 // eventfd writes by Wake
 	WakeDrains uint64 // eventfd reads by the owner
+
+	// Multishot receive (io_uring): buffers the kernel filled and handed
+	// over, buffers given back (the difference is what callers hold now),
+	// and multishot receives ended by -ENOBUFS.
+	RecvBuffersFilled   uint64
+	RecvBuffersReleased uint64
+	RecvNoBuffers       uint64
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -274,6 +275,44 @@ func TestWake(t *testing.T) {
 	})
 }
 
+// TestWakeBatched: Wakes that pile up before the owner drains cost one
+// eventfd write, and one Wait return; after the drain a Wake writes again.
+func TestWakeBatched(t *testing.T) {
+	eachKind(t, Options{}, func(t *testing.T, b Backend) {
+		out := make([]Completion, 4)
+		before := b.Stats().WakeWrites
+		done := make(chan struct{})
+		for i := 0; i < 8; i++ {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for j := 0; j < 100; j++ {
+					if err := b.Wake(); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		for i := 0; i < 8; i++ {
+			<-done
+		}
+		if w := b.Stats().WakeWrites - before; w != 1 {
+			t.Fatalf("800 Wakes before a drain made %d eventfd writes, want 1", w)
+		}
+		if n, err := b.Wait(-1, out); err != nil || n != 0 {
+			t.Fatalf("Wait after the Wakes = %d, %v", n, err)
+		}
+		if err := b.Wake(); err != nil {
+			t.Fatal(err)
+		}
+		if w := b.Stats().WakeWrites - before; w != 2 {
+			t.Fatalf("a Wake after the drain: %d writes in all, want 2", w)
+		}
+		if n, err := b.Wait(-1, out); err != nil || n != 0 {
+			t.Fatalf("Wait after the second Wake = %d, %v", n, err)
+		}
+	})
+}
+
 func TestWaitTimeout(t *testing.T) {
 	eachKind(t, Options{}, func(t *testing.T, b Backend) {
 		out := make([]Completion, 4)
@@ -431,6 +470,8 @@ func TestCloseWithOpsInFlight(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(string(k), func(t *testing.T) {
 			requireKind(t, k)
+			runtime.LockOSThread() // a backend is driven by the thread that opened it
+			defer runtime.UnlockOSThread()
 			b, err := Open(k, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -502,6 +543,8 @@ func TestManyOps(t *testing.T) {
 // synchronously, so the case does not exist there.)
 func TestFsyncWaitsForSubmittedWrite(t *testing.T) {
 	requireKind(t, KindUring)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	b, err := Open(KindUring, Options{})
 	if err != nil {
 		t.Fatal(err)

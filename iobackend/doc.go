@@ -9,7 +9,9 @@
 //     cross-shard wake eventfd (a READ that is its own drain) and WAL
 //     durability (WRITE -> FSYNC(DATASYNC) chains with IOSQE_IO_LINK) all ride
 //     the same ring, and one io_uring_enter per Wait submits the batch and
-//     waits.
+//     waits. On Linux 6.0+ a socket's receive can stay armed for its whole
+//     life (multishot RECV into a provided buffer ring, MultishotRecver,
+//     AsMultishot), with one-shot RECV as the fallback.
 //   - epoll (KindEpoll), the portable path for kernels or seccomp profiles
 //     that refuse io_uring: each fd registered once, edge-triggered, the
 //     socket syscall tried at once and retried on the next edge after an

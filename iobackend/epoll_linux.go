@@ -563,6 +563,7 @@ func (b *epollBackend) drainWake() {
 	if _, err := unix.Read(b.wakeFd, buf[:]); err == nil {
 		b.stats.wakeDrains.Add(1)
 	}
+	b.drained()
 }
 
 func (b *epollBackend) takeReady(out []Completion) int { return takeReady(&b.ready, out) }
@@ -615,6 +616,13 @@ func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 			b.onEvent(int(ev.Fd), ev.Events)
 		}
 		n += b.takeReady(out[n:])
+		if k == len(b.events) && n < len(out) {
+			// A full batch: more fds may be ready. Take them now, without
+			// blocking, so a burst of thousands of ready connections is
+			// one Wait (one tick of the shard), not one per batch.
+			timeout = 0
+			continue
+		}
 		if n > 0 || woke || ms == 0 {
 			return n, nil
 		}

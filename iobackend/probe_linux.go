@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"unsafe"
 
@@ -24,9 +25,12 @@ func ProbeUring(opts Options) error {
 	if entries == 0 {
 		entries = DefaultEntries
 	}
+	// With IORING_SETUP_SINGLE_ISSUER only the creating thread may
+	// register on the ring.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var p uringParams
-	p.Flags = uringSetupFlags
-	fd, err := ioUringSetup(entries, &p)
+	fd, err := setupRing(entries, &p)
 	if err != nil {
 		return classifySetup(err)
 	}

@@ -7,6 +7,7 @@ import "sync/atomic"
 // path an uncontended atomic add is a few nanoseconds.
 type counters struct {
 	syscalls, enters, submitted, completed, wakeWrites, wakeDrains atomic.Uint64
+	bufsFilled, bufsReleased, noBufs                               atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -17,5 +18,9 @@ func (c *counters) snapshot() Stats {
 		Completed:  c.completed.Load(),
 		WakeWrites: c.wakeWrites.Load(),
 		WakeDrains: c.wakeDrains.Load(),
+
+		RecvBuffersFilled:   c.bufsFilled.Load(),
+		RecvBuffersReleased: c.bufsReleased.Load(),
+		RecvNoBuffers:       c.noBufs.Load(),
 	}
 }

@@ -47,6 +47,9 @@ type uringOp struct {
 	buf    []byte
 	off    uint64
 	state  uringOpState
+	// multishot: a RECV that stays live until a CQE without
+	// IORING_CQE_F_MORE; its buffers come from pbuf.
+	multishot bool
 }
 
 // uringBackend is one io_uring. Everything except Wake runs on the owner
@@ -85,6 +88,11 @@ type uringBackend struct {
 	plan    *syncPlanner
 	heldBuf []uint64 // scratch for plan.takeHeld
 
+	// pbuf is the provided buffer ring of multishot receives; nil when they
+	// are off (Options.RecvBuffers < 0, a kernel before 6.0, or a ring that
+	// could not be registered: then Recv is the only receive).
+	pbuf *pbufRing
+
 	// The wake eventfd is read by an IORING_OP_READ into wakeBuf; the CQE of
 	// that read is both the wake-up and the drain, so a wake costs the owner no
 	// extra syscall.
@@ -96,8 +104,11 @@ type uringBackend struct {
 	ts         unix.Timespec
 	selfPin    runtime.Pinner
 	curTimeout uint64
-	timedOut   bool
-	seq        uint64 // reserved-token sequence
+	// curTimeoutAt is curTimeout's deadline; a stale TIMEOUT (a newer one
+	// replaced it) completes in its own time and is ignored.
+	curTimeoutAt time.Time
+	timedOut     bool
+	seq          uint64 // reserved-token sequence
 	// pendingWake records a wake CQE reaped outside Wait (while making room
 	// in a full SQ), so that the next Wait still returns for it.
 	pendingWake bool
@@ -124,8 +135,7 @@ func openUring(opts Options) (*uringBackend, error) {
 		plan:  newSyncPlanner(),
 	}
 	var p uringParams
-	p.Flags = uringSetupFlags
-	fd, err := ioUringSetup(entries, &p)
+	fd, err := setupRing(entries, &p)
 	b.stats.syscalls.Add(1)
 	if err != nil {
 		// The probe's words, so a shard whose ring fails after the probe
@@ -153,6 +163,11 @@ func openUring(opts Options) (*uringBackend, error) {
 		return nil, fmt.Errorf("iobackend: eventfd: %w", err)
 	}
 	b.wakeFd = wfd
+	if opts.RecvBuffers >= 0 {
+		if ok, _ := MultishotRecvSupported(); ok {
+			b.setupPbuf(opts)
+		}
+	}
 	b.selfPin.Pin(&b.wakeBuf)
 	b.selfPin.Pin(&b.ts)
 	if err := b.armWake(); err != nil {
@@ -160,6 +175,42 @@ func openUring(opts Options) (*uringBackend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// setupPbuf registers the provided buffer ring. A failure (the buffers
+// cannot be mapped, or the kernel refuses the registration: RLIMIT_MEMLOCK
+// on kernels that charge it) is not an error: the backend still works, with
+// one-shot receives, which is what AsMultishot then says.
+func (b *uringBackend) setupPbuf(opts Options) {
+	n := opts.RecvBuffers
+	if n == 0 {
+		n = DefaultRecvBuffers
+	}
+	n = min(1<<bitsFor(n), maxRecvBuffers)
+	size := opts.RecvBufferSize
+	if size <= 0 {
+		size = DefaultRecvBufferSize
+	}
+	r, err := newPbufRing(n, size)
+	b.stats.syscalls.Add(2)
+	if err != nil {
+		return
+	}
+	b.stats.syscalls.Add(1)
+	if err := r.register(b.fd); err != nil {
+		r.unmap()
+		return
+	}
+	b.pbuf = r
+}
+
+// bitsFor is the smallest k with 1<<k >= n.
+func bitsFor(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
 }
 
 // mapRings maps the SQ ring, the CQ ring (unless IORING_FEAT_SINGLE_MMAP says
@@ -241,6 +292,7 @@ func (b *uringBackend) release() {
 		_ = unix.Close(b.wakeFd)
 		b.wakeFd = -1
 	}
+	b.pbuf = nil
 }
 
 func (b *uringBackend) Kind() Kind { return KindUring }
@@ -330,6 +382,10 @@ func (b *uringBackend) newOp(token uint64, opcode uint8, fd int, buf []byte) *ur
 
 // fill writes op's SQE.
 func (b *uringBackend) fill(sqe *uringSQE, op *uringOp) {
+	if op.multishot {
+		fillMultishotRecv(sqe, op.fd, op.token)
+		return
+	}
 	sqe.Opcode = op.opcode
 	sqe.Fd = int32(op.fd)
 	sqe.UserData = op.token
@@ -391,6 +447,37 @@ func (b *uringBackend) PollAdd(fd int, events uint32, token uint64) error {
 
 func (b *uringBackend) Recv(fd int, buf []byte, token uint64) (int32, bool) {
 	return b.startSimple(opRecv, fd, buf, token)
+}
+
+func (b *uringBackend) multishotEnabled() bool { return b.pbuf != nil }
+
+// RecvMultishot arms a multishot RECV whose buffers come from the provided
+// buffer ring (see MultishotRecver). The op stays in the live table until
+// its last CQE, so a token is never reused while the kernel may still post
+// for it.
+func (b *uringBackend) RecvMultishot(fd int, token uint64) (int32, bool) {
+	if e := b.check(token); e != 0 {
+		return -int32(e), true
+	}
+	if b.pbuf == nil {
+		return -int32(unix.EOPNOTSUPP), true
+	}
+	op := b.newOp(token, opRecv, fd, nil)
+	op.multishot = true
+	if err := b.submitOp(op); err != nil {
+		b.drop(op)
+		return -int32(errnoOf(err)), true
+	}
+	return 0, false
+}
+
+func (b *uringBackend) RecvBuffer(id uint16, n int) []byte { return b.pbuf.buf(id, n) }
+
+func (b *uringBackend) ReleaseRecvBuffer(id uint16) {
+	if b.pbuf != nil && !b.closed {
+		b.pbuf.release(id)
+		b.stats.bufsReleased.Add(1)
+	}
 }
 
 func (b *uringBackend) Send(fd int, buf []byte, token uint64) (int32, bool) {
@@ -552,6 +639,7 @@ func (b *uringBackend) reap(out []Completion) (n int, woke bool) {
 			case resvWake:
 				b.wakeArmed = false
 				b.stats.wakeDrains.Add(1)
+				b.drained()
 				woke = true
 			case resvTimeout:
 				if cqe.UserData == b.curTimeout {
@@ -563,9 +651,14 @@ func (b *uringBackend) reap(out []Completion) (n int, woke bool) {
 			}
 			continue
 		}
-		if op := b.live.get(cqe.UserData); op != nil {
+		if op := b.live.get(cqe.UserData); op != nil && (!op.multishot || cqe.Flags&cqeFMore == 0) {
 			b.complete(op, cqe.Res)
 			b.recycle(op)
+		}
+		if cqe.Flags&cqeFBuffer != 0 && b.pbuf != nil {
+			b.stats.bufsFilled.Add(1)
+		} else if cqe.Res == -int32(unix.ENOBUFS) {
+			b.stats.noBufs.Add(1)
 		}
 		out[n] = Completion{Token: cqe.UserData, Res: cqe.Res, Flags: cqe.Flags}
 		n++
@@ -667,24 +760,36 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 		if err := b.armWake(); err != nil {
 			return n, err
 		}
-		overflow := atomic.LoadUint32(b.sqFlags)&sqCQOverflow != 0
+		overflow := b.cqOverflowed()
 		if n > 0 || woke || b.timedOut || timeout == 0 || len(out) == n ||
 			(timeout > 0 && !time.Now().Before(deadline)) {
-			if b.pendingSQEs() > 0 || (overflow && n < len(out)) {
+			for b.pendingSQEs() > 0 || ((overflow || b.taskrunPending()) && n < len(out)) {
 				if err := b.enter(0, true); err != nil && !retryable(err) {
 					return n, fmt.Errorf("iobackend: io_uring_enter: %w", err)
 				}
-				if n < len(out) {
-					// Ops that fail or finish inline (a recv with data
-					// queued) are already here; a wake seen now is served
-					// by this very return.
-					m, _ := b.reap(out[n:])
-					n += m
+				if n == len(out) {
+					break
+				}
+				// Ops that fail or finish inline (a recv with data
+				// queued) are already here; a wake seen now is served by
+				// this very return. While the kernel still holds CQEs on
+				// its overflow list (a burst larger than the CQ ring),
+				// flush and reap again: the whole burst is this Wait's.
+				m, _ := b.reap(out[n:])
+				n += m
+				if overflow = b.cqOverflowed() || b.taskrunPending(); m == 0 {
+					break
 				}
 			}
 			return n, b.checkOverflow()
 		}
-		if timeout > 0 && b.curTimeout == 0 {
+		// A TIMEOUT still pending from an earlier Wait serves this one
+		// only if it ends no later than this deadline. Its count (off = 1)
+		// ends it at the next CQE only for CQEs counted as completions: a
+		// multishot RECV's CQEs (aux CQEs) need not be, so an idle shard
+		// woke for a chunk could otherwise sleep on to the earlier Wait's
+		// deadline past its own timers (TestWaitDeadlineAfterMultishot).
+		if timeout > 0 && (b.curTimeout == 0 || deadline.Before(b.curTimeoutAt)) {
 			if err := b.reserve(1); err != nil {
 				return n, err
 			}
@@ -692,6 +797,7 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 			b.ts = unix.NsecToTimespec(rem.Nanoseconds())
 			b.seq++
 			b.curTimeout = resvTimeout | (b.seq & 0xffffffffffffff)
+			b.curTimeoutAt = deadline
 			sqe := b.next()
 			sqe.Opcode = opTimeout
 			sqe.Fd = -1
@@ -720,6 +826,18 @@ func (b *uringBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 			return n, fmt.Errorf("iobackend: io_uring_enter: %w", err)
 		}
 	}
+}
+
+// cqOverflowed reports IORING_SQ_CQ_OVERFLOW: CQEs wait on the kernel's
+// overflow list for room in the CQ ring.
+func (b *uringBackend) cqOverflowed() bool {
+	return atomic.LoadUint32(b.sqFlags)&sqCQOverflow != 0
+}
+
+// taskrunPending reports IORING_SQ_TASKRUN: with IORING_SETUP_COOP_TASKRUN
+// the kernel holds completions' task work until the thread enters it.
+func (b *uringBackend) taskrunPending() bool {
+	return atomic.LoadUint32(b.sqFlags)&sqTaskrun != 0
 }
 
 func retryable(err error) bool {
@@ -772,7 +890,14 @@ func (b *uringBackend) Close() error {
 	drained := b.drainForClose()
 	if drained {
 		b.selfPin.Unpin()
+		if r := b.pbuf; r != nil {
+			// Every receive is done: the kernel writes no buffer again.
+			r.unregister(b.fd)
+			r.unmap()
+		}
 	} else {
+		// The buffer ring's memory stays mapped for good, like the ops'
+		// buffers: an undrained receive could still fill one.
 		graveyard.Lock()
 		b.live.each(func(_ uint64, op *uringOp) { graveyard.ops = append(graveyard.ops, op) })
 		graveyard.ops = append(graveyard.ops, &uringOp{buf: b.wakeBuf[:]})

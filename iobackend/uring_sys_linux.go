@@ -22,9 +22,52 @@ const (
 	featRWCurPos   = 1 << 3 // IORING_FEAT_RW_CUR_POS (5.6): off == -1 means the file position
 )
 
-// uringSetupFlags is the exact flag set the backend passes to io_uring_setup;
-// the probe uses the same value so that what it tests is what Open gets.
+// uringSetupFlags is the flag set every ring starts with; setupRing adds
+// uringCoopFlags where the kernel takes them. The probe goes through
+// setupRing too, so that what it tests is what Open gets.
 const uringSetupFlags = setupClamp
+
+// The task-work flags, best first; setupRing takes the first the kernel
+// accepts. A completion that needs the shard thread's task work (a
+// multishot RECV copying data that just arrived) by default interrupts the
+// thread with an IPI (a VM exit on a VM) to run it.
+//
+//   - uringDeferFlags (6.1): IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN — the
+//     work waits until the thread asks for completions (io_uring_enter with
+//     GETEVENTS) and then runs as one batch. Every submission must come from
+//     the thread that created the ring (else -EEXIST), which is the
+//     Backend's rule anyway: one shard thread opens, drives and closes it.
+//   - uringCoopFlags (5.19): IORING_SETUP_COOP_TASKRUN — no IPI; the work
+//     runs the next time the thread enters the kernel.
+//
+// Both add IORING_SETUP_TASKRUN_FLAG, which raises IORING_SQ_TASKRUN in the
+// SQ flags while such work waits, so a non-blocking Wait knows to enter the
+// kernel for those completions.
+const (
+	uringDeferFlags = setupSingleIssuer | setupDeferTaskrun | setupTaskrunFlag
+	uringCoopFlags  = setupCoopTaskrun | setupTaskrunFlag
+)
+
+const (
+	setupCoopTaskrun  = 1 << 8  // IORING_SETUP_COOP_TASKRUN (5.19)
+	setupTaskrunFlag  = 1 << 9  // IORING_SETUP_TASKRUN_FLAG (5.19)
+	setupSingleIssuer = 1 << 12 // IORING_SETUP_SINGLE_ISSUER (6.0)
+	setupDeferTaskrun = 1 << 13 // IORING_SETUP_DEFER_TASKRUN (6.1)
+)
+
+// setupRing is io_uring_setup with uringSetupFlags and the best task-work
+// flags the kernel takes (EINVAL means it does not know them).
+func setupRing(entries uint32, p *uringParams) (int, error) {
+	var fd int
+	var err error
+	for _, extra := range []uint32{uringDeferFlags, uringCoopFlags, 0} {
+		*p = uringParams{Flags: uringSetupFlags | extra}
+		if fd, err = ioUringSetup(entries, p); err != unix.EINVAL {
+			break
+		}
+	}
+	return fd, err
+}
 
 // mmap offsets of the three regions.
 const (
@@ -41,11 +84,24 @@ const (
 // sq_ring flags (read with an atomic load).
 const (
 	sqCQOverflow = 1 << 1 // IORING_SQ_CQ_OVERFLOW (5.?): CQEs are parked on the kernel's overflow list
+	sqTaskrun    = 1 << 2 // IORING_SQ_TASKRUN (5.19, with IORING_SETUP_TASKRUN_FLAG): task work waits
 )
 
 // SQE flags.
 const (
-	sqeIOLink = 1 << 2 // IOSQE_IO_LINK (5.3)
+	sqeIOLink       = 1 << 2 // IOSQE_IO_LINK (5.3)
+	sqeBufferSelect = 1 << 5 // IOSQE_BUFFER_SELECT (5.7): the kernel picks the buffer from a group
+)
+
+// recvMultishot is IORING_RECV_MULTISHOT (6.0) in sqe.ioprio of a RECV: the
+// request stays armed and posts a CQE (with IORING_CQE_F_MORE) per chunk.
+const recvMultishot = 1 << 1
+
+// CQE flags.
+const (
+	cqeFBuffer     = 1 << 0 // IORING_CQE_F_BUFFER: flags >> 16 is the buffer ID
+	cqeFMore       = 1 << 1 // IORING_CQE_F_MORE: the multishot request stays armed
+	cqeBufferShift = 16     // IORING_CQE_BUFFER_SHIFT
 )
 
 // Opcodes (enum io_uring_op). Only the ones the backend submits.
@@ -66,7 +122,9 @@ const fsyncDatasync = 1 << 0
 
 // io_uring_register opcodes.
 const (
-	registerProbe = 8 // IORING_REGISTER_PROBE (5.6)
+	registerProbe      = 8  // IORING_REGISTER_PROBE (5.6)
+	registerPbufRing   = 22 // IORING_REGISTER_PBUF_RING (5.19)
+	unregisterPbufRing = 23 // IORING_UNREGISTER_PBUF_RING (5.19)
 
 	probeOpSupported = 1 << 0 // IO_URING_OP_SUPPORTED
 )
@@ -147,6 +205,27 @@ type uringSQE struct {
 	Pad         uint64
 }
 
+// bufReg is struct io_uring_buf_reg (40 bytes), the argument of
+// IORING_REGISTER_PBUF_RING: a ring of ring_entries io_uring_buf entries at
+// ring_addr (page-aligned, ours), buffer group bgid.
+type bufReg struct {
+	RingAddr    uint64
+	RingEntries uint32
+	Bgid        uint16
+	Flags       uint16
+	Resv        [3]uint64
+}
+
+// uringBuf is struct io_uring_buf (16 bytes), one entry of a provided buffer
+// ring. The ring's u16 tail overlays Resv of entry 0 (struct
+// io_uring_buf_ring), at byte offset 14 of the ring.
+type uringBuf struct {
+	Addr uint64
+	Len  uint32
+	Bid  uint16
+	Resv uint16
+}
+
 // uringCQE is struct io_uring_cqe (16 bytes; IORING_SETUP_CQE32 is not used).
 type uringCQE struct {
 	UserData uint64
@@ -180,6 +259,10 @@ var (
 	_ [16 - unsafe.Sizeof(uringCQE{})]struct{}
 	_ [unsafe.Sizeof(uringCQE{}) - 16]struct{}
 	_ [16 + 256*8 - unsafe.Sizeof(uringProbe{})]struct{}
+	_ [40 - unsafe.Sizeof(bufReg{})]struct{}
+	_ [unsafe.Sizeof(bufReg{}) - 40]struct{}
+	_ [16 - unsafe.Sizeof(uringBuf{})]struct{}
+	_ [unsafe.Sizeof(uringBuf{}) - 16]struct{}
 )
 
 // ioUringSetup calls io_uring_setup(2). Setup does not block, so RawSyscall

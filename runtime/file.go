@@ -19,6 +19,20 @@ import (
 type File struct {
 	fd   int
 	name string
+	// shards whose backends have written or synced the file: Close tells
+	// them to forget the fd (a failed write's mark must not pass to the
+	// next file given the same number). Almost always one.
+	shards []*shard
+}
+
+// usedOn records that sh's backend has seen the file.
+func (fl *File) usedOn(sh *shard) {
+	for _, s := range fl.shards {
+		if s == sh {
+			return
+		}
+	}
+	fl.shards = append(fl.shards, sh)
 }
 
 // ErrSyncFailed wraps an fdatasync failure. After it, the state of the file's
@@ -45,6 +59,7 @@ func (fl *File) Fd() int { return fl.fd }
 // WriteAt writes all of p at offset off, retrying short writes.
 func (fl *File) WriteAt(f *Fiber, p []byte, off int64) (int, error) {
 	f.charge(1)
+	fl.usedOn(f.sh)
 	done := 0
 	for done < len(p) {
 		t := f.startIO()
@@ -64,6 +79,7 @@ func (fl *File) WriteAt(f *Fiber, p []byte, off int64) (int, error) {
 // Sync makes every completed write to the file durable (fdatasync).
 func (fl *File) Sync(f *Fiber) error {
 	f.charge(1)
+	fl.usedOn(f.sh)
 	t := f.startIO()
 	res, ok := f.sh.be.Fsync(fl.fd, t.tok)
 	if res, _ = f.awaitIO(t, res, ok); res < 0 {
@@ -80,6 +96,7 @@ func (fl *File) Sync(f *Fiber) error {
 // primitive.
 func (fl *File) WriteAtSync(f *Fiber, p []byte, off int64) error {
 	f.charge(1)
+	fl.usedOn(f.sh)
 	sh := f.sh
 	for len(p) > 0 {
 		wt, st := f.startIO(), f.startIO()
@@ -112,10 +129,26 @@ func (fl *File) Truncate(size int64) error {
 	return nil
 }
 
-// Close closes the file.
+// Close closes the file. Called on the thread of a shard that wrote or
+// synced it (a fiber of that shard, as the WAL does), it first makes that
+// shard's backend forget the fd (Backend.Forget), so that a write that
+// failed on this file cannot fail the next Fsync of a new file that gets
+// the same number. A backend can only be told so on its own thread; a Close
+// from elsewhere skips it, and the worst that can follow is a spurious
+// -ECANCELED from that backend's next Fsync on the reused number, never a
+// sync reported durable that is not.
 func (fl *File) Close() error {
 	if fl.fd < 0 {
 		return &os.PathError{Op: "close", Path: fl.name, Err: os.ErrClosed}
+	}
+	if len(fl.shards) > 0 {
+		tid := unix.Gettid()
+		for _, sh := range fl.shards {
+			if sh.tid == tid && sh.be != nil {
+				sh.be.Forget(fl.fd)
+			}
+		}
+		fl.shards = nil
 	}
 	err := unix.Close(fl.fd)
 	fl.fd = -1

@@ -85,3 +85,44 @@ func TestFileErrorsNameThePath(t *testing.T) {
 		})
 	})
 }
+
+// TestFileCloseForgetsFailedWrite: a write that failed marks its fd on the
+// backend (its next Fsync must fail); Close makes the backend forget the
+// mark, so a new file that gets the same number syncs normally.
+func TestFileCloseForgetsFailedWrite(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		cfg.Shards = 1
+		path := filepath.Join(t.TempDir(), "next")
+		run(t, cfg, func(f *Fiber) int {
+			full, err := OpenFile("/dev/full", os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return 1
+			}
+			if _, err := full.WriteAt(f, []byte("x"), 0); err == nil {
+				t.Error("a write to /dev/full succeeded")
+			}
+			fd := full.Fd()
+			if err := full.Close(); err != nil {
+				t.Error(err)
+			}
+			next, err := OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Error(err)
+				return 1
+			}
+			defer next.Close()
+			if next.Fd() != fd {
+				t.Errorf("the new file got fd %d, not the closed one's %d: the test proves nothing", next.Fd(), fd)
+				return 1
+			}
+			if _, err := next.WriteAt(f, []byte("durable"), 0); err != nil {
+				t.Error(err)
+			}
+			if err := next.Sync(f); err != nil {
+				t.Errorf("Sync of a new file on a reused fd number: %v (the closed file's failed write leaked)", err)
+			}
+			return 0
+		})
+	})
+}

@@ -25,6 +25,7 @@ import (
 // ioSlot is one operation's entry.
 type ioSlot struct {
 	f    *Fiber
+	rs   *recvStream // a multishot receive's slot: completions go to the stream
 	gen  uint32
 	res  int32
 	done bool
@@ -60,9 +61,17 @@ func (t *ioTable) get(f *Fiber) ioTicket {
 	}
 	s := &t.slots[i]
 	s.gen = (s.gen + 1) & ioGenMask
-	s.f, s.res, s.done, s.used, s.next = f, 0, false, true, -1
+	s.f, s.rs, s.res, s.done, s.used, s.next = f, nil, 0, false, true, -1
 	t.inFlight++
 	return ioTicket{tok: uint64(s.gen)<<32 | uint64(i+1), slot: i}
+}
+
+// getStream registers a multishot receive: its slot stays taken, and routes
+// every completion to rs, until the last one (without More).
+func (t *ioTable) getStream(rs *recvStream) ioTicket {
+	tk := t.get(nil)
+	t.slots[tk.slot].rs = rs
+	return tk
 }
 
 // put frees a slot.
@@ -71,7 +80,7 @@ func (t *ioTable) put(i int32) {
 	if !s.used {
 		return
 	}
-	s.f, s.used, s.next = nil, false, t.free
+	s.f, s.rs, s.used, s.next = nil, nil, false, t.free
 	t.free = i
 	t.inFlight--
 }
@@ -96,6 +105,10 @@ func (sh *shard) complete(c iobackend.Completion) {
 		return
 	}
 	s := &sh.io.slots[i]
+	if s.rs != nil {
+		sh.streamCompletion(i, s.rs, c)
+		return
+	}
 	s.res, s.done = c.Res, true
 	sh.ready(s.f)
 }

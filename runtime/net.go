@@ -63,6 +63,7 @@ type netFD struct {
 	raddr  net.Addr
 	closed bool
 	r, w   direction
+	rs     *recvStream // the multishot receive, on a backend that has it
 }
 
 // trackSocket records an open socket of the shard, for closing at shutdown.
@@ -100,6 +101,9 @@ func (nfd *netFD) close() error {
 			// ENOENT: it completed and its completion is on its way.
 			_ = nfd.sh.be.Cancel(d.tok)
 		}
+	}
+	if nfd.rs != nil {
+		nfd.rs.close(nfd.sh)
 	}
 	delete(nfd.sh.sockets, nfd)
 	nfd.sh.be.Forget(nfd.fd)
@@ -183,11 +187,17 @@ func (t *deadlineTimer) fire(sh *shard) {
 		return // superseded by an earlier deadline's timer
 	}
 	d.armedAt = 0
-	if t.nfd.closed || d.tok == 0 || d.when == 0 {
+	if t.nfd.closed || !t.nfd.parked(d) || d.when == 0 {
 		return // nothing parked: the next operation checks the deadline itself
 	}
 	if sh.rt.now() < d.when {
 		t.nfd.armDeadline(d) // the deadline moved later
+		return
+	}
+	if rs := t.nfd.rs; d == &t.nfd.r && rs != nil && rs.waiter != nil {
+		// A Read parked on the multishot: wake it to see the deadline; the
+		// receive stays armed, and what arrives later is the next Read's.
+		sh.ready(rs.waiter)
 		return
 	}
 	d.expired = true
@@ -206,9 +216,15 @@ func (nfd *netFD) setDeadline(d *direction, t time.Time) {
 		when = 1 // already past; 0 would mean "no deadline"
 	}
 	d.when = when
-	if d.tok != 0 && !nfd.closed {
+	if nfd.parked(d) && !nfd.closed {
 		nfd.armDeadline(d)
 	}
+}
+
+// parked reports whether a fiber waits on side d: a backend operation, or a
+// Read on the multishot receive.
+func (nfd *netFD) parked(d *direction) bool {
+	return d.tok != 0 || (d == &nfd.r && nfd.rs != nil && nfd.rs.waiter != nil)
 }
 
 // errnoOf extracts the errno from a backend error (which wraps one), EIO if
@@ -547,9 +563,25 @@ func newConn(f *Fiber, fd int, network string) *Conn {
 // Dial connects to address on network ("tcp", "tcp4" or "tcp6") and returns
 // the connection bound to f. The connect is non-blocking: f parks until the
 // socket is writable and then reads SO_ERROR. A host name is resolved with
-// package net, which blocks the shard for the lookup.
+// package net, which blocks the shard for the lookup. Dial has no deadline
+// of its own (the kernel gives up after its SYN retries, about two minutes);
+// use DialTimeout where a peer may be unreachable.
 func Dial(f *Fiber, network, address string) (*Conn, error) {
+	return DialTimeout(f, network, address, 0)
+}
+
+// DialTimeout is Dial with a bound on the connect: if the handshake has not
+// finished within timeout (a black-holed address, a peer whose backlog is
+// full), the parked connect is cancelled (the POLL_ADD on io_uring, the
+// parked op on epoll), the socket closed, and the error (a *net.OpError)
+// satisfies errors.Is(err, os.ErrDeadlineExceeded) and net.Error's
+// Timeout(). timeout <= 0 means none. Name resolution is not covered.
+func DialTimeout(f *Fiber, network, address string, timeout time.Duration) (*Conn, error) {
 	f.charge(1)
+	var deadline int64
+	if timeout > 0 {
+		deadline = f.sh.rt.now() + int64(timeout)
+	}
 	raddr, err := resolveTCP("dial", network, address)
 	if err != nil {
 		return nil, err
@@ -575,23 +607,27 @@ func Dial(f *Fiber, network, address string) (*Conn, error) {
 		}
 	}
 	if err == unix.EINPROGRESS || err == unix.EINTR {
-		// Park until the handshake ends, then ask the socket how it went.
+		// Park until the handshake ends (or the deadline cancels the
+		// wait), then ask the socket how it went.
 		pending := &netFD{sh: f.sh, fd: fd, net: network, raddr: raddr}
+		pending.w.when = deadline
 		f.sh.trackSocket(pending)
 		res := pending.do(f, &pending.w, sockPollOut, nil)
-		delete(f.sh.sockets, pending)
 		if res < 0 {
-			if pending.r.tok == 0 && pending.w.tok == 0 {
-				unix.Close(fd)
-			} else {
-				_ = pending.close()
-			}
-			return fail(pending.resError("connect", res))
+			err := pending.resError("connect", res)
+			// close cancels a wait still in the kernel (an unwinding
+			// fiber), forgets the fd on the backend and closes it.
+			_ = pending.close()
+			return fail(err)
 		}
+		delete(f.sh.sockets, pending)
 		var soerr int
 		soerr, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		if err == nil && soerr != 0 {
 			err = unix.Errno(soerr)
+		}
+		if err != nil {
+			f.sh.be.Forget(fd)
 		}
 	}
 	if err != nil {
@@ -635,7 +671,7 @@ func (c *Conn) Bind(f *Fiber) error {
 	if !callerOnShard(&c.nfd, c.f) {
 		return c.nfd.opError("bind", errShardMismatch(c.nfd.sh))
 	}
-	if c.nfd.r.tok != 0 || c.nfd.w.tok != 0 {
+	if c.nfd.parked(&c.nfd.r) || c.nfd.parked(&c.nfd.w) {
 		return c.nfd.opError("bind", errors.New("wo: an operation is parked on the connection"))
 	}
 	c.f = f
@@ -656,7 +692,12 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	res := c.nfd.do(f, &c.nfd.r, sockRecv, p)
+	var res int32
+	if c.nfd.sh.ms != nil {
+		res = c.nfd.readStream(f, p)
+	} else {
+		res = c.nfd.do(f, &c.nfd.r, sockRecv, p)
+	}
 	switch {
 	case res > 0:
 		return int(res), nil

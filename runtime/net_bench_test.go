@@ -37,15 +37,17 @@ import (
 //	go test -run '^$' -bench NetEcho -benchtime 1x -count 3 ./runtime/
 //
 // WO_NETBENCH_DURATION (default 1s) sets the measured window. The plain
-// "uring" and "epoll" servers have one shard; the "-all-shards" ones run the
+// "uring" (multishot receive where the kernel has it), "uring-oneshot" (a
+// one-shot RECV per read, the fallback) and "epoll" servers have one shard; the "-all-shards" ones run the
 // default deployment (a shard per CPU, connections spread by ServeTCP). The
 // Go server has GOMAXPROCS Ps; every server shares the machine with the
 // client process the same way.
 func BenchmarkNetEcho(b *testing.B) {
-	for _, server := range []string{"uring", "epoll", "uring-all-shards", "epoll-all-shards", "gonet"} {
+	for _, server := range []string{"uring", "uring-oneshot", "epoll", "uring-all-shards", "epoll-all-shards", "gonet"} {
 		b.Run(server, func(b *testing.B) {
 			if server != "gonet" {
 				backend, _ := strings.CutSuffix(server, "-all-shards")
+				backend, _ = strings.CutSuffix(backend, "-oneshot")
 				if _, err := iobackend.Select(iobackend.Mode(backend)); err != nil {
 					b.Skipf("backend %s unusable here: %v", server, err)
 				}
@@ -90,7 +92,7 @@ func benchEcho(b *testing.B, server string, conns int) {
 	dur := envDuration("WO_NETBENCH_DURATION", time.Second)
 
 	var addr string
-	var syscalls func() uint64
+	var syscalls, noBufs func() uint64
 	var stop func()
 	if server == "gonet" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,11 +124,17 @@ func benchEcho(b *testing.B, server string, conns int) {
 			}
 		}()
 		syscalls = func() uint64 { return 0 }
+		noBufs = syscalls
 		stop = func() { ln.Close(); <-done }
 	} else {
 		cfg := testConfig(b)
 		backend, allShards := strings.CutSuffix(server, "-all-shards")
+		backend, oneshot := strings.CutSuffix(backend, "-oneshot")
 		cfg.IO = iobackend.Mode(backend)
+		if oneshot {
+			// io_uring as on kernels before 6.0: a one-shot RECV per read.
+			cfg.Backend = backendWith(iobackend.Options{RecvBuffers: -1})
+		}
 		cfg.Shards = 1 // one core's worth of server: the client needs the other
 		if allShards {
 			// The default deployment: a shard per CPU, connections spread by
@@ -202,6 +210,13 @@ func benchEcho(b *testing.B, server string, conns int) {
 			}
 			return n
 		}
+		noBufs = func() uint64 {
+			var n uint64
+			for _, s := range rt.Stats().PerShard {
+				n += s.Backend.RecvNoBuffers
+			}
+			return n
+		}
 		stop = func() { rt.Stop() }
 	}
 	defer stop()
@@ -222,7 +237,7 @@ func benchEcho(b *testing.B, server string, conns int) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	var sys0, sys1 uint64
+	var sys0, sys1, nb0, nb1 uint64
 	var cpu0, cpu1 time.Duration
 	var msgs, p99, elapsed float64
 	var lines []string
@@ -232,9 +247,9 @@ func benchEcho(b *testing.B, server string, conns int) {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) == 1 && f[0] == "START":
-			sys0, cpu0 = syscalls(), processCPU()
+			sys0, nb0, cpu0 = syscalls(), noBufs(), processCPU()
 		case len(f) == 4 && f[0] == "RESULT":
-			sys1, cpu1 = syscalls(), processCPU()
+			sys1, nb1, cpu1 = syscalls(), noBufs(), processCPU()
 			msgs, _ = strconv.ParseFloat(f[1], 64)
 			p99, _ = strconv.ParseFloat(f[2], 64)
 			elapsed, _ = strconv.ParseFloat(f[3], 64)
@@ -256,6 +271,11 @@ func benchEcho(b *testing.B, server string, conns int) {
 	b.ReportMetric(float64(cpu1-cpu0)/1e3/msgs, "server-cpu-µs/msg")
 	if server != "gonet" {
 		b.ReportMetric(float64(sys1-sys0)/msgs*1000, "syscalls/1k-msgs")
+	}
+	if strings.HasPrefix(server, "uring") {
+		// Multishot receives ended by -ENOBUFS: each costs a one-shot read
+		// and a re-arm.
+		b.ReportMetric(float64(nb1-nb0)/msgs*1000, "enobufs/1k-msgs")
 	}
 }
 

@@ -2,9 +2,11 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/writeonce/wo/runtime"
@@ -85,4 +87,24 @@ func ExampleServeTCP() {
 	n, _ := io.ReadAtLeast(c, buf, len("hello, every shard"))
 	fmt.Println(string(buf[:n]))
 	// Output: hello, every shard
+}
+
+// A dial with a bound: a peer that never answers (here a port nothing
+// listens on answers at once with a refusal; a black-holed one would hold
+// the connect until the deadline) costs the fiber at most the timeout.
+func ExampleDialTimeout() {
+	runtime.Run(runtime.Config{Shards: 1}, func(f *runtime.Fiber) int {
+		l, err := runtime.Listen(f, "tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		addr := l.Addr().String()
+		l.Close() // nothing listens there now
+		_, err = runtime.DialTimeout(f, "tcp", addr, time.Second)
+		var ne net.Error
+		fmt.Println("refused:", errors.Is(err, syscall.ECONNREFUSED), "timeout:", errors.As(err, &ne) && ne.Timeout())
+		return 0
+	})
+	// Output: refused: true timeout: false
 }

@@ -62,7 +62,7 @@ func pattern(n, seed int) []byte {
 }
 
 func TestNetEchoLoopback(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -118,7 +118,7 @@ func TestNetEchoLoopback(t *testing.T) {
 // sends until all of it is out; the peer reads it all and answers with the
 // count.
 func TestConnWriteLargerThanTheBuffers(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -156,7 +156,7 @@ func TestConnWriteLargerThanTheBuffers(t *testing.T) {
 }
 
 func TestNetEchoIPv6AndSmallMessages(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		run(t, cfg, func(f *Fiber) int {
 			l, err := Listen(f, "tcp6", "[::1]:0")
 			if err != nil {
@@ -193,7 +193,7 @@ func TestNetEchoIPv6AndSmallMessages(t *testing.T) {
 }
 
 func TestNetReadParksOnlyTheFiber(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			shardTID := unix.Gettid()
@@ -310,7 +310,7 @@ func acceptPair(t *testing.T, f *Fiber, l *Listener) (client, server *Conn, ok b
 }
 
 func TestConnClosedAndMisused(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -428,7 +428,7 @@ func TestConnClosedAndMisused(t *testing.T) {
 func second(_ int, err error) error { return err }
 
 func TestConnPeerReset(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -505,7 +505,7 @@ func isTimeout(err error) bool {
 }
 
 func TestConnDeadlines(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		run(t, cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -599,7 +599,7 @@ func TestConnDeadlines(t *testing.T) {
 // closed (the listener's port refuses connections afterwards) and no
 // goroutine survives (goleak in TestMain).
 func TestNetStopWhileParked(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		var parked, unwound atomic.Int32
 		addrCh := make(chan string, 1)
 		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
@@ -675,7 +675,7 @@ func TestNetStopWhileParked(t *testing.T) {
 // net/http's request parser and bufio, on a fiber Conn, talking to a plain
 // net.Dial client goroutine outside the runtime.
 func TestConnHTTPReadRequest(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		addrCh := make(chan string, 1)
 		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -754,7 +754,7 @@ func TestConnHTTPReadRequest(t *testing.T) {
 // A Conn used from a goroutine outside the runtime (or another shard) is an
 // error, not a data race on the shard's backend.
 func TestConnFromOutsideIsAnError(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		connCh := make(chan *Conn, 1)
 		rt, err := Start(context.Background(), cfg, func(f *Fiber) int {
 			l := listenLocal(t, f)
@@ -796,4 +796,79 @@ func TestConnFromOutsideIsAnError(t *testing.T) {
 		}
 		rt.Stop()
 	})
+}
+
+// TestDialTimeoutBlackHole dials a listener whose accept queue is full: the
+// kernel drops the SYN (and each retransmission), so the connect would hang
+// for the kernel's SYN retries. DialTimeout gives up at its deadline with a
+// timeout error, and leaves no socket behind.
+func TestDialTimeoutBlackHole(t *testing.T) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
+		cfg.Shards = 1
+		addr := blackHole(t)
+		run(t, cfg, func(f *Fiber) int {
+			c, err := DialTimeout(f, "tcp", addr, 100*time.Millisecond)
+			if err == nil {
+				c.Close()
+				t.Errorf("DialTimeout to a full backlog connected")
+				return 1
+			}
+			var ne net.Error
+			if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+				t.Errorf("DialTimeout: %v (%T), want a timeout wrapping os.ErrDeadlineExceeded", err, err)
+			}
+			if n := len(f.sh.sockets); n != 0 {
+				t.Errorf("%d sockets still tracked after the failed dial", n)
+			}
+			// A dial that is answered still works under a deadline.
+			l := listenLocal(t, f)
+			if l == nil {
+				return 1
+			}
+			defer l.Close()
+			c, err = DialTimeout(f, "tcp", l.Addr().String(), hangGuardDial)
+			if err != nil {
+				t.Errorf("DialTimeout to a listener: %v", err)
+				return 1
+			}
+			c.Close()
+			return 0
+		})
+	})
+}
+
+// hangGuardDial bounds a dial that must succeed; not a performance bound.
+const hangGuardDial = 10 * time.Second
+
+// blackHole returns the address of a loopback listener with backlog 0 whose
+// accept queue is already full, proven by a dial from package net that does
+// not complete: further SYNs are dropped until the test ends.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(ln) })
+	if err := unix.Bind(ln, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(ln, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(ln)
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
+	for i := 0; i < 8; i++ {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return addr // the queue is full
+			}
+			t.Fatalf("filling the backlog: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Fatal("the backlog of a listen(0) socket never filled")
+	return ""
 }

@@ -65,7 +65,7 @@ func startServerWith(t testing.TB, cfg Config, opts ...ServeOption) (srv *Server
 func TestServeTCPOnEveryShard(t *testing.T) {
 	for _, mode := range []AcceptMode{AcceptReusePort, AcceptHandoff} {
 		t.Run(string(mode), func(t *testing.T) {
-			forEachBackend(t, func(t *testing.T, cfg Config) {
+			forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 				if cfg.Shards == 0 {
 					cfg.Shards = 2
 				}
@@ -128,7 +128,7 @@ func TestServeTCPRejectsABadMode(t *testing.T) {
 // At its cap a shard closes a new connection at once and counts it; once a
 // served connection ends, the next one is served again.
 func TestServeTCPMaxConns(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
 		srv, stop := startServerWith(t, cfg, WithMaxConns(2))
 		defer stop()

@@ -38,6 +38,8 @@ type shard struct {
 	// I/O: the operations in flight (io.go), and the completion buffer.
 	io   ioTable
 	cqes []iobackend.Completion
+	// ms is be when it has multishot receive (recvstream.go), else nil.
+	ms iobackend.MultishotRecver
 
 	// open fiber sockets (net.go), closed at shutdown.
 	sockets map[*netFD]struct{}
@@ -236,6 +238,7 @@ func (sh *shard) run(started chan<- error) {
 		return
 	}
 	sh.be = be
+	sh.ms = iobackend.AsMultishot(be)
 	started <- nil
 	<-sh.rt.startGate
 	if sh.id == 0 && !sh.rt.stopping.Load() {
