@@ -85,6 +85,9 @@ type Cluster struct {
 	// DialMap rewrites the address the transport dials (peer.dial_map):
 	// tests run pods' DNS names on loopback.
 	DialMap map[string]string
+	// Faults, when set, wraps the transport the owner starts with this
+	// fault injector (tests: partitions, drops, delays).
+	Faults *transport.Faults
 	// ClusterID names the group on the wire (a peer of another group is
 	// refused). 0: derived from Peers (ClusterIDOf), so every member
 	// configured with the same initial peers agrees on it.

@@ -465,6 +465,9 @@ func (o *owner) open(f *runtime.Fiber) error {
 			return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
 		}
 		o.tcp, o.net, o.peerAddr = t, t, t.Addr().String()
+		if c.Faults != nil {
+			o.net = c.Faults.Wrap(o.id, t, o.relay)
+		}
 		o.opts.Logger.Info("dbowner: peer transport listening", "member", fmt.Sprintf("%x", o.id), "addr", o.peerAddr,
 			"cluster", fmt.Sprintf("%x", cid), "tls", c.TLS != nil, "peers", len(c.Peers), "join", c.Join)
 	default:
