@@ -761,8 +761,9 @@ func (n *Node) drive(f *runtime.Fiber) {
 		if len(n.reads) > 0 && (n.lead == raft.None || n.role == raft.StateCandidate || n.role == raft.StatePreCandidate) {
 			// Raft drops a read index asked with no leader, silently:
 			// answer now, as a proposal would be.
+			err := fmt.Errorf("%w: %s", ErrNoLeader, n.quorumHint())
 			for _, w := range n.reads {
-				n.answer(f, w, 0, ErrNoLeader)
+				n.answer(f, w, 0, err)
 			}
 			n.reads = nil
 		}
