@@ -33,8 +33,8 @@
 //	log.level                 WO_LOG_LEVEL                 --log-level                 info
 //	log.format                WO_LOG_FORMAT                --log-format                text
 //	telemetry.flush_timeout   WO_TRACE_FLUSH_TIMEOUT       --trace-flush-timeout       1s
-//	cluster.peers             WO_PEERS                     --peers                     "" (a single worker)  *
-//	cluster.ordinal           WO_ORDINAL                   --ordinal                   -1 (the host name's -N)  *
+//	cluster.peers             WO_PEERS                     --peers                     "" (a single worker)
+//	cluster.ordinal           WO_ORDINAL                   --ordinal                   -1 (the host name's -N)
 //	cluster.state             WO_CLUSTER_STATE             --cluster-state             new
 //	cluster.request_timeout   WO_REQUEST_TIMEOUT           --request-timeout           5s
 //	peer.addr                 WO_PEER_ADDR                 --peer-addr                 :7080
