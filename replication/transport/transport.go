@@ -70,6 +70,7 @@ type Config struct {
 	BackoffMin       time.Duration // first redial delay; default 50ms
 	BackoffMax       time.Duration // longest redial delay; default 2s
 	HandshakeTimeout time.Duration // TLS handshake and hello; default 5s
+	DialTimeout      time.Duration // a connect; default 3s (a black-holed peer must not hold the redial for the kernel's ~2 min)
 	SnapshotTimeout  time.Duration // a whole snapshot send, ack included; default 5m
 }
 
@@ -92,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BackoffMax < c.BackoffMin {
 		c.BackoffMax = max(2*time.Second, c.BackoffMin)
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 3 * time.Second
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 5 * time.Second
@@ -395,7 +399,7 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 	if to, ok := t.cfg.DialMap[addr]; ok {
 		target = to
 	}
-	raw, err = runtime.Dial(f, "tcp", target)
+	raw, err = runtime.DialTimeout(f, "tcp", target, t.cfg.DialTimeout)
 	if err != nil {
 		if target != addr {
 			return nil, nil, fmt.Errorf("dial %s (mapped from %s): %w", target, addr, err)
