@@ -245,6 +245,10 @@ func exercise(t *testing.T, env ...string) {
 		}
 	}
 	w.stop(t)
+	// The log is read once the worker has exited (its reader is done).
+	if !strings.Contains(w.logs.String(), "admin API is not authenticated") {
+		t.Errorf("no warning that the admin API is open (no admin.token_file):\n%s", w.logs)
+	}
 
 	// Restart on the same directory: everything acknowledged is there.
 	w = startWorker(t, dataDir, env...)
