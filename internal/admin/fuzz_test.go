@@ -32,6 +32,15 @@ func FuzzBodies(f *testing.F) {
 		} else if !strings.HasPrefix(err.Error(), "bad body: ") {
 			t.Fatalf("%q: error %q does not say it is the body", b, err)
 		}
+		// A path or wire ID: what parses prints back as itself (modulo
+		// case and leading zeros) and round-trips.
+		var id adminapi.ID
+		if err := id.UnmarshalText(b); err == nil {
+			var back adminapi.ID
+			if err := back.UnmarshalText([]byte(id.String())); err != nil || back != id {
+				t.Fatalf("%q: ID %v does not round-trip: %v", b, id, err)
+			}
+		}
 		if tl, err := parseTransferLeader(b); err == nil && tl.To != 0 {
 			if back, err := adminapi.ParseID(tl.To.String()); err != nil || back != tl.To {
 				t.Fatalf("%q: To %v does not round-trip", b, tl.To)
