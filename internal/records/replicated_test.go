@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/httpd"
 )
 
@@ -117,5 +119,23 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	if code, _ := do(t, "GET", u+"dan", ""); code != 404 {
 		t.Fatalf("a refused write was applied: %d", code)
+	}
+}
+
+// A member that waits to join a group answers every data request 503,
+// saying so (Setup let it start: the table comes with the group's state).
+func TestJoiningMemberAnswers503(t *testing.T) {
+	const id = 3<<48 | 1764659000000
+	base := startDB(t, dbowner.Options{Dir: t.TempDir(), Cluster: dbowner.Cluster{ID: id, Join: true, RequestTimeout: 200 * time.Millisecond}}, httpd.Options{})
+	u := base + "/v1/records/"
+	want := "joining: this member (0003019adddf72c0) waits to be added to the group; it serves nothing until then"
+	for _, req := range [][3]string{
+		{"PUT", u + "ada", `{"a":"b"}`}, {"GET", u + "ada", ""}, {"GET", u + "ada?consistency=stale", ""},
+		{"DELETE", u + "ada", ""}, {"GET", base + "/v1/records", ""},
+	} {
+		code, _, body := doH(t, req[0], req[1], req[2])
+		if code != 503 || errMsg(t, body) != want {
+			t.Errorf("%s %s: %d %s, want 503 %q", req[0], req[1], code, body, want)
+		}
 	}
 }
