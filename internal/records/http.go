@@ -109,10 +109,13 @@ func (h *Handler) key(w http.ResponseWriter, r *http.Request) (string, bool) {
 // reader is the handle a GET or list reads through: linearizable unless
 // the request asks for consistency=stale. ok is false once a 400 is sent.
 func (h *Handler) reader(w http.ResponseWriter, r *http.Request) (*runtime.Fiber, *dbowner.DB, bool) {
-	stale, msg := parseConsistency(r.URL.Query())
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, msg)
-		return nil, nil, false
+	stale := false
+	if r.URL.RawQuery != "" { // a plain GET parses no query (the hot path)
+		var msg string
+		if stale, msg = parseConsistency(r.URL.Query()); msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
+			return nil, nil, false
+		}
 	}
 	f, db := h.conn(r)
 	if stale {
