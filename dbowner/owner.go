@@ -230,9 +230,7 @@ func (o *owner) propose(f *runtime.Fiber, req *request, sp trace.Span) (uint64, 
 	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
 	deadline := time.Now().Add(o.opts.Cluster.RequestTimeout)
 	for {
-		if sp != nil {
-			o.spans = append(o.spans, sp)
-		}
+		o.linkSpan(sp)
 		_, v, err := o.node.ProposeValue(f, cmd, time.Until(deadline))
 		if err == nil {
 			out := v.(outcome)
@@ -259,9 +257,7 @@ func (o *owner) proposeFast(f *runtime.Fiber, req *request, sp trace.Span) bool 
 		return false
 	}
 	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
-	if sp != nil {
-		o.spans = append(o.spans, sp)
-	}
+	o.linkSpan(sp)
 	reply, op, table := req.reply, req.op, req.table
 	o.node.ProposeFunc(f, cmd, o.opts.Cluster.RequestTimeout, func(f *runtime.Fiber, _ uint64, v any, err error) {
 		var resp response
@@ -281,6 +277,17 @@ func (o *owner) proposeFast(f *runtime.Fiber, req *request, sp trace.Span) bool 
 		reply.Send(f, resp)
 	})
 	return true
+}
+
+// maxLinkedSpans bounds the spans waiting for the next append (a member
+// cut off from the group appends nothing while its callers retry).
+const maxLinkedSpans = 1024
+
+// linkSpan records a write's span for the next "wal fsync" span's links.
+func (o *owner) linkSpan(sp trace.Span) {
+	if sp != nil && len(o.spans) < maxLinkedSpans {
+		o.spans = append(o.spans, sp)
+	}
 }
 
 // asyncErr is retryable's answer for a proposal that cannot be retried

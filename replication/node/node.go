@@ -205,6 +205,7 @@ type Node struct {
 
 	joined atomic.Bool // this member is in the membership (voter or learner)
 	gone   atomic.Bool // removed, readable from any goroutine
+	down   atomic.Bool // the driver stopped (Stop, removal or failure)
 }
 
 type workKind uint8
@@ -418,6 +419,10 @@ func (n *Node) Joined() bool { return n.joined.Load() }
 // Removed reports whether this member was removed from the group. Safe
 // from any goroutine.
 func (n *Node) Removed() bool { return n.gone.Load() }
+
+// Stopped reports whether the member's driver has stopped (Stop, its
+// removal, or a failure; Err says which). Safe from any goroutine.
+func (n *Node) Stopped() bool { return n.down.Load() }
 
 // Inbox is the member's actor address for transport.Memory: batches sent
 // to it from any shard are stepped into raft.
@@ -1253,6 +1258,7 @@ func (n *Node) restartRaft(f *runtime.Fiber, cause error) error {
 // failAll answers every waiter with the reason the member stopped.
 func (n *Node) failAll(f *runtime.Fiber) {
 	n.stopped = true
+	n.down.Store(true)
 	n.noteMembership()
 	err := n.stopErr()
 	for _, w := range n.work {
