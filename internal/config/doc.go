@@ -34,16 +34,17 @@
 //	log.level                 WO_LOG_LEVEL                 --log-level                 info
 //	log.format                WO_LOG_FORMAT                --log-format                text
 //	telemetry.flush_timeout   WO_TRACE_FLUSH_TIMEOUT       --trace-flush-timeout       1s
-//	cluster.peers             WO_PEERS                     --peers                     "" (a single worker)  *
-//	cluster.ordinal           WO_ORDINAL                   --ordinal                   -1 (the host name's -N)  *
-//	cluster.state             WO_CLUSTER_STATE             --cluster-state             new  *
-//	peer.addr                 WO_PEER_ADDR                 --peer-addr                 :7080  *
-//	peer.cert                 WO_PEER_CERT                 --peer-cert                 "" (peer TLS off)  *
-//	peer.key                  WO_PEER_KEY                  --peer-key                  ""  *
-//	peer.ca                   WO_PEER_CA                   --peer-ca                   ""  *
+//	cluster.peers             WO_PEERS                     --peers                     "" (a single worker)
+//	cluster.ordinal           WO_ORDINAL                   --ordinal                   -1 (the host name's -N)
+//	cluster.state             WO_CLUSTER_STATE             --cluster-state             new
+//	cluster.request_timeout   WO_REQUEST_TIMEOUT           --request-timeout           5s
+//	peer.addr                 WO_PEER_ADDR                 --peer-addr                 :7080
+//	peer.cert                 WO_PEER_CERT                 --peer-cert                 "" (peer TLS off)
+//	peer.key                  WO_PEER_KEY                  --peer-key                  ""
+//	peer.ca                   WO_PEER_CA                   --peer-ca                   ""
+//	peer.dial_map             WO_PEER_DIAL_MAP             --peer-dial-map             "" (no rewriting)
 //
-// * replication: parsed and validated, not yet used by the worker (its --help
-// says so; see docs/replication.md).
+// The replication settings are described in docs/replication.md.
 //
 // The file's keys are the dotted names above as TOML tables, which is what the
 // operator renders into its ConfigMap:
