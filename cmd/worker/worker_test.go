@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,8 +61,28 @@ type worker struct {
 	cmd       *exec.Cmd
 	ops, http string // base URLs
 	chat      string // the chat's TCP address
-	logs      *strings.Builder
+	logs      *logBuf
 	exited    chan error
+}
+
+// logBuf is a worker's log so far: written by its reader goroutine, read
+// by the test at any time (a test may look for a line while the worker
+// runs).
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+) chat=(\S+)`)
@@ -76,6 +97,15 @@ func startWorker(t *testing.T, dataDir string, env ...string) *worker {
 // startWorkerWrapped is startWorker with the binary run by sh -c wrap
 // (wrap ends with exec "$@"), e.g. to lower a ulimit first.
 func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *worker {
+	t.Helper()
+	w := launchWorker(t, dataDir, wrap, env...)
+	w.waitReady(t)
+	return w
+}
+
+// launchWorker starts the worker and returns once it has logged its ports,
+// ready or not (a member joining a group is not).
+func launchWorker(t *testing.T, dataDir, wrap string, env ...string) *worker {
 	t.Helper()
 	conf := filepath.Join(t.TempDir(), "none.toml")
 	args := []string{workerBin, "--config", conf,
@@ -94,7 +124,7 @@ func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *work
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &worker{cmd: cmd, logs: &strings.Builder{}, exited: make(chan error, 1)}
+	w := &worker{cmd: cmd, logs: &logBuf{}, exited: make(chan error, 1)}
 	addrs := make(chan [3]string, 1)
 	logDone := make(chan struct{})
 	go func() {
@@ -124,13 +154,21 @@ func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *work
 	}
 	// After Wait, Kill returns os.ErrProcessDone: safe on an exited child.
 	t.Cleanup(func() { cmd.Process.Kill() })
+	return w
+}
+
+// waitReady waits for /readyz 200.
+func (w *worker) waitReady(t *testing.T) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		code, _, err := get(w.ops + "/readyz")
 		if err == nil && code == 200 {
-			return w
+			return
 		}
 		if time.Now().After(deadline) {
+			w.cmd.Process.Kill()
+			<-w.exited
 			t.Fatalf("worker not ready: %d %v\n%s", code, err, w.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -245,6 +283,10 @@ func exercise(t *testing.T, env ...string) {
 		}
 	}
 	w.stop(t)
+	// The log is read once the worker has exited (its reader is done).
+	if !strings.Contains(w.logs.String(), "admin API is not authenticated") {
+		t.Errorf("no warning that the admin API is open (no admin.token_file):\n%s", w.logs)
+	}
 
 	// Restart on the same directory: everything acknowledged is there.
 	w = startWorker(t, dataDir, env...)
