@@ -25,13 +25,17 @@ func ExampleRender() {
 			Pinning: wov1.PinningNone,
 		},
 	}
-	objs, err := operator.Render(w, operator.Options{})
+	objs, err := operator.Render(w, operator.Options{}, operator.Cluster{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	c := objs.StatefulSet.Spec.Template.Spec.Containers[0]
 	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			fmt.Printf("%s from %s\n", e.Name, e.ValueFrom.FieldRef.FieldPath)
+			continue
+		}
 		fmt.Printf("%s=%s\n", e.Name, e.Value)
 	}
 	fmt.Println("service:", objs.StatefulSet.Spec.ServiceName)
@@ -41,6 +45,13 @@ func ExampleRender() {
 	// WO_PIN=off
 	// WO_IO=auto
 	// WO_DATA_DIR=/var/lib/wo
+	// POD_NAME from metadata.name
+	// WO_PEERS=0=chat-0.chat-headless.apps.svc:7080
+	// WO_PEER_ADDR=:7080
+	// WO_PEER_CERT=/etc/wo-peer/$(POD_NAME).crt
+	// WO_PEER_KEY=/etc/wo-peer/$(POD_NAME).key
+	// WO_PEER_CA=/etc/wo-peer/ca.crt
+	// WO_ADMIN_TOKEN_FILE=/etc/wo-admin/token
 	// service: chat-headless
 	// seccomp: RuntimeDefault
 }
