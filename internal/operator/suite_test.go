@@ -288,6 +288,8 @@ func startOperator(t *testing.T, ns string, cfg *rest.Config) *runningOperator {
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("wo-operator"),
 		Options:  operator.Options{DefaultImage: "example/wo-worker:test"},
+		// Pods are whatever the test runs in their place, on loopback.
+		AdminURL: testAdminURL,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("setup: %v", err)
