@@ -400,8 +400,13 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, sts *apps
 	if equality.Semantic.DeepEqual(w.Status, next) {
 		return nil
 	}
+	// A merge patch, not an update: the operator is the status's only
+	// writer (one reconcile at a time per Worker), and a cache a write
+	// behind would otherwise turn every quick second reconcile into a
+	// conflict and a retry.
+	base := w.DeepCopy()
 	w.Status = next
-	if err := r.Client.Status().Update(ctx, w); err != nil {
+	if err := r.Client.Status().Patch(ctx, w, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("update status of worker %s/%s: %w", w.Namespace, w.Name, err)
 	}
 	return nil
