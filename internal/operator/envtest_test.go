@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -208,11 +209,15 @@ func TestCPULimitChangeRollsShards(t *testing.T) {
 		t.Fatalf("WO_SHARDS %q", env["WO_SHARDS"])
 	}
 
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
-		t.Fatal(err)
-	}
-	w.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("3")
-	if err := k8s.Update(ctx, w); err != nil {
+	// The operator writes the status meanwhile; a spec update that races
+	// it is retried, as kubectl edit would.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			return err
+		}
+		w.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("3")
+		return k8s.Update(ctx, w)
+	}); err != nil {
 		t.Fatalf("update CPU limit: %v", err)
 	}
 

@@ -186,8 +186,11 @@ func (g *fakeGroup) syncVolumes(ctx context.Context, want int) {
 			g.mu.Lock()
 			created := g.pvcs[ord]
 			if created {
-				// Deleted by the operator: the volume is gone.
-				if ord < want {
+				// Deleted by the operator: the volume is gone. The
+				// StatefulSet is read again: the operator shrinks it
+				// before deleting the claims, maybe since this pass
+				// read it.
+				if ord < g.stsReplicas(ctx) {
 					g.fail("volume claim %s deleted while its pod should run", name)
 				}
 				delete(g.volumes, ord)
@@ -212,7 +215,7 @@ func (g *fakeGroup) syncVolumes(ctx context.Context, want int) {
 				}
 			}
 		case err == nil && !pvc.DeletionTimestamp.IsZero():
-			if ord < want {
+			if ord < g.stsReplicas(ctx) {
 				g.fail("volume claim %s deleted while its pod should run", name)
 			}
 			// No controller removes the protection finalizer in envtest.
@@ -220,6 +223,16 @@ func (g *fakeGroup) syncVolumes(ctx context.Context, want int) {
 			_ = k8s.Update(ctx, &pvc)
 		}
 	}
+}
+
+// stsReplicas reads the StatefulSet's replicas afresh: the operator
+// shrinks it before it deletes claims, maybe since this pass read it.
+func (g *fakeGroup) stsReplicas(ctx context.Context) int {
+	var sts appsv1.StatefulSet
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name}, &sts); err != nil {
+		return 0
+	}
+	return int(*sts.Spec.Replicas)
 }
 
 func (g *fakeGroup) startPodLocked(ord int) {
