@@ -67,6 +67,8 @@ type fakeGroup struct {
 	down     map[int]bool // pods whose process is up but unreachable (a dead node)
 	ops      []string     // membership steps in the order applied
 	onRemove func(id adminapi.ID)
+	// clusterState is cluster.state in the worker.toml the pods mount.
+	clusterState string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -137,7 +139,16 @@ func (g *fakeGroup) pass(ctx context.Context) {
 		g.mu.Unlock()
 	}
 	want := int(*sts.Spec.Replicas)
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-config"}, &cm); err != nil {
+		return
+	}
+	state := "new"
+	if strings.Contains(cm.Data["worker.toml"], `state = "existing"`) {
+		state = "existing"
+	}
 	g.mu.Lock()
+	g.clusterState = state
 	for ord := range g.pods {
 		if ord >= want {
 			g.stopPodLocked(ord)
@@ -238,6 +249,9 @@ func (g *fakeGroup) stsReplicas(ctx context.Context) int {
 func (g *fakeGroup) startPodLocked(ord int) {
 	id := g.volumes[ord]
 	if id == 0 {
+		if ord == 0 && g.clusterState == "new" && g.commit > 0 {
+			g.fail("pod 0 started on an empty volume with cluster.state new after the group was made: it would bootstrap a second group")
+		}
 		if ord == 0 && len(g.members) == 0 && g.commit == 0 {
 			// Pod 0 is alone in cluster.peers and bootstraps.
 			id = adminapi.ID(1)
@@ -422,6 +436,28 @@ func (g *fakeGroup) viewLocked(p *fakePod) adminapi.Cluster {
 	}
 	c.Voters, c.Reachable = g.quorumLocked(g.members)
 	return c
+}
+
+// wipe stops a pod, loses its volume (a new disk) and lets the next pass
+// start it again, empty. If it led, the others elect a new leader.
+func (g *fakeGroup) wipe(ord int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.pods[ord]
+	delete(g.pods, ord)
+	podURLs.Delete(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord))
+	delete(g.volumes, ord)
+	if p.id == g.leader {
+		for _, m := range g.members {
+			if m.Role == adminapi.RoleVoter && m.ID != p.id && g.reachableLocked(m) {
+				g.leader, g.term = m.ID, g.term+1
+				break
+			}
+		}
+	}
+	g.mu.Unlock()
+	p.srv.Close()
+	g.mu.Lock()
 }
 
 // setDown makes a pod's node unreachable (true) or brings it back.

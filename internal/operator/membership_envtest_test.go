@@ -292,3 +292,51 @@ func TestSpecVotersRules(t *testing.T) {
 		}
 	}
 }
+
+// TestWipedPodRejoinsAsNewMember: pod 0, the group's founder and leader,
+// loses its volume. It restarts with cluster.state existing (the operator
+// flipped it once the group existed), so it waits as a new member instead of
+// bootstrapping a second group (the fake fails the test if it would); the
+// operator removes its old ID, adds the new one and promotes it.
+func TestWipedPodRejoinsAsNewMember(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, operatorConfig)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
+	w.Spec.Replicas = ptr.To(int32(3))
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	getStatefulSet(t, ns, w.Name)
+	g := startFakeGroup(t, ns, w.Name)
+	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	old := getWorker(t, w).Status.Members[0]
+	eventually(t, "the pods see cluster.state existing", func() error {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.clusterState != "existing" {
+			return fmt.Errorf("cluster.state %q", g.clusterState)
+		}
+		return nil
+	})
+
+	g.wipe(0)
+	eventually(t, "pod 0 back as a new voter", func() error {
+		got := getWorker(t, w)
+		if len(got.Status.Members) != 3 {
+			return fmt.Errorf("members %+v", got.Status.Members)
+		}
+		m := got.Status.Members[0]
+		if m.Pod != w.Name+"-0" || m.ID == old.ID || m.Role != wov1.MemberVoter {
+			return fmt.Errorf("pod 0 is %+v (old ID %s)", m, old.ID)
+		}
+		return nil
+	})
+	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	ops := g.opLog()
+	if i, j := slices.Index(ops, "remove 0"), slices.Index(ops, "add 0"); i < 0 || j < 0 || i > j {
+		t.Errorf("steps %v: the old ID of pod 0 must go before the new one is added", ops)
+	}
+}
