@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -17,6 +18,7 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/operator"
 )
 
 func getWorker(t *testing.T, w *wov1.Worker) wov1.Worker {
@@ -338,5 +340,45 @@ func TestWipedPodRejoinsAsNewMember(t *testing.T) {
 	ops := g.opLog()
 	if i, j := slices.Index(ops, "remove 0"), slices.Index(ops, "add 0"); i < 0 || j < 0 || i > j {
 		t.Errorf("steps %v: the old ID of pod 0 must go before the new one is added", ops)
+	}
+}
+
+// TestPeerCertificatesRenewWithoutRestart: leaves are renewed in their
+// Secret once a third of their life is left, and the pods are not rolled
+// for it (the worker re-reads the mounted files, replication/transport).
+// Leaves live 9 s here, so renewal comes after 6 s.
+func TestPeerCertificatesRenewWithoutRestart(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, operatorConfig, func(r *operator.Reconciler) { r.PeerCertValidity = 9 * time.Second })
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	sts := getStatefulSet(t, ns, w.Name)
+	g := startFakeGroup(t, ns, w.Name)
+	waitGroup(t, g, w, 1, "0:voter")
+	leaf := func() string {
+		var s corev1.Secret
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: w.Name + "-peer-tls"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		return string(s.Data[w.Name+"-0.crt"])
+	}
+	first := leaf()
+	eventually(t, "the leaf renewed", func() error {
+		if leaf() == first {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	if err := findEvent(ns, w.Name, "CertificatesRenewed"); err != nil {
+		t.Error(err)
+	}
+	now := getStatefulSet(t, ns, w.Name)
+	if now.Generation != sts.Generation {
+		t.Errorf("StatefulSet generation %d -> %d: a renewal must not roll the pods", sts.Generation, now.Generation)
 	}
 }
