@@ -65,3 +65,29 @@ func TestPeerCertificates(t *testing.T) {
 		t.Error("pod 2's leaf was kept for pod 1")
 	}
 }
+
+// Whatever a Secret holds (someone edited it, a truncated write), reading
+// the CA and judging a leaf return an answer and never panic.
+func FuzzPeerSecret(f *testing.F) {
+	w := testWorker("1")
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ca, err := NewCA(w, now)
+	if err != nil {
+		f.Fatal(err)
+	}
+	leaf, key, err := ca.IssueLeaf(w, 0, now, time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ca.CertPEM, ca.KeyPEM, leaf, key)
+	f.Add([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), []byte{}, []byte("x"), []byte("y"))
+	f.Fuzz(func(t *testing.T, caCert, caKey, cert, key []byte) {
+		if got, err := ParseCA(map[string][]byte{caCertKey: caCert, caKeyKey: caKey}); err == nil && got.Cert == nil {
+			t.Fatal("ParseCA: no error and no certificate")
+		}
+		need, why := LeafNeedsRenewal(ca, w, 0, cert, key, now)
+		if need && why == "" {
+			t.Fatal("renewal without a reason")
+		}
+	})
+}
