@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/chat"
 	"github.com/writeonce/wo/internal/config"
 	"github.com/writeonce/wo/internal/httpd"
@@ -45,7 +46,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Lines logged with a traced context carry trace_id and span_id.
 	log := slog.New(telemetry.LogHandler(cfg.Logger(stderr).Handler()))
 	slog.SetDefault(log)
-	token, err := readToken(cfg.TokenFile)
+	token, err := readToken("auth.token_file", cfg.TokenFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
+	adminToken, err := readToken("admin.token_file", cfg.AdminTokenFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
@@ -75,7 +81,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("worker: ops listener", "err", err)
 		return 1
 	}
-	opsSrv := ops.New(ops.Options{Pprof: cfg.Pprof, Token: token})
+	// The admin API (raft membership) is served on the ops port once the
+	// database is open; without admin.token_file it is open, and says so.
+	adminSrv := admin.New(admin.Options{Token: adminToken, Timeout: cfg.RequestTimeout, Logger: log})
+	opsSrv := ops.New(ops.Options{Pprof: cfg.Pprof, Token: token, Admin: adminSrv})
 	opsHTTP := &http.Server{Handler: opsSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	opsDone := make(chan struct{})
 	go func() {
@@ -118,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	code := runtime.RunContext(runCtx, cfg.Runtime(log), func(f *runtime.Fiber) int {
-		return mainFiber(f, cfg, log, token, opsSrv, opsLn.Addr().String(), stopper)
+		return mainFiber(f, cfg, log, token, opsSrv, adminSrv, opsLn.Addr().String(), stopper)
 	})
 	close(runDone)
 
@@ -133,13 +142,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // mainFiber is fiber 0: it opens the database, serves the data plane on
 // every shard, marks the worker ready, parks until a signal and drains.
-func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token string, opsSrv *ops.Server, opsAddr string,
+func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token string, opsSrv *ops.Server, adminSrv *admin.Server, opsAddr string,
 	stopper chan<- runtime.Reply[struct{}]) int {
 	rt := f.Runtime()
 	opsSrv.Attach(rt, nil)
 	walHook := opsSrv.WAL()
+	cluster, err := clusterOptions(cfg, log)
+	if err != nil {
+		log.Error("worker: replication settings", "dir", cfg.DataDir, "err", err)
+		return 1
+	}
 	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, WAL: cfg.WAL(), TracerProvider: otel.GetTracerProvider(), Logger: log,
-		OnGroupCommit: walHook})
+		OnGroupCommit: walHook, Cluster: cluster})
 	if err != nil {
 		if f.Stopping() {
 			return 0 // stopped during recovery: a clean exit
@@ -158,9 +172,18 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 		log.Info("worker: database closed", "last_lsn", db.Stats().LastLSN)
 	}()
 	opsSrv.Attach(rt, db)
+	adminSrv.Attach(f, db)
 	if err := records.Setup(f, db); err != nil {
-		log.Error("worker: records", "err", err)
-		return 1
+		if !errors.Is(err, dbowner.ErrJoining) && !errors.Is(err, dbowner.ErrNoQuorum) {
+			log.Error("worker: records", "err", err)
+			return 1
+		}
+		// A member waiting to be added, or a group not yet at quorum:
+		// the table comes with the log (or is created once a quorum is
+		// up); meanwhile the worker serves ops and answers data routes
+		// with the reason.
+		log.Warn("worker: records table not set up yet; retrying in the background", "state", db.State(), "err", err)
+		runtime.Go(f, func(f *runtime.Fiber) { setupLater(f, db, log) })
 	}
 
 	srv := httpd.New(httpd.Options{
@@ -195,7 +218,8 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 		log.Error("worker: chat listener", "addr", cfg.ChatAddr, "err", err)
 		return 1
 	}
-	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "chat", chatTCP.Addr().String(), "max_conns_per_shard", maxConns)
+	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "chat", chatTCP.Addr().String(),
+		"peer", db.PeerAddr(), "member", fmt.Sprintf("%x", db.Self()), "max_conns_per_shard", maxConns)
 	log.Info("worker: database open", "dir", cfg.DataDir, "recovered", db.Stats().Recovered, "shards", rt.Shards(), "backend", rt.Backend().Kind)
 	opsSrv.SetState(ops.Ready)
 	log.Info("worker: ready")
@@ -219,6 +243,24 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 	return 0
 }
 
+// setupLater retries records.Setup every second until it succeeds, the
+// member is removed, or the runtime stops.
+func setupLater(f *runtime.Fiber, db *dbowner.DB, log *slog.Logger) {
+	for !f.Stopping() {
+		runtime.Sleep(f, time.Second)
+		err := records.Setup(f, db)
+		switch {
+		case err == nil:
+			log.Info("worker: records table ready", "state", db.State())
+			return
+		case errors.Is(err, dbowner.ErrRemoved), errors.Is(err, dbowner.ErrClosed):
+			return
+		case !errors.Is(err, dbowner.ErrJoining) && !errors.Is(err, dbowner.ErrNoQuorum):
+			log.Error("worker: records", "err", err)
+		}
+	}
+}
+
 // autoMaxConns splits the file descriptor limit, less a reserve, over the
 // shards (Go raises the soft limit to the hard one at start).
 func autoMaxConns(shards int) int {
@@ -230,21 +272,22 @@ func autoMaxConns(shards int) int {
 	return max(16, n/max(1, shards))
 }
 
-// readToken reads the bearer token file ("" when none is configured).
-func readToken(path string) (string, error) {
+// readToken reads a bearer token file, the setting key's ("" when none is
+// configured): auth.token_file and admin.token_file follow the same rules.
+func readToken(key, path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("auth.token_file: %w", err)
+		return "", fmt.Errorf("%s: %w", key, err)
 	}
 	t := strings.TrimSpace(string(b))
 	if t == "" {
-		return "", fmt.Errorf("auth.token_file %s: the file is empty", path)
+		return "", fmt.Errorf("%s %s: the file is empty", key, path)
 	}
 	if strings.ContainsAny(t, " \t\r\n") {
-		return "", fmt.Errorf("auth.token_file %s: the token has whitespace inside", path)
+		return "", fmt.Errorf("%s %s: the token has whitespace inside", key, path)
 	}
 	return t, nil
 }
