@@ -193,7 +193,16 @@ func (k *procKubelet) pass(ctx context.Context) {
 		err := k8s.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: fmt.Sprintf("data-%s-%d", k.name, ord)}, &pvc)
 		if apierrors.IsNotFound(err) || (err == nil && !pvc.DeletionTimestamp.IsZero()) {
 			if k.procs[ord] != nil {
-				k.t.Errorf("claim of running pod %d deleted", ord)
+				// The operator shrinks the StatefulSet before it
+				// deletes claims, maybe since this pass read it; the
+				// pod then goes first, as pvc-protection makes a
+				// kubelet's do.
+				var now appsv1.StatefulSet
+				if err := k8s.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: k.name}, &now); err != nil || ord < int(*now.Spec.Replicas) {
+					k.t.Errorf("claim of running pod %d deleted", ord)
+					continue
+				}
+				k.killLocked(ord)
 			}
 			os.RemoveAll(filepath.Join(k.root, "data", strconv.Itoa(ord)))
 			delete(k.pvcs, ord)
