@@ -621,6 +621,11 @@ func TestRestartedOperatorMakesNoWrites(t *testing.T) {
 		if got.Status.ObservedGeneration != got.Generation || got.Status.Shards != 2 {
 			return fmt.Errorf("status %+v", got.Status)
 		}
+		// Settled means it has also looked at pod 0 (nothing runs it
+		// here), which it can only do once the StatefulSet exists.
+		if c := condition(got, wov1.ConditionQuorum); c == nil || !strings.Contains(c.Message, "waiting for pod "+w.Name+"-0") {
+			return fmt.Errorf("Quorum %+v", c)
+		}
 		return nil
 	})
 	first.stop()
