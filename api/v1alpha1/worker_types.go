@@ -62,6 +62,22 @@ const (
 	// ConditionDegraded is True when the operator could not bring the
 	// objects it owns to the state the spec asks for.
 	ConditionDegraded = "Degraded"
+	// ConditionQuorum is True when the raft group has a leader that reaches
+	// a quorum of its voters. It is False, with the reason in its message,
+	// when there is no leader, when the leader cannot reach a quorum, or
+	// when the next membership change (a scale-down) would leave the group
+	// without one and the operator is therefore waiting.
+	ConditionQuorum = "Quorum"
+)
+
+// Member roles reported in MemberStatus.Role. Voter and learner are raft's;
+// joining is a pod that runs and waits to be added; removed is a pod whose
+// member the group removed (its volume holds an ID the group refuses).
+const (
+	MemberVoter   = "voter"
+	MemberLearner = "learner"
+	MemberJoining = "joining"
+	MemberRemoved = "removed"
 )
 
 // WorkerSpec is the desired state of a fleet of worker pods.
@@ -74,7 +90,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.limits) || !('cpu' in self.resources.limits) || quantity(string(self.resources.limits['cpu'])).isInteger()",message="pinning: exclusive needs a whole number of CPUs in resources.limits.cpu (for example 2, not 1500m): the kubelet's static CPU manager gives exclusive cores only to whole CPUs",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || (has(self.resources.limits) && 'memory' in self.resources.limits)",message="pinning: exclusive needs resources.limits.memory as well: a pod is Guaranteed, and gets exclusive cores, only when it has both CPU and memory limits",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.requests) || ((!('cpu' in self.resources.requests) || (has(self.resources.limits) && 'cpu' in self.resources.limits && quantity(string(self.resources.requests['cpu'])).compareTo(quantity(string(self.resources.limits['cpu']))) == 0)) && (!('memory' in self.resources.requests) || (has(self.resources.limits) && 'memory' in self.resources.limits && quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) == 0)))",message="pinning: exclusive needs resources.requests equal to resources.limits for cpu and memory (or requests left out, which makes them equal): only a Guaranteed pod gets exclusive cores",fieldPath=".resources"
-// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !(e.name in ['WO_SHARDS', 'WO_PIN', 'WO_IO', 'WO_REDUCTIONS', 'WO_DATA_DIR']))",message="env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS or WO_DATA_DIR: the operator derives them from resources, pinning, io, reductions and storage",fieldPath=".env"
+// +kubebuilder:validation:XValidation:rule="!has(self.voters) || !has(self.replicas) || self.replicas < 3 || self.voters <= self.replicas",message="voters cannot be more than replicas: every voter is a pod. Scale replicas up first, or lower voters (with fewer than 3 replicas any voters is accepted: the group then runs the largest odd number of voters the pods allow, 1 for 1 or 2 pods)",fieldPath=".voters"
+// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !(e.name in ['WO_SHARDS', 'WO_PIN', 'WO_IO', 'WO_REDUCTIONS', 'WO_DATA_DIR', 'WO_PEERS', 'WO_ORDINAL', 'WO_CLUSTER_STATE', 'WO_PEER_ADDR', 'WO_PEER_CERT', 'WO_PEER_KEY', 'WO_PEER_CA', 'WO_ADMIN_TOKEN_FILE']))",message="env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS, WO_DATA_DIR or the replication settings (WO_PEERS, WO_ORDINAL, WO_CLUSTER_STATE, WO_PEER_ADDR, WO_PEER_CERT, WO_PEER_KEY, WO_PEER_CA, WO_ADMIN_TOKEN_FILE): the operator derives them from resources, pinning, io, reductions, storage and the raft group it manages",fieldPath=".env"
 type WorkerSpec struct {
 	// Replicas is the number of worker pods. It is the /scale subresource's
 	// spec path, so `kubectl scale` and a HorizontalPodAutoscaler set it.
@@ -83,6 +100,20 @@ type WorkerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self >= 0",message="replicas must be 0 or more"
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Voters is how many of the pods are raft voters: the members whose
+	// quorum (a majority) commits every write. It must be odd: an even
+	// number tolerates no more lost pods than one voter fewer. Pods beyond
+	// the voters are learners: they replicate the log, serve stale reads
+	// and forward writes, but do not count towards the quorum. With fewer
+	// pods than voters (replicas 1 or 2) the group runs the largest odd
+	// number of voters the pods allow: 1.
+	//
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="voters must be odd (1, 3, 5, ...): a quorum is a majority, and 4 voters survive losing 1, no more than 3 do"
+	// +optional
+	Voters *int32 `json:"voters,omitempty"`
 
 	// Image is the worker's container image. Empty means the operator's
 	// --worker-image default.
@@ -212,12 +243,68 @@ type WorkerStatus struct {
 	// +optional
 	Shards int32 `json:"shards,omitempty"`
 
-	// Conditions are Ready, Progressing and Degraded.
+	// Voters is the number of voters in the raft group's configuration,
+	// as the leader reports it.
+	//
+	// +optional
+	Voters int32 `json:"voters,omitempty"`
+
+	// Leader is the pod whose member leads the raft group; empty when no
+	// member knows a leader.
+	//
+	// +optional
+	Leader string `json:"leader,omitempty"`
+
+	// Bootstrapped records that pod 0 created the raft group. From then on
+	// the operator renders cluster.state = "existing" into worker.toml, so
+	// a pod 0 whose volume was wiped waits to be added as a new member
+	// instead of bootstrapping a second group.
+	//
+	// +optional
+	Bootstrapped bool `json:"bootstrapped,omitempty"`
+
+	// Members are the raft group's members and the pods waiting to join,
+	// by ordinal.
+	//
+	// +listType=atomic
+	// +optional
+	Members []MemberStatus `json:"members,omitempty"`
+
+	// Draining lists the pods being removed from the raft group by a
+	// scale-down; the StatefulSet shrinks once none is left.
+	//
+	// +listType=atomic
+	// +optional
+	Draining []string `json:"draining,omitempty"`
+
+	// Conditions are Ready, Progressing, Degraded and Quorum.
 	//
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MemberStatus is one raft member (or a pod waiting to become one).
+type MemberStatus struct {
+	// Pod is the pod's name (NAME-ORDINAL).
+	Pod string `json:"pod"`
+	// ID is the raft member ID in hex: the ordinal in the high 16 bits, an
+	// incarnation in the low 48 (a pod whose volume was wiped comes back
+	// with a new one). Empty for a pod the operator could not reach.
+	//
+	// +optional
+	ID string `json:"id,omitempty"`
+	// Role is voter, learner, joining (running, not yet added) or removed.
+	Role string `json:"role"`
+	// Applied is the last log index the pod's member applied, as it
+	// reported it; 0 when it could not be reached.
+	//
+	// +optional
+	Applied uint64 `json:"applied,omitempty"`
+	// Reachable is whether the leader hears from the member (the pod itself
+	// for a joining pod: whether the operator reached its admin API).
+	Reachable bool `json:"reachable"`
 }
 
 // Worker is a fleet of wo worker pods: a StatefulSet with a volume per pod,
@@ -229,6 +316,8 @@ type WorkerStatus struct {
 // +kubebuilder:resource:categories=wo
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,description="Desired pods"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Pods passing /readyz"
+// +kubebuilder:printcolumn:name="Voters",type=integer,JSONPath=`.status.voters`,description="Raft voters in the group"
+// +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`,description="Pod leading the raft group"
 // +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.status.shards`,description="Shards per pod (WO_SHARDS)"
 // +kubebuilder:printcolumn:name="Pinning",type=string,JSONPath=`.spec.pinning`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -1,11 +1,23 @@
 // Package operator is the wo operator's reconciler: it turns a Worker
 // (api/v1alpha1) into a StatefulSet with a volume claim per pod, a headless
-// and a client Service, and a ConfigMap holding the worker's TOML.
+// and a client Service, a ConfigMap holding the worker's TOML, the Secrets
+// the members authenticate with (a per-Worker CA, a leaf certificate per
+// pod, the admin API token), and drives the raft group the pods form: it
+// adds each new pod as a learner through the worker's admin API, promotes
+// it once caught up until spec.voters vote, and on a scale-down removes the
+// members on the highest ordinals (moving leadership off them first) before
+// the StatefulSet shrinks, never below a quorum.
+//
+// Membership is decided by Decide, a pure function of the Worker (spec and
+// previous status), the StatefulSet's pod count and each pod's
+// GET /admin/cluster; it returns one step, which the reconciler performs
+// before looking again. Nothing is kept in memory between reconciles, so an
+// operator restarted mid-change resumes it.
 //
 // The work is split so that most of it is pure and unit-tested: Render
-// computes every object from the Worker alone; UpToDate and MergeInto decide
+// computes every object from the Worker and the group's state (Cluster); UpToDate and MergeInto decide
 // whether an existing object needs a write and what to write; ComputeStatus
-// derives the Worker's status from its StatefulSet. Reconciler only wires
+// derives the Worker's status from its StatefulSet and the membership. Reconciler only wires
 // those to the API server, writing nothing when nothing differs (so a
 // restarted operator is silent) and recording an event for each decision it
 // acts on.

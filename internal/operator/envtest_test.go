@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -208,11 +209,15 @@ func TestCPULimitChangeRollsShards(t *testing.T) {
 		t.Fatalf("WO_SHARDS %q", env["WO_SHARDS"])
 	}
 
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
-		t.Fatal(err)
-	}
-	w.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("3")
-	if err := k8s.Update(ctx, w); err != nil {
+	// The operator writes the status meanwhile; a spec update that races
+	// it is retried, as kubectl edit would.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			return err
+		}
+		w.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("3")
+		return k8s.Update(ctx, w)
+	}); err != nil {
 		t.Fatalf("update CPU limit: %v", err)
 	}
 
@@ -294,6 +299,10 @@ func TestKubectlScaleAndGetWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	getStatefulSet(t, ns, w.Name)
+	// There is no StatefulSet controller or kubelet in envtest: the fake
+	// group plays their part and the workers', reporting ready pods on the
+	// current revision and the raft group they form.
+	startFakeGroup(t, ns, w.Name)
 
 	out := runKubectl(t, "-n", ns, "scale", "worker/"+w.Name, "--replicas=3")
 	if !strings.Contains(out, "scaled") {
@@ -310,16 +319,6 @@ func TestKubectlScaleAndGetWorkers(t *testing.T) {
 		}
 		return nil
 	})
-
-	// There is no StatefulSet controller or kubelet in envtest: play their
-	// part by reporting three ready pods on the current revision.
-	sts.Status = appsv1.StatefulSetStatus{
-		ObservedGeneration: sts.Generation, Replicas: 3, ReadyReplicas: 3, CurrentReplicas: 3,
-		UpdatedReplicas: 3, AvailableReplicas: 3, CurrentRevision: "r1", UpdateRevision: "r1",
-	}
-	if err := k8s.Status().Update(ctx, &sts); err != nil {
-		t.Fatalf("update StatefulSet status: %v", err)
-	}
 
 	wantSelector := "app.kubernetes.io/instance=" + w.Name + ",app.kubernetes.io/name=wo-worker"
 	eventually(t, "status follows the StatefulSet", func() error {
@@ -354,11 +353,11 @@ func TestKubectlScaleAndGetWorkers(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("kubectl get workers:\n%s", table)
 	}
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME REPLICAS READY SHARDS PINNING AGE" {
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME REPLICAS READY VOTERS LEADER SHARDS PINNING AGE" {
 		t.Errorf("columns %q", got)
 	}
 	row := strings.Fields(lines[1])
-	if len(row) != 6 || row[0] != w.Name || row[1] != "3" || row[2] != "3" || row[3] != "2" || row[4] != "none" {
+	if len(row) != 8 || row[0] != w.Name || row[1] != "3" || row[2] != "3" || row[3] != "3" || row[4] != w.Name+"-0" || row[5] != "2" || row[6] != "none" {
 		t.Errorf("row %q", row)
 	}
 }
@@ -569,22 +568,33 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &operator.Reconciler{Client: c, Options: operator.Options{DefaultImage: "example/wo:1"}}
+	r := &operator.Reconciler{Client: c, Options: operator.Options{DefaultImage: "example/wo:1"}, AdminURL: testAdminURL}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w)}
 
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatalf("first reconcile: %v", err)
 	}
 	first := counter.list()
-	// 4 creates and the status.
-	if len(first) != 5 {
+	// 7 creates (3 Secrets, the ConfigMap, 2 Services, the StatefulSet)
+	// and the status.
+	if len(first) != 8 {
 		t.Errorf("first reconcile wrote %d times: %v", len(first), first)
 	}
+	// The second reconcile is the first to see a pod (the StatefulSet now
+	// exists): what pod 0 says (here: nothing, nothing runs it) may change
+	// the status, and nothing else.
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatalf("second reconcile: %v", err)
 	}
-	if again := counter.list()[len(first):]; len(again) != 0 {
-		t.Errorf("second reconcile with nothing changed wrote: %v", again)
+	second := counter.list()[len(first):]
+	if len(second) > 1 || (len(second) == 1 && !strings.HasSuffix(second[0], "/status")) {
+		t.Errorf("second reconcile wrote more than the status: %v", second)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("third reconcile: %v", err)
+	}
+	if again := counter.list()[len(first)+len(second):]; len(again) != 0 {
+		t.Errorf("a reconcile with nothing changed wrote: %v", again)
 	}
 }
 
@@ -610,6 +620,11 @@ func TestRestartedOperatorMakesNoWrites(t *testing.T) {
 		}
 		if got.Status.ObservedGeneration != got.Generation || got.Status.Shards != 2 {
 			return fmt.Errorf("status %+v", got.Status)
+		}
+		// Settled means it has also looked at pod 0 (nothing runs it
+		// here), which it can only do once the StatefulSet exists.
+		if c := condition(got, wov1.ConditionQuorum); c == nil || !strings.Contains(c.Message, "waiting for pod "+w.Name+"-0") {
+			return fmt.Errorf("Quorum %+v", c)
 		}
 		return nil
 	})

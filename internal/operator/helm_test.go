@@ -156,6 +156,9 @@ func TestHelmLintAndTemplate(t *testing.T) {
 	if w.Seccomp == nil || w.Seccomp.Type != wov1.SeccompLocalhost || w.Telemetry == nil || w.Telemetry.OTLPEndpoint != "http://otel:4317" {
 		t.Errorf("Worker spec %+v", w)
 	}
+	if w.Voters == nil || *w.Voters != 3 {
+		t.Errorf("Worker voters %v, want the chart's default 3", w.Voters)
+	}
 
 	// Bad values fail with the path of what is wrong.
 	for _, c := range []struct {
@@ -169,6 +172,9 @@ func TestHelmLintAndTemplate(t *testing.T) {
 		{[]string{"--set", "seccomp.type=Unconfined"}, "/seccomp/type"},
 		{[]string{"--set", "worker.resources.limits.cpu=lots"}, "/worker/resources/limits/cpu"},
 		{[]string{"--set", "worker.env[0].name=WO_SHARDS"}, "/worker/env/0/name"},
+		{[]string{"--set", "worker.env[0].name=WO_PEERS"}, "/worker/env/0/name"},
+		{[]string{"--set", "worker.voters=4"}, "/worker/voters"},
+		{[]string{"--set", "worker.voters=0"}, "/worker/voters"},
 		{[]string{"--set", "telemetry.otlpEndpoint=otel:4317"}, "/telemetry/otlpEndpoint"},
 	} {
 		out, err := runHelm(t, append([]string{"template", "r", chartDir}, c.set...)...)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"sync/atomic"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -35,16 +39,35 @@ import (
 // +kubebuilder:rbac:groups=wo.writeonce.dev,resources=workers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=wo.writeonce.dev,resources=workers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wo-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
-// Reconciler turns Workers into their StatefulSet, Services and ConfigMap.
+// Reconciler turns Workers into their StatefulSet, Services, ConfigMap and
+// Secrets, and drives the raft group's membership through the pods' admin
+// API (see Decide).
 type Reconciler struct {
 	Client client.Client
 	// Recorder receives an event for each decision; nil records none.
 	Recorder events.EventRecorder
 	Options  Options
+
+	// AdminURL maps a pod to its admin API's base URL; nil is
+	// DefaultAdminURL. Tests map pods to loopback.
+	AdminURL AdminURL
+	// AdminHTTP makes the admin calls; nil is a client with
+	// DefaultAdminTimeout.
+	AdminHTTP *http.Client
+	// CatchUpEntries is the promotion lag bound (DefaultCatchUpEntries
+	// when 0).
+	CatchUpEntries uint64
+	// PeerCertValidity is a leaf certificate's lifetime
+	// (DefaultPeerCertValidity when 0); it is renewed with a third left.
+	PeerCertValidity time.Duration
+	// Now is the clock certificates are issued and checked by; nil is
+	// time.Now.
+	Now func() time.Time
 
 	// reconciles counts finished Reconcile calls; tests wait on it to know
 	// a restarted operator has looked at a Worker.
@@ -62,6 +85,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
 		Named("worker").
 		Complete(r); err != nil {
 		return fmt.Errorf("set up worker controller: %w", err)
@@ -80,6 +104,7 @@ func CacheOptions() cache.Options {
 		&appsv1.StatefulSet{}: {Label: managed},
 		&corev1.Service{}:     {Label: managed},
 		&corev1.ConfigMap{}:   {Label: managed},
+		&corev1.Secret{}:      {Label: managed},
 	}}
 }
 
@@ -103,23 +128,96 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	sts, shards, syncErr := r.syncObjects(ctx, &w)
+	sts, shards, m, token, syncErr := r.syncObjects(ctx, &w)
 	if syncErr != nil {
 		logger.Error(syncErr, "reconcile failed")
 	}
-	if err := r.updateStatus(ctx, &w, sts, shards, syncErr); err != nil {
+	if err := r.updateStatus(ctx, &w, sts, shards, m, syncErr); err != nil {
 		return ctrl.Result{}, errors.Join(syncErr, err)
 	}
-	return ctrl.Result{}, syncErr
+	if syncErr != nil || m == nil {
+		return ctrl.Result{}, syncErr
+	}
+	// The status above already names what is about to happen (a draining
+	// pod is listed before its member is removed), so an operator that
+	// stops after the step finds it recorded.
+	if err := r.step(ctx, &w, m.Next, token); err != nil {
+		logger.Error(err, "membership step failed", "step", m.Next.Kind.String())
+		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
+	}
+	if m.Next.Kind != ActionNone || !m.InStep {
+		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
+	}
+	return ctrl.Result{RequeueAfter: SteadyInterval}, nil
 }
 
-func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.StatefulSet, int, error) {
-	objs, err := Render(w, r.Options)
-	if err != nil {
+// How often the operator looks at a group again: while a change is under
+// way (a pod starting, a learner catching up, a step just taken), and when
+// everything is in step (to keep status.members fresh, notice a dead pod
+// and renew certificates in time).
+const (
+	ProgressInterval = 2 * time.Second
+	SteadyInterval   = 30 * time.Second
+)
+
+// step performs the membership step and records it as an event.
+func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a Action, token string) error {
+	switch a.Kind {
+	case ActionNone:
+		return nil
+	case ActionBlocked:
+		r.event(w, nil, corev1.EventTypeWarning, "ScaleDownBlocked", "Membership", a.Reason)
+		return nil
+	}
+	if err := r.act(ctx, w, a, token); err != nil {
+		r.event(w, nil, corev1.EventTypeWarning, "MembershipStepFailed", "Membership", err.Error())
+		return err
+	}
+	reason := map[ActionKind]string{
+		ActionAddLearner: "MemberAdded", ActionPromote: "MemberPromoted",
+		ActionRemove: "MemberRemoved", ActionTransferLeader: "LeaderTransferred",
+	}[a.Kind]
+	r.event(w, nil, corev1.EventTypeNormal, reason, "Membership", a.Reason)
+	return nil
+}
+
+// syncObjects brings every object of the Worker to what its spec and the
+// group's state render to, and returns the StatefulSet, the shard count, the
+// membership decision and the admin token.
+func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.StatefulSet, int, *Membership, string, error) {
+	if _, err := Render(w, r.Options, Cluster{}); err != nil {
 		r.event(w, nil, corev1.EventTypeWarning, "InvalidSpec", "Render", err.Error())
 		// Retrying cannot help: only a change of the Worker (which
 		// triggers a reconcile) or of the operator's flags can.
-		return nil, 0, reconcile.TerminalError(fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err))
+		return nil, 0, nil, "", reconcile.TerminalError(fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err))
+	}
+	token, err := r.syncAdminToken(ctx, w)
+	if err != nil {
+		return nil, 0, nil, "", err
+	}
+	// The group as the pods see it: the pods the StatefulSet runs now.
+	current := int32(-1)
+	var existing appsv1.StatefulSet
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: statefulSetName(w)}, &existing); {
+	case err == nil:
+		current = derefReplicas(existing.Spec.Replicas)
+	case !apierrors.IsNotFound(err):
+		return nil, 0, nil, "", fmt.Errorf("get StatefulSet %s: %w", statefulSetName(w), err)
+	}
+	m := Decide(MembershipInput{
+		Worker:              w,
+		StatefulSetReplicas: current,
+		Pods:                r.observe(ctx, w, current, token),
+		CatchUpEntries:      r.CatchUpEntries,
+	})
+	// Certificates first: a pod the StatefulSet is about to create must
+	// find its own in the Secret it mounts.
+	if err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current))); err != nil {
+		return nil, 0, &m, token, err
+	}
+	objs, err := Render(w, r.Options, Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped})
+	if err != nil {
+		return nil, 0, &m, token, err
 	}
 	// The ConfigMap first: the pods mount it.
 	for _, o := range []struct{ desired, existing client.Object }{
@@ -128,16 +226,32 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.S
 		{objs.Client, &corev1.Service{}},
 	} {
 		if _, err := r.sync(ctx, w, o.desired, o.existing); err != nil {
-			return nil, objs.Shards, err
+			return nil, objs.Shards, &m, token, err
 		}
 	}
 	res, err := r.sync(ctx, w, objs.StatefulSet, &appsv1.StatefulSet{})
 	if err != nil {
-		return nil, objs.Shards, err
+		return nil, objs.Shards, &m, token, err
 	}
 	sts := res.current.(*appsv1.StatefulSet)
 	r.explainStatefulSet(w, objs, sts, res)
-	return sts, objs.Shards, nil
+	if len(m.DeleteVolumes) > 0 {
+		done, err := r.deleteDrainedVolumes(ctx, w, m.DeleteVolumes)
+		for _, ord := range done {
+			m.Draining = slices.DeleteFunc(m.Draining, func(p string) bool { return p == PodName(w, ord) })
+		}
+		if err != nil {
+			return sts, objs.Shards, &m, token, err
+		}
+	}
+	return sts, objs.Shards, &m, token, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // syncResult is what sync did to one object.
@@ -281,23 +395,28 @@ func (r *Reconciler) event(w *wov1.Worker, related runtime.Object, typ, reason, 
 }
 
 // updateStatus writes the Worker's status if it differs from what is stored.
-func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, sts *appsv1.StatefulSet, shards int, syncErr error) error {
-	next := ComputeStatus(w, sts, shards, syncErr)
+func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *Membership, syncErr error) error {
+	next := ComputeStatus(w, sts, shards, m, syncErr)
 	if equality.Semantic.DeepEqual(w.Status, next) {
 		return nil
 	}
+	// A merge patch, not an update: the operator is the status's only
+	// writer (one reconcile at a time per Worker), and a cache a write
+	// behind would otherwise turn every quick second reconcile into a
+	// conflict and a retry.
+	base := w.DeepCopy()
 	w.Status = next
-	if err := r.Client.Status().Update(ctx, w); err != nil {
+	if err := r.Client.Status().Patch(ctx, w, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("update status of worker %s/%s: %w", w.Namespace, w.Name, err)
 	}
 	return nil
 }
 
 // ComputeStatus derives a Worker's status from its StatefulSet (nil when it
-// could not be synced) and the error of this reconcile. Conditions keep their
-// lastTransitionTime unless their status flips, so an unchanged world gives
-// an unchanged status.
-func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, syncErr error) wov1.WorkerStatus {
+// could not be synced), the membership decision (nil when none was made)
+// and the error of this reconcile. Conditions keep their lastTransitionTime
+// unless their status flips, so an unchanged world gives an unchanged status.
+func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *Membership, syncErr error) wov1.WorkerStatus {
 	st := *w.Status.DeepCopy()
 	st.ObservedGeneration = w.Generation
 	st.Selector = Selector(w)
@@ -314,6 +433,11 @@ func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, syncErr 
 	if sts != nil {
 		st.Replicas = sts.Status.Replicas
 		st.ReadyReplicas = sts.Status.ReadyReplicas
+	}
+	if m != nil {
+		st.Members, st.Leader, st.Voters, st.Draining, st.Bootstrapped = m.Members, m.Leader, m.Voters, m.Draining, m.Bootstrapped
+		q := m.Quorum
+		set(q.Type, q.Status, q.Reason, q.Message)
 	}
 
 	if syncErr != nil {
@@ -334,17 +458,29 @@ func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, syncErr 
 	if desired == 0 {
 		rolled = true
 	}
-	ready := observed && rolled && s.Replicas == desired && s.ReadyReplicas == desired
+	podsReady := observed && rolled && s.Replicas == desired && s.ReadyReplicas == desired
+	inStep := m == nil || m.InStep || desired == 0
+	ready := podsReady && inStep
 
 	switch {
 	case ready && desired == 0:
 		set(wov1.ConditionReady, metav1.ConditionTrue, "ScaledToZero", "replicas is 0")
 	case ready:
-		set(wov1.ConditionReady, metav1.ConditionTrue, "AllReplicasReady", fmt.Sprintf("%d of %d pods ready", s.ReadyReplicas, desired))
+		msg := fmt.Sprintf("%d of %d pods ready", s.ReadyReplicas, desired)
+		if m != nil {
+			msg += fmt.Sprintf("; %d voters, leader %s", m.Voters, m.Leader)
+		}
+		set(wov1.ConditionReady, metav1.ConditionTrue, "AllReplicasReady", msg)
+	case !inStep:
+		set(wov1.ConditionReady, metav1.ConditionFalse, "MembershipChanging", fmt.Sprintf("%d of %d pods ready; the group is not what the spec asks for yet: %s", s.ReadyReplicas, desired, m.Next.Reason))
 	default:
 		set(wov1.ConditionReady, metav1.ConditionFalse, "ReplicasNotReady", fmt.Sprintf("%d of %d pods ready", s.ReadyReplicas, desired))
 	}
 	switch {
+	case m != nil && m.Next.Kind == ActionBlocked:
+		set(wov1.ConditionProgressing, metav1.ConditionFalse, "ScaleDownBlocked", m.Next.Reason)
+	case podsReady && !inStep:
+		set(wov1.ConditionProgressing, metav1.ConditionTrue, "MembershipChanging", m.Next.Reason)
 	case ready:
 		set(wov1.ConditionProgressing, metav1.ConditionFalse, "Stable", "every pod runs the current template")
 	case !observed || !rolled:

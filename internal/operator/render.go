@@ -40,8 +40,19 @@ const (
 	PortHTTP = 8080
 	// PortChat is chat over TCP.
 	PortChat = 7070
-	// PortOps serves /healthz, /readyz, /metrics and /debug.
+	// PortOps serves /healthz, /readyz, /metrics, /debug and the admin
+	// API the operator drives membership through.
 	PortOps = 9090
+	// PortPeer is the raft peer port (peer.addr): mutual TLS between the
+	// members, reached through the headless Service's per-pod names.
+	PortPeer = 7080
+
+	// PeerTLSDir holds the peer TLS Secret: ca.crt and, for every pod,
+	// POD.crt and POD.key (one Secret for all pods: a StatefulSet's pods
+	// share one template, so each finds its own files by its name).
+	PeerTLSDir = "/etc/wo-peer"
+	// AdminTokenDir holds the admin token Secret (the file "token").
+	AdminTokenDir = "/etc/wo-admin"
 
 	// NonRootUID is the uid and gid the pods run as: the "nonroot" user of
 	// distroless images. It is numeric so runAsNonRoot can be verified by
@@ -89,6 +100,18 @@ type Options struct {
 	ImagePullPolicy corev1.PullPolicy
 }
 
+// Cluster is what the rendering takes from the raft group instead of the
+// spec (Decide computes it).
+type Cluster struct {
+	// StatefulSetReplicas is the pod count to render; nil renders
+	// spec.replicas. During a scale-down it stays above spec.replicas until
+	// the members on the higher ordinals have left the group.
+	StatefulSetReplicas *int32
+	// Bootstrapped renders cluster.state = "existing": pod 0 made the group
+	// already, so no pod may bootstrap another one.
+	Bootstrapped bool
+}
+
 // Objects is everything one Worker renders to.
 type Objects struct {
 	// Shards is WO_SHARDS of the pods.
@@ -122,6 +145,26 @@ func statefulSetName(w *wov1.Worker) string { return w.Name }
 func headlessName(w *wov1.Worker) string    { return w.Name + "-headless" }
 func clientName(w *wov1.Worker) string      { return w.Name }
 func configMapName(w *wov1.Worker) string   { return w.Name + "-config" }
+func peerTLSName(w *wov1.Worker) string     { return w.Name + "-peer-tls" }
+func peerCAName(w *wov1.Worker) string      { return w.Name + "-peer-ca" }
+func adminTokenName(w *wov1.Worker) string  { return w.Name + "-admin-token" }
+
+// PeerHost is the stable DNS name of a pod through the headless Service,
+// without the cluster domain (resolv.conf's search list completes it, and
+// the peer certificates name both forms).
+func PeerHost(w *wov1.Worker, ordinal int) string {
+	return PodName(w, ordinal) + "." + headlessName(w) + "." + w.Namespace + ".svc"
+}
+
+// PeerAddr is a pod's peer address, as the members dial it.
+func PeerAddr(w *wov1.Worker, ordinal int) string {
+	return PeerHost(w, ordinal) + ":" + strconv.Itoa(PortPeer)
+}
+
+// InitialPeers is cluster.peers: pod 0 alone. Pod 0 bootstraps a
+// one-member group; every later pod is not in the list, so it starts empty
+// and waits to be added by the operator.
+func InitialPeers(w *wov1.Worker) string { return "0=" + PeerAddr(w, 0) }
 
 // SelectorLabels select a Worker's pods. They never change for a Worker,
 // because a StatefulSet's selector is immutable.
@@ -179,7 +222,7 @@ func ioEnv(io wov1.IO) string {
 // Render computes every object of a Worker from its spec alone. It is pure:
 // the reconciler compares its result with what exists, so the same spec must
 // always render the same bytes.
-func Render(w *wov1.Worker, opts Options) (*Objects, error) {
+func Render(w *wov1.Worker, opts Options, c Cluster) (*Objects, error) {
 	image := w.Spec.Image
 	if image == "" {
 		image = opts.DefaultImage
@@ -193,8 +236,15 @@ func Render(w *wov1.Worker, opts Options) (*Objects, error) {
 		return nil, errors.New("resources.limits.cpu is required")
 	}
 	shards := Shards(w)
-	cm := RenderConfigMap(w, shards)
-	sts := RenderStatefulSet(w, image, shards, configHash(cm))
+	cm := RenderConfigMap(w, shards, c.Bootstrapped)
+	// The pods roll when worker.toml changes, except for cluster.state:
+	// its flip to "existing" must reach the running pods through the
+	// mounted ConfigMap without restarting them (they read it only when
+	// they next start, which is exactly when it matters).
+	sts := RenderStatefulSet(w, image, shards, configHash(RenderConfigMap(w, shards, false)))
+	if c.StatefulSetReplicas != nil {
+		sts.Spec.Replicas = ptr.To(*c.StatefulSetReplicas)
+	}
 	sts.Spec.Template.Spec.Containers[0].ImagePullPolicy = opts.ImagePullPolicy
 	objs := &Objects{
 		Shards:      shards,
@@ -213,10 +263,15 @@ func Render(w *wov1.Worker, opts Options) (*Objects, error) {
 	return objs, nil
 }
 
-// WorkerTOML is the worker's config file. Every value is also passed as a
-// WO_* variable (which wins over the file); the file is there so that
-// `cat /etc/wo/worker.toml` in a pod tells the whole configuration.
-func WorkerTOML(w *wov1.Worker, shards int) string {
+// WorkerTOML is the worker's config file. Every value but cluster.state is
+// also passed as a WO_* variable (which wins over the file); the file is
+// there so that `cat /etc/wo/worker.toml` in a pod tells the whole
+// configuration. cluster.state is only here, because a ConfigMap volume
+// follows the ConfigMap while the pod runs and an env var does not: once the
+// group exists the operator flips it to "existing", and a pod 0 whose volume
+// was wiped then joins as a new member instead of bootstrapping a second
+// group. The per-pod peer certificate paths are env only (they name the pod).
+func WorkerTOML(w *wov1.Worker, shards int, bootstrapped bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Rendered by the wo operator for Worker %s/%s.\n", w.Namespace, w.Name)
 	b.WriteString("# Edit the Worker, not this ConfigMap: the operator overwrites it.\n\n")
@@ -227,25 +282,42 @@ func WorkerTOML(w *wov1.Worker, shards int) string {
 	if w.Spec.Reductions != nil {
 		fmt.Fprintf(&b, "reductions = %d\n", *w.Spec.Reductions)
 	}
+	state := "new"
+	if bootstrapped {
+		state = "existing"
+	}
+	b.WriteString("\n[cluster]\n")
+	fmt.Fprintf(&b, "peers = %s\n", strconv.Quote(InitialPeers(w)))
+	fmt.Fprintf(&b, "state = %s\n", strconv.Quote(state))
+	b.WriteString("\n[peer]\n")
+	fmt.Fprintf(&b, "addr = %s\n", strconv.Quote(":"+strconv.Itoa(PortPeer)))
+	fmt.Fprintf(&b, "ca = %s\n", strconv.Quote(PeerTLSDir+"/"+PeerCAFile))
+	b.WriteString("\n[admin]\n")
+	fmt.Fprintf(&b, "token_file = %s\n", strconv.Quote(AdminTokenDir+"/"+AdminTokenFile))
 	return b.String()
 }
 
 // RenderConfigMap renders the ConfigMap holding worker.toml.
-func RenderConfigMap(w *wov1.Worker, shards int) *corev1.ConfigMap {
+func RenderConfigMap(w *wov1.Worker, shards int, bootstrapped bool) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: objectMeta(w, configMapName(w)),
-		Data:       map[string]string{ConfigFile: WorkerTOML(w, shards)},
+		Data:       map[string]string{ConfigFile: WorkerTOML(w, shards, bootstrapped)},
 	}
 }
 
-func servicePorts(ops bool) []corev1.ServicePort {
+// servicePorts are the ports of a Service; the headless one (per-pod names)
+// also carries the ops port (probes, scrapers, the operator's admin calls)
+// and the peer port (the members' raft traffic).
+func servicePorts(headless bool) []corev1.ServicePort {
 	ps := []corev1.ServicePort{
 		{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
 		{Name: "chat", Port: PortChat, TargetPort: intstr.FromString("chat"), Protocol: corev1.ProtocolTCP},
 	}
-	if ops {
-		ps = append(ps, corev1.ServicePort{Name: "ops", Port: PortOps, TargetPort: intstr.FromString("ops"), Protocol: corev1.ProtocolTCP})
+	if headless {
+		ps = append(ps,
+			corev1.ServicePort{Name: "ops", Port: PortOps, TargetPort: intstr.FromString("ops"), Protocol: corev1.ProtocolTCP},
+			corev1.ServicePort{Name: "peer", Port: PortPeer, TargetPort: intstr.FromString("peer"), Protocol: corev1.ProtocolTCP})
 	}
 	return ps
 }
@@ -313,6 +385,7 @@ func RenderEnv(w *wov1.Worker, shards int) []corev1.EnvVar {
 		env = append(env, corev1.EnvVar{Name: "WO_REDUCTIONS", Value: strconv.Itoa(int(*w.Spec.Reductions))})
 	}
 	env = append(env, corev1.EnvVar{Name: "WO_DATA_DIR", Value: DataDir})
+	env = append(env, RenderPeerEnv(w)...)
 	if t := w.Spec.Telemetry; t != nil && t.OTLPEndpoint != "" {
 		env = append(env,
 			corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: t.OTLPEndpoint},
@@ -324,6 +397,23 @@ func RenderEnv(w *wov1.Worker, shards int) []corev1.EnvVar {
 		env = append(env, *e.DeepCopy())
 	}
 	return env
+}
+
+// RenderPeerEnv is the replication part of the environment. POD_NAME comes
+// first: the certificate paths refer to it ($(POD_NAME) is expanded by the
+// kubelet), because one Secret holds every pod's certificate. The member's
+// ordinal is the host name's -N suffix, which a StatefulSet pod's host name
+// (its pod name) has, so WO_ORDINAL is not set.
+func RenderPeerEnv(w *wov1.Worker) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+		{Name: "WO_PEERS", Value: InitialPeers(w)},
+		{Name: "WO_PEER_ADDR", Value: ":" + strconv.Itoa(PortPeer)},
+		{Name: "WO_PEER_CERT", Value: PeerTLSDir + "/$(POD_NAME).crt"},
+		{Name: "WO_PEER_KEY", Value: PeerTLSDir + "/$(POD_NAME).key"},
+		{Name: "WO_PEER_CA", Value: PeerTLSDir + "/" + PeerCAFile},
+		{Name: "WO_ADMIN_TOKEN_FILE", Value: AdminTokenDir + "/" + AdminTokenFile},
+	}
 }
 
 // RenderSeccomp returns the pod's seccomp profile: RuntimeDefault unless the
@@ -384,12 +474,18 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 			{Name: "http", ContainerPort: PortHTTP, Protocol: corev1.ProtocolTCP},
 			{Name: "chat", ContainerPort: PortChat, Protocol: corev1.ProtocolTCP},
 			{Name: "ops", ContainerPort: PortOps, Protocol: corev1.ProtocolTCP},
+			{Name: "peer", ContainerPort: PortPeer, Protocol: corev1.ProtocolTCP},
 		},
 		Env:       RenderEnv(w, shards),
 		Resources: RenderResources(w),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: DataVolume, MountPath: DataDir},
 			{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+			// Secret volumes, like the ConfigMap's, follow their Secret
+			// while the pod runs: a renewed certificate reaches the
+			// worker, which re-reads it on the next handshake.
+			{Name: "peer-tls", MountPath: PeerTLSDir, ReadOnly: true},
+			{Name: "admin-token", MountPath: AdminTokenDir, ReadOnly: true},
 			// The root filesystem is read-only; the Go runtime and
 			// os.TempDir still want a writable /tmp.
 			{Name: "tmp", MountPath: "/tmp"},
@@ -450,6 +546,12 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 					Volumes: []corev1.Volume{
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(w)},
+						}}},
+						{Name: "peer-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+							SecretName: peerTLSName(w), DefaultMode: ptr.To(int32(0o440)),
+						}}},
+						{Name: "admin-token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+							SecretName: adminTokenName(w), DefaultMode: ptr.To(int32(0o440)),
 						}}},
 						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 							SizeLimit: ptr.To(resource.MustParse("64Mi")),

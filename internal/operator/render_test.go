@@ -36,7 +36,7 @@ func testWorker(cpu string) *wov1.Worker {
 
 func mustRender(t *testing.T, w *wov1.Worker) *Objects {
 	t.Helper()
-	objs, err := Render(w, Options{})
+	objs, err := Render(w, Options{}, Cluster{})
 	if err != nil {
 		t.Fatalf("Render: %v", err)
 	}
@@ -168,7 +168,8 @@ func TestRenderOwnerReferences(t *testing.T) {
 
 func TestRenderServices(t *testing.T) {
 	objs := mustRender(t, testWorker("1"))
-	if objs.Headless.Spec.ClusterIP != corev1.ClusterIPNone || !objs.Headless.Spec.PublishNotReadyAddresses || len(objs.Headless.Spec.Ports) != 3 {
+	if objs.Headless.Spec.ClusterIP != corev1.ClusterIPNone || !objs.Headless.Spec.PublishNotReadyAddresses || len(objs.Headless.Spec.Ports) != 4 ||
+		objs.Headless.Spec.Ports[3].Name != "peer" || objs.Headless.Spec.Ports[3].Port != PortPeer {
 		t.Errorf("headless %+v", objs.Headless.Spec)
 	}
 	if objs.Client.Name != "chat" || len(objs.Client.Spec.Ports) != 2 {
@@ -185,6 +186,78 @@ func TestRenderConfigTOML(t *testing.T) {
 			t.Errorf("worker.toml lacks %q:\n%s", line, toml)
 		}
 	}
+}
+
+// The replication settings: pod 0 alone in cluster.peers, the peer port, the
+// per-pod certificate paths, and cluster.state in the file only.
+func TestRenderPeerSettings(t *testing.T) {
+	w := testWorker("1")
+	objs := mustRender(t, w)
+	toml := objs.ConfigMap.Data[ConfigFile]
+	for _, line := range []string{
+		"[cluster]", `peers = "0=chat-0.chat-headless.apps.svc:7080"`, `state = "new"`,
+		"[peer]", `addr = ":7080"`, `ca = "/etc/wo-peer/ca.crt"`, "[admin]", `token_file = "/etc/wo-admin/token"`,
+	} {
+		if !strings.Contains(toml, line+"\n") {
+			t.Errorf("worker.toml lacks %q:\n%s", line, toml)
+		}
+	}
+	c := objs.StatefulSet.Spec.Template.Spec.Containers[0]
+	env := envMap(c)
+	for k, v := range map[string]string{
+		"WO_PEERS": "0=chat-0.chat-headless.apps.svc:7080", "WO_PEER_ADDR": ":7080",
+		"WO_PEER_CERT": "/etc/wo-peer/$(POD_NAME).crt", "WO_PEER_KEY": "/etc/wo-peer/$(POD_NAME).key",
+		"WO_PEER_CA": "/etc/wo-peer/ca.crt", "WO_ADMIN_TOKEN_FILE": "/etc/wo-admin/token",
+	} {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	if _, set := env["WO_CLUSTER_STATE"]; set {
+		t.Error("WO_CLUSTER_STATE is set: an env var would win over the file and never follow the ConfigMap")
+	}
+	// POD_NAME must come before the variables that refer to it.
+	if c.Env[0].Name == "POD_NAME" || indexOfEnv(c.Env, "POD_NAME") > indexOfEnv(c.Env, "WO_PEER_CERT") {
+		t.Errorf("POD_NAME at %d, WO_PEER_CERT at %d", indexOfEnv(c.Env, "POD_NAME"), indexOfEnv(c.Env, "WO_PEER_CERT"))
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["peer"] != PortPeer {
+		t.Errorf("container ports %v lack peer %d", ports, PortPeer)
+	}
+
+	// Once the group exists the file says "existing", and the pods do not
+	// roll for it: only the ConfigMap changes.
+	boot := mustRenderCluster(t, w, Cluster{Bootstrapped: true, StatefulSetReplicas: ptr.To(int32(5))})
+	if !strings.Contains(boot.ConfigMap.Data[ConfigFile], `state = "existing"`+"\n") {
+		t.Errorf("bootstrapped worker.toml:\n%s", boot.ConfigMap.Data[ConfigFile])
+	}
+	if a, b := objs.StatefulSet.Spec.Template.Annotations[AnnotationConfigHash], boot.StatefulSet.Spec.Template.Annotations[AnnotationConfigHash]; a != b {
+		t.Errorf("config hash changed with cluster.state (%s -> %s): the flip would roll every pod", a, b)
+	}
+	if *boot.StatefulSet.Spec.Replicas != 5 {
+		t.Errorf("StatefulSet replicas %d, want the membership's 5", *boot.StatefulSet.Spec.Replicas)
+	}
+}
+
+func indexOfEnv(env []corev1.EnvVar, name string) int {
+	for i, e := range env {
+		if e.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func mustRenderCluster(t *testing.T, w *wov1.Worker, c Cluster) *Objects {
+	t.Helper()
+	objs, err := Render(w, Options{}, c)
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	return objs
 }
 
 func TestRenderIsDeterministic(t *testing.T) {
@@ -204,15 +277,15 @@ func TestRenderIsDeterministic(t *testing.T) {
 func TestRenderErrors(t *testing.T) {
 	w := testWorker("1")
 	w.Spec.Image = ""
-	if _, err := Render(w, Options{}); !errors.Is(err, ErrNoImage) {
+	if _, err := Render(w, Options{}, Cluster{}); !errors.Is(err, ErrNoImage) {
 		t.Errorf("no image: %v", err)
 	}
-	if objs, err := Render(w, Options{DefaultImage: "d/wo:2"}); err != nil || objs.StatefulSet.Spec.Template.Spec.Containers[0].Image != "d/wo:2" {
+	if objs, err := Render(w, Options{DefaultImage: "d/wo:2"}, Cluster{}); err != nil || objs.StatefulSet.Spec.Template.Spec.Containers[0].Image != "d/wo:2" {
 		t.Errorf("default image not used: %v", err)
 	}
 	w = testWorker("1")
 	delete(w.Spec.Resources.Limits, corev1.ResourceCPU)
-	if _, err := Render(w, Options{}); err == nil {
+	if _, err := Render(w, Options{}, Cluster{}); err == nil {
 		t.Error("no CPU limit rendered")
 	}
 }
@@ -296,7 +369,7 @@ func TestComputeStatus(t *testing.T) {
 	w := testWorker("2")
 	sts := mustRender(t, w).StatefulSet
 	sts.Generation = 1
-	st := ComputeStatus(w, sts, 2, nil)
+	st := ComputeStatus(w, sts, 2, nil, nil)
 	if st.Shards != 2 || st.Selector != "app.kubernetes.io/instance=chat,app.kubernetes.io/name=wo-worker" || st.ObservedGeneration != 1 {
 		t.Errorf("status %+v", st)
 	}
@@ -309,7 +382,7 @@ func TestComputeStatus(t *testing.T) {
 
 	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 2, ReadyReplicas: 2, UpdatedReplicas: 2, CurrentRevision: "r1", UpdateRevision: "r1"}
 	w.Status = st
-	ready := ComputeStatus(w, sts, 2, nil)
+	ready := ComputeStatus(w, sts, 2, nil, nil)
 	if c := cond(ready, wov1.ConditionReady); c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready %+v with all pods ready", c)
 	}
@@ -319,12 +392,12 @@ func TestComputeStatus(t *testing.T) {
 	// Recomputing an unchanged world gives an identical status, so the
 	// reconciler does not write it again.
 	w.Status = ready
-	again := ComputeStatus(w, sts, 2, nil)
+	again := ComputeStatus(w, sts, 2, nil, nil)
 	if c1, c2 := cond(ready, wov1.ConditionReady), cond(again, wov1.ConditionReady); !c1.LastTransitionTime.Equal(&c2.LastTransitionTime) {
 		t.Error("lastTransitionTime moved without a transition")
 	}
 
-	degraded := ComputeStatus(w, nil, 2, errors.New("boom"))
+	degraded := ComputeStatus(w, nil, 2, nil, errors.New("boom"))
 	if c := cond(degraded, wov1.ConditionDegraded); c.Status != metav1.ConditionTrue || c.Message != "boom" {
 		t.Errorf("Degraded %+v", c)
 	}

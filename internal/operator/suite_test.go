@@ -269,7 +269,7 @@ type runningOperator struct {
 // startOperator runs the operator the way cmd/operator does (same cache
 // options, controller and event recorder), restricted to ns, without leader
 // election, metrics or probes (they would bind ports and write Leases).
-func startOperator(t *testing.T, ns string, cfg *rest.Config) *runningOperator {
+func startOperator(t *testing.T, ns string, cfg *rest.Config, tune ...func(*operator.Reconciler)) *runningOperator {
 	t.Helper()
 	cacheOpts := operator.CacheOptions()
 	cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
@@ -288,6 +288,11 @@ func startOperator(t *testing.T, ns string, cfg *rest.Config) *runningOperator {
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("wo-operator"),
 		Options:  operator.Options{DefaultImage: "example/wo-worker:test"},
+		// Pods are whatever the test runs in their place, on loopback.
+		AdminURL: testAdminURL,
+	}
+	for _, f := range tune {
+		f(r)
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("setup: %v", err)

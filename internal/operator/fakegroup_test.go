@@ -1,0 +1,494 @@
+package operator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/adminapi"
+)
+
+var resourceOneGi = resource.MustParse("1Gi")
+
+// podURLs maps "namespace/pod" to the admin API of whatever stands in for
+// that pod (a fake here, a real worker in the process tests). The operators
+// the tests start resolve pods through it; a pod nothing stands in for is a
+// closed loopback port, so its error is always the same "connection
+// refused" (a DNS lookup's error would vary, and with it the status).
+var podURLs sync.Map
+
+func testAdminURL(w *wov1.Worker, ordinal int) string {
+	if u, ok := podURLs.Load(fmt.Sprintf("%s/%s-%d", w.Namespace, w.Name, ordinal)); ok {
+		return u.(string)
+	}
+	return "http://127.0.0.1:1"
+}
+
+// fakeGroup plays the kubelet and the workers for one Worker: it runs an
+// admin API server for every pod the StatefulSet asks for, keeps a model of
+// the raft group those pods form (configuration, leader, commit index) and
+// of each pod's volume (the member ID on it), reports the pods in the
+// StatefulSet's status, and fails the test on any step a real group would
+// suffer from: a pod stopped while still a member, the leader removed, a
+// change while the leader cannot reach a quorum, a removal that leaves the
+// quorum unreachable.
+type fakeGroup struct {
+	t     *testing.T
+	ns    string
+	name  string
+	token string
+
+	mu       sync.Mutex
+	members  []adminapi.Member // the configuration
+	leader   adminapi.ID
+	term     uint64
+	commit   uint64
+	pods     map[int]*fakePod
+	volumes  map[int]adminapi.ID // ordinal -> member ID on its volume
+	pvcs     map[int]bool        // volumes with a claim object in the API server
+	removed  map[adminapi.ID]bool
+	inc      uint64
+	down     map[int]bool // pods whose process is up but unreachable (a dead node)
+	ops      []string     // membership steps in the order applied
+	onRemove func(id adminapi.ID)
+	// clusterState is cluster.state in the worker.toml the pods mount.
+	clusterState string
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type fakePod struct {
+	ord int
+	id  adminapi.ID
+	srv *httptest.Server
+}
+
+// startFakeGroup runs the fake kubelet for Worker ns/name until the test
+// ends. The admin token is read from the Secret the operator creates.
+func startFakeGroup(t *testing.T, ns, name string) *fakeGroup {
+	t.Helper()
+	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	go g.run(ctx)
+	t.Cleanup(g.stop)
+	return g
+}
+
+func (g *fakeGroup) stop() {
+	g.cancel()
+	<-g.done
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for ord, p := range g.pods {
+		p.srv.Close()
+		podURLs.Delete(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord))
+	}
+	g.pods = map[int]*fakePod{}
+}
+
+func (g *fakeGroup) fail(format string, args ...any) {
+	g.t.Errorf("fake group %s: "+format, append([]any{g.name}, args...)...)
+}
+
+// run is the kubelet loop: bounded by the test's lifetime, a pass every
+// 50ms.
+func (g *fakeGroup) run(ctx context.Context) {
+	defer close(g.done)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		g.pass(ctx)
+	}
+}
+
+func (g *fakeGroup) pass(ctx context.Context) {
+	var sts appsv1.StatefulSet
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name}, &sts); err != nil {
+		return
+	}
+	if g.token == "" {
+		var s corev1.Secret
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-admin-token"}, &s); err != nil {
+			return
+		}
+		g.mu.Lock()
+		g.token = string(s.Data["token"])
+		g.mu.Unlock()
+	}
+	want := int(*sts.Spec.Replicas)
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-config"}, &cm); err != nil {
+		return
+	}
+	state := "new"
+	if strings.Contains(cm.Data["worker.toml"], `state = "existing"`) {
+		state = "existing"
+	}
+	g.mu.Lock()
+	g.clusterState = state
+	for ord := range g.pods {
+		if ord >= want {
+			g.stopPodLocked(ord)
+		}
+	}
+	for ord := 0; ord < want; ord++ {
+		if g.pods[ord] == nil {
+			g.startPodLocked(ord)
+		}
+	}
+	ready := int32(0)
+	for _, p := range g.pods {
+		if g.inConfigLocked(p.id) {
+			ready++
+		}
+	}
+	g.mu.Unlock()
+	g.syncVolumes(ctx, want)
+
+	st := appsv1.StatefulSetStatus{
+		ObservedGeneration: sts.Generation, Replicas: int32(want), ReadyReplicas: ready, CurrentReplicas: int32(want),
+		UpdatedReplicas: int32(want), AvailableReplicas: ready, CurrentRevision: "r1", UpdateRevision: "r1",
+	}
+	if !equality.Semantic.DeepEqual(sts.Status, st) {
+		sts.Status = st
+		_ = k8s.Status().Update(ctx, &sts) // a conflict is retried next pass
+	}
+}
+
+// syncVolumes keeps a PersistentVolumeClaim object per volume, as the
+// StatefulSet controller would, and wipes the volume of a claim someone
+// deleted (the operator, after a scale-down).
+func (g *fakeGroup) syncVolumes(ctx context.Context, want int) {
+	g.mu.Lock()
+	ords := make([]int, 0, len(g.volumes))
+	for ord := range g.volumes {
+		ords = append(ords, ord)
+	}
+	g.mu.Unlock()
+	for _, ord := range ords {
+		name := fmt.Sprintf("data-%s-%d", g.name, ord)
+		var pvc corev1.PersistentVolumeClaim
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: name}, &pvc)
+		switch {
+		case apierrors.IsNotFound(err):
+			g.mu.Lock()
+			created := g.pvcs[ord]
+			if created {
+				// Deleted by the operator: the volume is gone. The
+				// StatefulSet is read again: the operator shrinks it
+				// before deleting the claims, maybe since this pass
+				// read it.
+				if ord < g.stsReplicas(ctx) {
+					g.fail("volume claim %s deleted while its pod should run", name)
+				}
+				delete(g.volumes, ord)
+				delete(g.pvcs, ord)
+				g.ops = append(g.ops, fmt.Sprintf("volume-deleted %d", ord))
+				g.mu.Unlock()
+				continue
+			}
+			g.mu.Unlock()
+			if !created {
+				pvc = corev1.PersistentVolumeClaim{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns},
+					Spec: corev1.PersistentVolumeClaimSpec{
+						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceOneGi}},
+					},
+				}
+				if err := k8s.Create(ctx, &pvc); err == nil {
+					g.mu.Lock()
+					g.pvcs[ord] = true
+					g.mu.Unlock()
+				}
+			}
+		case err == nil && !pvc.DeletionTimestamp.IsZero():
+			if ord < g.stsReplicas(ctx) {
+				g.fail("volume claim %s deleted while its pod should run", name)
+			}
+			// No controller removes the protection finalizer in envtest.
+			pvc.Finalizers = nil
+			_ = k8s.Update(ctx, &pvc)
+		}
+	}
+}
+
+// stsReplicas reads the StatefulSet's replicas afresh: the operator
+// shrinks it before it deletes claims, maybe since this pass read it.
+func (g *fakeGroup) stsReplicas(ctx context.Context) int {
+	var sts appsv1.StatefulSet
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name}, &sts); err != nil {
+		return 0
+	}
+	return int(*sts.Spec.Replicas)
+}
+
+func (g *fakeGroup) startPodLocked(ord int) {
+	id := g.volumes[ord]
+	if id == 0 {
+		if ord == 0 && g.clusterState == "new" && g.commit > 0 {
+			g.fail("pod 0 started on an empty volume with cluster.state new after the group was made: it would bootstrap a second group")
+		}
+		if ord == 0 && len(g.members) == 0 && g.commit == 0 {
+			// Pod 0 is alone in cluster.peers and bootstraps.
+			id = adminapi.ID(1)
+			g.members = []adminapi.Member{{ID: id, Ordinal: 0, Role: adminapi.RoleVoter}}
+			g.leader = id
+			g.commit = 1
+			g.ops = append(g.ops, "bootstrap 0")
+		} else {
+			g.inc++
+			id = adminapi.ID(uint64(ord)<<48 | (1000 + g.inc))
+		}
+		g.volumes[ord] = id
+	}
+	p := &fakePod{ord: ord, id: id}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(p, w, r) }))
+	g.pods[ord] = p
+	podURLs.Store(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord), p.srv.URL)
+}
+
+func (g *fakeGroup) stopPodLocked(ord int) {
+	p := g.pods[ord]
+	if g.inConfigLocked(p.id) {
+		g.fail("pod %d stopped while its member %s is in the group: the StatefulSet shrank before the member was removed", ord, p.id)
+	}
+	// Close without the lock: a handler in flight may wait on it.
+	srv := p.srv
+	delete(g.pods, ord)
+	podURLs.Delete(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord))
+	g.mu.Unlock()
+	srv.Close()
+	g.mu.Lock()
+}
+
+func (g *fakeGroup) inConfigLocked(id adminapi.ID) bool {
+	return slices.ContainsFunc(g.members, func(m adminapi.Member) bool { return m.ID == id })
+}
+
+func (g *fakeGroup) reachableLocked(m adminapi.Member) bool {
+	p := g.pods[m.Ordinal]
+	return p != nil && p.id == m.ID && !g.down[m.Ordinal]
+}
+
+func (g *fakeGroup) quorumLocked(members []adminapi.Member) (voters, reach int) {
+	for _, m := range members {
+		if m.Role == adminapi.RoleVoter {
+			voters++
+			if g.reachableLocked(m) {
+				reach++
+			}
+		}
+	}
+	return voters, reach
+}
+
+func (g *fakeGroup) serve(p *fakePod, w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	answer := func(code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	if g.down[p.ord] {
+		answer(http.StatusServiceUnavailable, adminapi.Error{Error: "the node is down"})
+		return
+	}
+	if g.token == "" || r.Header.Get("Authorization") != "Bearer "+g.token {
+		answer(http.StatusUnauthorized, adminapi.Error{Error: "bad or missing admin token"})
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == adminapi.PathCluster {
+		answer(http.StatusOK, g.viewLocked(p))
+		return
+	}
+	if p.id != g.leader {
+		answer(http.StatusConflict, adminapi.Error{Error: "not the leader"})
+		return
+	}
+	if v, reach := g.quorumLocked(g.members); reach < v/2+1 {
+		g.fail("%s %s while the leader reaches %d of %d voters", r.Method, r.URL.Path, reach, v)
+		answer(http.StatusServiceUnavailable, adminapi.Error{Error: "no quorum"})
+		return
+	}
+	g.commit++
+	rest, _ := strings.CutPrefix(r.URL.Path, adminapi.PathMembers+"/")
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == adminapi.PathMembers:
+		var in adminapi.AddMember
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.ID == 0 || in.Addr == "" {
+			answer(http.StatusBadRequest, adminapi.Error{Error: fmt.Sprintf("bad body: %v %+v", err, in)})
+			return
+		}
+		want := fmt.Sprintf("%s-%d.%s-headless.%s.svc:7080", g.name, in.ID.Ordinal(), g.name, g.ns)
+		if in.Addr != want {
+			g.fail("add %s at %q, want the pod's stable name %q", in.ID, in.Addr, want)
+		}
+		if g.inConfigLocked(in.ID) {
+			answer(http.StatusConflict, adminapi.Error{Error: "already a member"})
+			return
+		}
+		m := adminapi.Member{ID: in.ID, Ordinal: in.ID.Ordinal(), Addr: in.Addr, Role: adminapi.RoleLearner}
+		g.members = append(g.members, m)
+		g.ops = append(g.ops, fmt.Sprintf("add %d", m.Ordinal))
+		answer(http.StatusOK, m)
+	case r.Method == http.MethodPost && strings.HasSuffix(rest, "/promote"):
+		id, err := adminapi.ParseID(strings.TrimSuffix(rest, "/promote"))
+		i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == id })
+		if err != nil || i < 0 {
+			answer(http.StatusNotFound, adminapi.Error{Error: "no such member"})
+			return
+		}
+		g.members[i].Role = adminapi.RoleVoter
+		g.ops = append(g.ops, fmt.Sprintf("promote %d", id.Ordinal()))
+		answer(http.StatusOK, g.members[i])
+	case r.Method == http.MethodDelete:
+		id, err := adminapi.ParseID(rest)
+		i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == id })
+		if err != nil || i < 0 {
+			answer(http.StatusNotFound, adminapi.Error{Error: "no such member"})
+			return
+		}
+		if id == g.leader {
+			g.fail("the leader %s was removed without handing over first", id)
+		}
+		after := slices.Delete(slices.Clone(g.members), i, i+1)
+		if v, reach := g.quorumLocked(after); reach < v/2+1 {
+			g.fail("removing %s leaves %d voters of which %d are reachable", id, v, reach)
+		}
+		g.members = after
+		g.removed[id] = true
+		g.ops = append(g.ops, fmt.Sprintf("remove %d", id.Ordinal()))
+		if g.onRemove != nil {
+			g.onRemove(id)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodPost && r.URL.Path == adminapi.PathLeader:
+		var in adminapi.TransferLeader
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == in.To && m.Role == adminapi.RoleVoter })
+		if i < 0 || !g.reachableLocked(g.members[i]) {
+			answer(http.StatusBadRequest, adminapi.Error{Error: "no such reachable voter"})
+			return
+		}
+		g.leader = in.To
+		g.term++
+		g.ops = append(g.ops, fmt.Sprintf("leader %d", in.To.Ordinal()))
+		answer(http.StatusOK, g.viewLocked(g.pods[in.To.Ordinal()]))
+	default:
+		answer(http.StatusNotFound, adminapi.Error{Error: "no route " + r.Method + " " + r.URL.Path})
+	}
+}
+
+// viewLocked is GET /admin/cluster as pod p would answer it.
+func (g *fakeGroup) viewLocked(p *fakePod) adminapi.Cluster {
+	c := adminapi.Cluster{Self: p.id, Term: g.term, Commit: g.commit, Applied: g.commit}
+	i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == p.id })
+	switch {
+	case i < 0 && g.removed[p.id]:
+		c.State = adminapi.StateRemoved
+		return c
+	case i < 0:
+		c.State = adminapi.StateJoining
+		c.Applied, c.Commit, c.Term = 0, 0, 0
+		return c
+	}
+	c.State = adminapi.StateMember
+	c.Leader = g.leader
+	switch {
+	case p.id == g.leader:
+		c.Role = "leader"
+	case g.members[i].Role == adminapi.RoleLearner:
+		c.Role = "learner"
+	default:
+		c.Role = "follower"
+	}
+	for _, m := range g.members {
+		m.Reachable = g.reachableLocked(m)
+		if m.Reachable {
+			m.Match = g.commit // the fake's learners catch up at once
+		}
+		c.Members = append(c.Members, m)
+	}
+	c.Voters, c.Reachable = g.quorumLocked(g.members)
+	return c
+}
+
+// wipe stops a pod, loses its volume (a new disk) and lets the next pass
+// start it again, empty. If it led, the others elect a new leader.
+func (g *fakeGroup) wipe(ord int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.pods[ord]
+	delete(g.pods, ord)
+	podURLs.Delete(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord))
+	delete(g.volumes, ord)
+	if p.id == g.leader {
+		for _, m := range g.members {
+			if m.Role == adminapi.RoleVoter && m.ID != p.id && g.reachableLocked(m) {
+				g.leader, g.term = m.ID, g.term+1
+				break
+			}
+		}
+	}
+	g.mu.Unlock()
+	p.srv.Close()
+	g.mu.Lock()
+}
+
+// setDown makes a pod's node unreachable (true) or brings it back.
+func (g *fakeGroup) setDown(ord int, down bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down[ord] = down
+}
+
+// setLeader moves leadership as an election would.
+func (g *fakeGroup) setLeader(ord int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.leader = g.pods[ord].id
+	g.term++
+}
+
+// config returns "ordinal:role" of every member, by ordinal.
+func (g *fakeGroup) config() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, m := range g.members {
+		out = append(out, fmt.Sprintf("%d:%s", m.Ordinal, m.Role))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (g *fakeGroup) opLog() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.ops)
+}

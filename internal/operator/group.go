@@ -1,0 +1,253 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/adminapi"
+)
+
+// The reconciler's I/O for the raft group: the Secrets the members
+// authenticate with, each pod's view of the group from its admin API, and
+// the one membership step Decide chose.
+
+// DefaultAdminTimeout bounds one admin API call: a pod that does not answer
+// in time counts as unreachable for this reconcile.
+const DefaultAdminTimeout = 3 * time.Second
+
+// AdminURL returns the base URL of a pod's admin API (its ops port).
+type AdminURL func(w *wov1.Worker, ordinal int) string
+
+// DefaultAdminURL is http://POD.NAME-headless.NS.svc:9090: the headless
+// Service publishes not-ready pods, so a joining pod (whose /readyz fails
+// until it is added) is reachable.
+func DefaultAdminURL(w *wov1.Worker, ordinal int) string {
+	return "http://" + PeerHost(w, ordinal) + ":" + strconv.Itoa(PortOps)
+}
+
+func (r *Reconciler) adminClient(w *wov1.Worker, ordinal int, token string) *adminapi.Client {
+	url := r.AdminURL
+	if url == nil {
+		url = DefaultAdminURL
+	}
+	hc := r.AdminHTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: DefaultAdminTimeout}
+	}
+	return &adminapi.Client{Base: url(w, ordinal), Token: token, HTTP: hc}
+}
+
+// syncAdminToken returns the Worker's admin token, creating its Secret the
+// first time. The token never changes by itself: deleting the Secret makes
+// a new one, which the pods read at their next start.
+func (r *Reconciler) syncAdminToken(ctx context.Context, w *wov1.Worker) (string, error) {
+	var s corev1.Secret
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: adminTokenName(w)}, &s)
+	switch {
+	case err == nil:
+		if err := r.ownSecret(w, &s); err != nil {
+			return "", err
+		}
+		if len(s.Data[AdminTokenFile]) == 0 {
+			return "", fmt.Errorf("secret %s has no %q key: delete it and the operator makes a new token", s.Name, AdminTokenFile)
+		}
+		return string(s.Data[AdminTokenFile]), nil
+	case !apierrors.IsNotFound(err):
+		return "", fmt.Errorf("get secret %s: %w", adminTokenName(w), err)
+	}
+	tok, err := NewAdminToken()
+	if err != nil {
+		return "", err
+	}
+	s = corev1.Secret{ObjectMeta: objectMeta(w, adminTokenName(w)), Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{AdminTokenFile: tok}}
+	if err := r.Client.Create(ctx, &s); err != nil {
+		return "", fmt.Errorf("create secret %s: %w", s.Name, err)
+	}
+	r.event(w, &s, corev1.EventTypeNormal, "Created", "Create", "created the admin API token in Secret "+s.Name)
+	return string(tok), nil
+}
+
+func (r *Reconciler) ownSecret(w *wov1.Worker, s *corev1.Secret) error {
+	if s.Labels[LabelManagedBy] != ManagedBy || !metav1.IsControlledBy(s, w) {
+		err := &conflictError{"Secret", s.Name}
+		r.event(w, nil, corev1.EventTypeWarning, "Conflict", "Update", err.Error())
+		return err
+	}
+	return nil
+}
+
+// syncPeerTLS keeps the CA Secret and the peer TLS Secret: a leaf for each
+// of the pods 0..pods-1, issued or renewed as LeafNeedsRenewal says, and
+// leaves of pods beyond dropped.
+func (r *Reconciler) syncPeerTLS(ctx context.Context, w *wov1.Worker, pods int) error {
+	now := r.now()
+	var caSecret corev1.Secret
+	var ca *CA
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: peerCAName(w)}, &caSecret)
+	switch {
+	case err == nil:
+		if err := r.ownSecret(w, &caSecret); err != nil {
+			return err
+		}
+		if ca, err = ParseCA(caSecret.Data); err != nil {
+			return fmt.Errorf("secret %s: %w (delete it to make a new CA; every pod then gets new certificates)", caSecret.Name, err)
+		}
+	case apierrors.IsNotFound(err):
+		if ca, err = NewCA(w, now); err != nil {
+			return err
+		}
+		caSecret = corev1.Secret{ObjectMeta: objectMeta(w, peerCAName(w)), Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{caCertKey: ca.CertPEM, caKeyKey: ca.KeyPEM}}
+		if err := r.Client.Create(ctx, &caSecret); err != nil {
+			return fmt.Errorf("create secret %s: %w", caSecret.Name, err)
+		}
+		r.event(w, &caSecret, corev1.EventTypeNormal, "Created", "Create", "created the peer CA in Secret "+caSecret.Name)
+	default:
+		return fmt.Errorf("get secret %s: %w", peerCAName(w), err)
+	}
+
+	validity := r.PeerCertValidity
+	if validity <= 0 {
+		validity = DefaultPeerCertValidity
+	}
+	var s corev1.Secret
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: peerTLSName(w)}, &s)
+	exists := err == nil
+	switch {
+	case exists:
+		if err := r.ownSecret(w, &s); err != nil {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("get secret %s: %w", peerTLSName(w), err)
+	default:
+		s = corev1.Secret{ObjectMeta: objectMeta(w, peerTLSName(w)), Type: corev1.SecretTypeOpaque}
+	}
+	data := maps.Clone(s.Data)
+	if data == nil {
+		data = map[string][]byte{}
+	}
+	data[PeerCAFile] = ca.CertPEM
+	var renewed []string
+	for ord := 0; ord < pods; ord++ {
+		ck, kk := leafKeys(w, ord)
+		if need, why := LeafNeedsRenewal(ca, w, ord, data[ck], data[kk], now); need {
+			c, k, err := ca.IssueLeaf(w, ord, now, validity)
+			if err != nil {
+				return err
+			}
+			data[ck], data[kk] = c, k
+			if why != "missing" {
+				renewed = append(renewed, PodName(w, ord)+" ("+why+")")
+			}
+		}
+	}
+	for k := range data {
+		if ord, ok := leafOrdinal(w, k); ok && ord >= pods {
+			delete(data, k)
+		}
+	}
+	if exists && mapsEqualBytes(data, s.Data) {
+		return nil
+	}
+	s.Data = data
+	if !exists {
+		if err := r.Client.Create(ctx, &s); err != nil {
+			return fmt.Errorf("create secret %s: %w", s.Name, err)
+		}
+		return nil
+	}
+	if err := r.Client.Update(ctx, &s); err != nil {
+		return fmt.Errorf("update secret %s: %w", s.Name, err)
+	}
+	if len(renewed) > 0 {
+		slices.Sort(renewed)
+		r.event(w, &s, corev1.EventTypeNormal, "CertificatesRenewed", "Update",
+			fmt.Sprintf("renewed the peer certificates of %v in Secret %s; the pods read them on their next handshake", renewed, s.Name))
+	}
+	return nil
+}
+
+func mapsEqualBytes(a, b map[string][]byte) bool {
+	return maps.EqualFunc(a, b, func(x, y []byte) bool { return string(x) == string(y) })
+}
+
+// observe asks each of the pods 0..pods-1 for its view of the group, all
+// at once, each bounded by the admin client's timeout.
+func (r *Reconciler) observe(ctx context.Context, w *wov1.Worker, pods int32, token string) []PodView {
+	views := make([]PodView, max(pods, 0))
+	var wg sync.WaitGroup
+	for i := range views {
+		views[i].Ordinal = i
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := r.adminClient(w, i, token).Cluster(ctx)
+			views[i].Cluster, views[i].Err = c, err
+		}()
+	}
+	wg.Wait()
+	return views
+}
+
+// act performs one membership step on the leader's admin API.
+func (r *Reconciler) act(ctx context.Context, w *wov1.Worker, a Action, token string) error {
+	c := r.adminClient(w, a.Via, token)
+	var err error
+	switch a.Kind {
+	case ActionAddLearner:
+		_, err = c.AddLearner(ctx, a.ID, PeerAddr(w, a.Ordinal))
+	case ActionPromote:
+		_, err = c.Promote(ctx, a.ID)
+	case ActionRemove:
+		err = c.Remove(ctx, a.ID)
+	case ActionTransferLeader:
+		_, err = c.TransferLeader(ctx, a.ID)
+	default:
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s (pod %s) via the leader %s: %w", a.Kind, a.ID, PodName(w, a.Ordinal), PodName(w, a.Via), err)
+	}
+	return nil
+}
+
+// deleteDrainedVolumes deletes the volume claims of pods a scale-down
+// removed from the group and the StatefulSet no longer runs; it returns the
+// ordinals it is done with. A claim still used by its terminating pod is
+// only marked (the pvc-protection finalizer holds it until the pod is gone),
+// which is enough: no new pod can attach it.
+func (r *Reconciler) deleteDrainedVolumes(ctx context.Context, w *wov1.Worker, ordinals []int) ([]int, error) {
+	var done []int
+	var errs []error
+	for _, ord := range ordinals {
+		pvc := &corev1.PersistentVolumeClaim{}
+		pvc.Namespace, pvc.Name = w.Namespace, DataVolume+"-"+PodName(w, ord)
+		err := r.Client.Delete(ctx, pvc)
+		switch {
+		case err == nil:
+			r.event(w, pvc, corev1.EventTypeNormal, "VolumeDeleted", "Delete",
+				fmt.Sprintf("deleted the volume claim %s of pod %s: its member was removed from the group, so its data can never rejoin", pvc.Name, PodName(w, ord)))
+			done = append(done, ord)
+		case apierrors.IsNotFound(err):
+			done = append(done, ord)
+		default:
+			errs = append(errs, fmt.Errorf("delete volume claim %s: %w", pvc.Name, err))
+		}
+	}
+	return done, errors.Join(errs...)
+}

@@ -1,0 +1,589 @@
+package operator
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/adminapi"
+)
+
+// The membership controller is split the way raft itself is: Decide is a
+// pure function from what the operator sees (the spec, the previous status,
+// each pod's GET /admin/cluster) to the next single step, and the reconciler
+// performs that step and looks again. Nothing is remembered between
+// reconciles except what Decide put into the Worker's status, so an operator
+// restarted in the middle of a change recomputes the same step from the same
+// world.
+
+// DefaultVoters is spec.voters when it is unset (the CRD's default).
+const DefaultVoters = 3
+
+// DefaultCatchUpEntries is how far (in log entries) a learner's match index
+// may trail the leader's commit index and still be promoted. A learner
+// promoted while far behind would become a voter that cannot acknowledge
+// new entries until it caught up, which shrinks the group's failure
+// tolerance for that time; a bounded lag keeps that window short under a
+// steady write load, where an exact match may never be observed.
+const DefaultCatchUpEntries = 128
+
+// EffectiveVoters is the number of voters a group of replicas pods runs for
+// spec.voters: min(voters, replicas), rounded down to odd. Replicas 1 and 2
+// run one voter (two voters would survive the loss of neither pod, one voter
+// survives the loss of the learner); replicas 0 runs none (the pods are
+// stopped, the group keeps its members and resumes when they come back).
+func EffectiveVoters(voters, replicas int32) int32 {
+	v := min(voters, replicas)
+	if v <= 0 {
+		return 0
+	}
+	if v%2 == 0 {
+		v--
+	}
+	return v
+}
+
+// PodView is what one pod's admin API said, or why it said nothing.
+type PodView struct {
+	Ordinal int
+	// Cluster is valid when Err is nil.
+	Cluster adminapi.Cluster
+	Err     error
+}
+
+// MembershipInput is everything Decide looks at.
+type MembershipInput struct {
+	// Worker names the pods and carries spec.replicas, spec.voters and the
+	// previous status (members, draining, bootstrapped).
+	Worker *wov1.Worker
+	// StatefulSetReplicas is the pod count the StatefulSet asks for now;
+	// -1 when there is no StatefulSet yet.
+	StatefulSetReplicas int32
+	// Pods are the views of the pods 0 .. StatefulSetReplicas-1.
+	Pods []PodView
+	// CatchUpEntries is the promotion lag bound (DefaultCatchUpEntries
+	// when 0).
+	CatchUpEntries uint64
+}
+
+// ActionKind is the kind of membership step Decide asks for.
+type ActionKind int
+
+const (
+	// ActionNone: membership is what the spec asks for, or the operator
+	// waits for something that needs no step (a pod starting, a learner
+	// catching up); Action.Reason says which.
+	ActionNone ActionKind = iota
+	// ActionAddLearner adds the joining pod Ordinal, member ID, as a
+	// learner.
+	ActionAddLearner
+	// ActionPromote makes learner ID a voter.
+	ActionPromote
+	// ActionRemove removes member ID from the group.
+	ActionRemove
+	// ActionTransferLeader moves leadership to voter ID.
+	ActionTransferLeader
+	// ActionBlocked: the next step would lose the quorum, so the operator
+	// waits; Reason says why and what would unblock it.
+	ActionBlocked
+)
+
+func (k ActionKind) String() string {
+	switch k {
+	case ActionNone:
+		return "none"
+	case ActionAddLearner:
+		return "add-learner"
+	case ActionPromote:
+		return "promote"
+	case ActionRemove:
+		return "remove"
+	case ActionTransferLeader:
+		return "transfer-leader"
+	case ActionBlocked:
+		return "blocked"
+	}
+	return "ActionKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Action is one step.
+type Action struct {
+	Kind ActionKind
+	// ID is the member the step is about (the transfer's target for
+	// ActionTransferLeader).
+	ID adminapi.ID
+	// Ordinal is the pod of that member.
+	Ordinal int
+	// Via is the ordinal of the leader, whose admin API the step is sent
+	// to (membership changes are proposed on the leader).
+	Via int
+	// Reason is a sentence for the event and the log.
+	Reason string
+}
+
+// Membership is Decide's answer: the next step and everything the status
+// and the rendering derive from the same view.
+type Membership struct {
+	Next Action
+	// StatefulSetReplicas is the pod count to render: spec.replicas, or
+	// more while members on higher ordinals are still in the group (the
+	// StatefulSet shrinks only after they are removed).
+	StatefulSetReplicas int32
+	// HaveView is true when a leader answered, so Members, Voters and
+	// Leader are the group's current configuration.
+	HaveView     bool
+	Leader       string
+	Voters       int32
+	TargetVoters int32
+	Members      []wov1.MemberStatus
+	Draining     []string
+	Bootstrapped bool
+	// DeleteVolumes are ordinals whose members a scale-down removed and
+	// whose pods the StatefulSet no longer runs: their volumes hold an ID
+	// the group refuses, so they are deleted before a later scale-up could
+	// reattach them.
+	DeleteVolumes []int
+	// Quorum is the Quorum condition.
+	Quorum metav1.Condition
+	// InStep is true when every desired pod is a member and the voters are
+	// what the spec asks for.
+	InStep bool
+}
+
+// PodName is the name of the Worker's pod with this ordinal.
+func PodName(w *wov1.Worker, ordinal int) string {
+	return statefulSetName(w) + "-" + strconv.Itoa(ordinal)
+}
+
+// ordinalOf parses the ordinal out of one of the Worker's pod names.
+func ordinalOf(w *wov1.Worker, pod string) (int, bool) {
+	rest, ok := strings.CutPrefix(pod, statefulSetName(w)+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
+}
+
+// SpecVoters is spec.voters with its default.
+func SpecVoters(w *wov1.Worker) int32 {
+	if w.Spec.Voters != nil {
+		return *w.Spec.Voters
+	}
+	return DefaultVoters
+}
+
+// leaderView picks the view of the member that says it leads. Two members
+// can both believe it for a moment (an old leader that has not heard of the
+// new term); the higher term is the real one.
+func leaderView(pods []PodView) (PodView, bool) {
+	var best PodView
+	found := false
+	for _, p := range pods {
+		if p.Err != nil || p.Cluster.State != adminapi.StateMember || p.Cluster.Role != "leader" {
+			continue
+		}
+		if !found || p.Cluster.Term > best.Cluster.Term {
+			best, found = p, true
+		}
+	}
+	return best, found
+}
+
+// Decide computes the next membership step. It is pure.
+func Decide(in MembershipInput) Membership {
+	w := in.Worker
+	desired := derefReplicas(w.Spec.Replicas)
+	catchUp := in.CatchUpEntries
+	if catchUp == 0 {
+		catchUp = DefaultCatchUpEntries
+	}
+	out := Membership{
+		TargetVoters: EffectiveVoters(SpecVoters(w), desired),
+		Bootstrapped: w.Status.Bootstrapped,
+	}
+	views := map[int]PodView{}
+	for _, p := range in.Pods {
+		views[p.Ordinal] = p
+		if p.Err == nil && p.Cluster.State == adminapi.StateMember {
+			out.Bootstrapped = true
+		}
+	}
+
+	lv, ok := leaderView(in.Pods)
+	if !ok {
+		return decideBlind(in, out, views, desired)
+	}
+	out.HaveView = true
+	L := lv.Cluster
+	out.Leader = PodName(w, lv.Ordinal)
+
+	// The configuration, by ordinal (highest first for the scale-down), and
+	// the voters in it.
+	members := slices.Clone(L.Members)
+	slices.SortFunc(members, func(a, b adminapi.Member) int {
+		return cmp.Or(cmp.Compare(b.Ordinal, a.Ordinal), cmp.Compare(a.ID, b.ID))
+	})
+	maxOrdinal := -1
+	for _, m := range members {
+		if m.Role == adminapi.RoleVoter {
+			out.Voters++
+		}
+		maxOrdinal = max(maxOrdinal, m.Ordinal)
+	}
+	out.Members = memberStatuses(w, L, members, views)
+
+	if desired == 0 {
+		// Scale to zero stops the pods and keeps the group as it is: its
+		// members come back with their volumes. Removing every member
+		// would destroy the database.
+		out.StatefulSetReplicas = 0
+	} else {
+		out.StatefulSetReplicas = max(desired, int32(maxOrdinal+1))
+	}
+	for _, m := range members {
+		if desired > 0 && int32(m.Ordinal) >= desired {
+			out.Draining = append(out.Draining, PodName(w, m.Ordinal))
+		}
+	}
+	out.Draining, out.DeleteVolumes = carryDraining(w, out.Draining, out.StatefulSetReplicas, desired)
+	slices.Reverse(out.Draining) // lowest ordinal first, for people
+
+	reach, quorum := L.Reachable, L.Voters/2+1
+	if reach >= quorum {
+		out.Quorum = condition(wov1.ConditionQuorum, metav1.ConditionTrue, "QuorumReachable",
+			fmt.Sprintf("leader %s reaches %d of %d voters (quorum %d)", out.Leader, reach, L.Voters, quorum))
+	} else {
+		out.Quorum = condition(wov1.ConditionQuorum, metav1.ConditionFalse, "QuorumLost",
+			fmt.Sprintf("leader %s reaches %d of %d voters, fewer than the quorum of %d: writes and linearizable reads fail until more voters are back", out.Leader, reach, L.Voters, quorum))
+	}
+
+	if desired == 0 {
+		out.InStep = true
+		out.Next = Action{Kind: ActionNone, Via: lv.Ordinal, Reason: "replicas is 0: the pods stop and the group keeps its members"}
+		return out
+	}
+
+	act := func(a Action) Membership {
+		a.Via = lv.Ordinal
+		out.Next = a
+		return out
+	}
+
+	// 1. A pod that came back with a new ID (its volume was wiped): its old
+	// ID can never answer again, so it goes first; the new one is then
+	// added like any joining pod.
+	for _, m := range members {
+		v, ok := views[m.Ordinal]
+		if !ok || v.Err != nil || v.Cluster.Self == 0 || v.Cluster.Self == m.ID || int32(m.Ordinal) >= desired {
+			continue
+		}
+		if why, safe := removalKeepsQuorum(L, members, m); !safe {
+			return act(Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
+				Reason: fmt.Sprintf("pod %s came back as a new member %s; removing its old ID %s %s", PodName(w, m.Ordinal), v.Cluster.Self, m.ID, why)})
+		}
+		return act(Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
+			Reason: fmt.Sprintf("pod %s came back as a new member %s (its volume was replaced): removing its old ID %s", PodName(w, m.Ordinal), v.Cluster.Self, m.ID)})
+	}
+
+	// 2. Scale-down: the highest ordinal first, leadership moved away
+	// first, never below a quorum.
+	if desired > 0 {
+		for _, m := range members {
+			if int32(m.Ordinal) < desired {
+				break
+			}
+			if m.ID == L.Self {
+				to, ok := transferTarget(members, desired)
+				if !ok {
+					return act(Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
+						Reason: fmt.Sprintf("pod %s leads and is to be removed, but no reachable voter on pods 0..%d can take over: the scale-down waits for one", out.Leader, desired-1)})
+				}
+				return act(Action{Kind: ActionTransferLeader, ID: to.ID, Ordinal: to.Ordinal,
+					Reason: fmt.Sprintf("pod %s leads and is to be removed: transferring leadership to %s first", out.Leader, PodName(w, to.Ordinal))})
+			}
+			if why, safe := removalKeepsQuorum(L, members, m); !safe {
+				return act(Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
+					Reason: fmt.Sprintf("scale-down to %d waits: removing %s %s", desired, PodName(w, m.Ordinal), why)})
+			}
+			return act(Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
+				Reason: fmt.Sprintf("scale-down to %d: removing %s %s (%s) from the group before its pod goes", desired, m.Role, PodName(w, m.Ordinal), m.ID)})
+		}
+	}
+
+	// 3. Scale-up: every joining pod the spec wants becomes a learner,
+	// lowest ordinal first. A pod whose ordinal still has an old ID in the
+	// group waits for step 1.
+	byOrdinal := map[int]bool{}
+	for _, m := range members {
+		byOrdinal[m.Ordinal] = true
+	}
+	for ord := 0; int32(ord) < min(desired, max(in.StatefulSetReplicas, 0)); ord++ {
+		v, ok := views[ord]
+		if !ok || v.Err != nil || v.Cluster.State != adminapi.StateJoining || v.Cluster.Self == 0 {
+			continue
+		}
+		if inConfig(members, v.Cluster.Self) || byOrdinal[ord] {
+			continue
+		}
+		return act(Action{Kind: ActionAddLearner, ID: v.Cluster.Self, Ordinal: ord,
+			Reason: fmt.Sprintf("pod %s is waiting to join as %s: adding it as a learner", PodName(w, ord), v.Cluster.Self)})
+	}
+
+	// 4. Promotion: caught-up learners become voters, lowest ordinal
+	// first, until the target.
+	var lagging []string
+	if out.Voters < out.TargetVoters {
+		for i := len(members) - 1; i >= 0; i-- { // lowest ordinal first
+			m := members[i]
+			if m.Role != adminapi.RoleLearner || int32(m.Ordinal) >= desired {
+				continue
+			}
+			lag := uint64(0)
+			if L.Commit > m.Match {
+				lag = L.Commit - m.Match
+			}
+			if !m.Reachable || lag > catchUp {
+				lagging = append(lagging, fmt.Sprintf("%s (match %d of commit %d, reachable %t)", PodName(w, m.Ordinal), m.Match, L.Commit, m.Reachable))
+				continue
+			}
+			return act(Action{Kind: ActionPromote, ID: m.ID, Ordinal: m.Ordinal,
+				Reason: fmt.Sprintf("learner %s caught up (match %d of commit %d): promoting it to voter %d of %d", PodName(w, m.Ordinal), m.Match, L.Commit, out.Voters+1, out.TargetVoters)})
+		}
+	}
+
+	// Nothing to do now; say what, if anything, is still awaited.
+	var waits []string
+	if len(lagging) > 0 {
+		waits = append(waits, "catching up before promotion: "+strings.Join(lagging, ", "))
+	}
+	for ord := 0; int32(ord) < desired; ord++ {
+		if !byOrdinal[ord] {
+			waits = append(waits, "pod "+PodName(w, ord)+" is not a member yet"+podSays(views, ord))
+		}
+	}
+	for _, v := range in.Pods {
+		if v.Err == nil && v.Cluster.Self != 0 && !inConfig(members, v.Cluster.Self) && int32(v.Ordinal) < desired &&
+			(v.Cluster.State == adminapi.StateRemoved || v.Cluster.State == adminapi.StateStopped) {
+			waits = append(waits, fmt.Sprintf("pod %s holds the removed member %s on its volume: delete its PersistentVolumeClaim %s and the pod so it starts empty and joins as a new member",
+				PodName(w, v.Ordinal), v.Cluster.Self, DataVolume+"-"+PodName(w, v.Ordinal)))
+		}
+	}
+	if out.Voters > out.TargetVoters && len(out.Draining) == 0 {
+		// The worker has no demotion: lowering spec.voters takes effect
+		// as the pods holding the extra voters are scaled away.
+		waits = append(waits, fmt.Sprintf("%d voters, %d wanted: the extra voters stay until a scale-down removes their pods (a voter is never demoted)", out.Voters, out.TargetVoters))
+	}
+	out.InStep = len(waits) == 0 && len(out.Draining) == 0 && out.Voters >= out.TargetVoters && reach >= quorum
+	if len(waits) > 0 {
+		out.Next = Action{Kind: ActionNone, Via: lv.Ordinal, Reason: strings.Join(waits, "; ")}
+	}
+	return out
+}
+
+func inConfig(members []adminapi.Member, id adminapi.ID) bool {
+	for _, m := range members {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// decideBlind is Decide without a leader: no membership step is possible
+// (changes are proposed on the leader), so it only keeps the pods running
+// that the group may need to elect one.
+func decideBlind(in MembershipInput, out Membership, views map[int]PodView, desired int32) Membership {
+	w := in.Worker
+	// The last known configuration, from the previous status: its pods
+	// must run for the group to regain a leader, even when spec.replicas
+	// asks for fewer (removing them needs a leader first).
+	lastMax := -1
+	for _, m := range w.Status.Members {
+		if m.Role != wov1.MemberVoter && m.Role != wov1.MemberLearner {
+			continue
+		}
+		if ord, ok := ordinalOf(w, m.Pod); ok {
+			lastMax = max(lastMax, ord)
+		}
+	}
+	switch {
+	case desired == 0:
+		out.StatefulSetReplicas = 0
+	default:
+		out.StatefulSetReplicas = max(desired, in.StatefulSetReplicas, int32(lastMax+1))
+	}
+	// Keep the last known members, marked unreachable, with what the pods
+	// themselves still say.
+	for _, m := range w.Status.Members {
+		m.Reachable = false
+		if ord, ok := ordinalOf(w, m.Pod); ok {
+			if v, ok := views[ord]; ok && v.Err == nil && v.Cluster.Self.String() == m.ID {
+				m.Applied = v.Cluster.Applied
+				m.Reachable = true
+			}
+		}
+		out.Members = append(out.Members, m)
+	}
+	out.Voters = w.Status.Voters
+	out.Draining = slices.Clone(w.Status.Draining)
+
+	var why string
+	switch {
+	case in.StatefulSetReplicas <= 0 && desired == 0:
+		why = "replicas is 0: the pods are stopped and the group keeps its members"
+	case in.StatefulSetReplicas <= 0 || len(in.Pods) == 0:
+		why = "no pod runs yet"
+	case !out.Bootstrapped:
+		why = "waiting for pod " + PodName(w, 0) + " to bootstrap the group" + podSays(views, 0)
+	default:
+		var says []string
+		for _, p := range in.Pods {
+			says = append(says, PodName(w, p.Ordinal)+podSays(views, p.Ordinal))
+		}
+		why = "no member knows a leader: " + strings.Join(says, ", ")
+	}
+	out.Quorum = condition(wov1.ConditionQuorum, metav1.ConditionFalse, "NoLeader", why)
+	out.Next = Action{Kind: ActionNone, Reason: why}
+	return out
+}
+
+// podSays is a short account of a pod's view for a message.
+func podSays(views map[int]PodView, ord int) string {
+	v, ok := views[ord]
+	switch {
+	case !ok:
+		return " (no pod)"
+	case v.Err != nil:
+		return " (unreachable: " + v.Err.Error() + ")"
+	default:
+		s := " (" + v.Cluster.State
+		if v.Cluster.Role != "" {
+			s += ", " + v.Cluster.Role
+		}
+		if v.Cluster.Error != "" {
+			s += ": " + v.Cluster.Error
+		}
+		return s + ")"
+	}
+}
+
+// removalKeepsQuorum says whether removing m leaves a configuration whose
+// quorum the leader still reaches; when it does not, why not.
+func removalKeepsQuorum(L adminapi.Cluster, members []adminapi.Member, m adminapi.Member) (string, bool) {
+	if m.Role != adminapi.RoleVoter {
+		return "", true
+	}
+	voters, reach := 0, 0
+	for _, o := range members {
+		if o.Role != adminapi.RoleVoter || o.ID == m.ID {
+			continue
+		}
+		voters++
+		if o.Reachable || o.ID == L.Self {
+			reach++
+		}
+	}
+	if voters == 0 {
+		return "would leave no voter", false
+	}
+	if q := voters/2 + 1; reach < q {
+		return fmt.Sprintf("would leave %d voters of which the leader reaches %d, fewer than their quorum of %d: bring the unreachable voters back (or their pods up) first", voters, reach, q), false
+	}
+	return "", true
+}
+
+// transferTarget is the voter that takes over from a leader being scaled
+// away: reachable, on a pod that stays, the most caught up (then the lowest
+// ordinal).
+func transferTarget(members []adminapi.Member, desired int32) (adminapi.Member, bool) {
+	var best adminapi.Member
+	found := false
+	for _, m := range members {
+		if m.Role != adminapi.RoleVoter || !m.Reachable || int32(m.Ordinal) >= desired {
+			continue
+		}
+		if !found || m.Match > best.Match || (m.Match == best.Match && m.Ordinal < best.Ordinal) {
+			best, found = m, true
+		}
+	}
+	return best, found
+}
+
+// carryDraining merges the members draining now with the pods the previous
+// status listed as draining whose members are gone: those wait for their
+// volume to be deleted once the StatefulSet no longer runs them. A pod
+// draining in the past whose ordinal the spec wants again is dropped from
+// the list (its volume is then dealt with as a removed member's).
+func carryDraining(w *wov1.Worker, now []string, stsReplicas, desired int32) ([]string, []int) {
+	set := map[string]bool{}
+	for _, p := range now {
+		set[p] = true
+	}
+	out := slices.Clone(now)
+	var del []int
+	for _, p := range w.Status.Draining {
+		ord, ok := ordinalOf(w, p)
+		if !ok || set[p] || int32(ord) < desired {
+			continue
+		}
+		set[p] = true
+		out = append(out, p)
+		if int32(ord) >= stsReplicas {
+			del = append(del, ord)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		oa, _ := ordinalOf(w, a)
+		ob, _ := ordinalOf(w, b)
+		return cmp.Compare(ob, oa)
+	})
+	slices.Sort(del)
+	return out, del
+}
+
+// memberStatuses is status.members: the configuration as the leader sees
+// it, each member's applied index from its own view, then the pods that
+// wait to join or hold a removed member.
+func memberStatuses(w *wov1.Worker, L adminapi.Cluster, members []adminapi.Member, views map[int]PodView) []wov1.MemberStatus {
+	var out []wov1.MemberStatus
+	seen := map[adminapi.ID]bool{}
+	for _, m := range members {
+		seen[m.ID] = true
+		ms := wov1.MemberStatus{Pod: PodName(w, m.Ordinal), ID: m.ID.String(), Role: m.Role, Reachable: m.Reachable || m.ID == L.Self}
+		if v, ok := views[m.Ordinal]; ok && v.Err == nil && v.Cluster.Self == m.ID {
+			ms.Applied = v.Cluster.Applied
+		}
+		out = append(out, ms)
+	}
+	for _, v := range views {
+		if v.Err != nil || v.Cluster.Self == 0 || seen[v.Cluster.Self] {
+			continue
+		}
+		role := ""
+		switch v.Cluster.State {
+		case adminapi.StateJoining:
+			role = wov1.MemberJoining
+		case adminapi.StateRemoved, adminapi.StateStopped:
+			role = wov1.MemberRemoved
+		default:
+			continue
+		}
+		out = append(out, wov1.MemberStatus{Pod: PodName(w, v.Ordinal), ID: v.Cluster.Self.String(), Role: role, Applied: v.Cluster.Applied, Reachable: true})
+	}
+	slices.SortFunc(out, func(a, b wov1.MemberStatus) int {
+		oa, _ := ordinalOf(w, a.Pod)
+		ob, _ := ordinalOf(w, b.Pod)
+		return cmp.Or(cmp.Compare(oa, ob), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+func condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg}
+}

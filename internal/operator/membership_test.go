@@ -1,0 +1,419 @@
+package operator
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/adminapi"
+)
+
+// id is a bootstrap-style member ID: ordinal<<48 | incarnation.
+func id(ord, inc int) adminapi.ID { return adminapi.ID(uint64(ord)<<48 | uint64(inc)) }
+
+// group is a compact description of a raft group for the table: the
+// configuration the leader reports and what each pod says about itself.
+type group struct {
+	leader  int // ordinal of the leader; -1: none
+	commit  uint64
+	members []adminapi.Member
+	// joining pods: ordinal -> the ID they wait with
+	joining map[int]adminapi.ID
+	// pods whose admin API does not answer
+	down map[int]bool
+	// pods holding a removed member
+	removed map[int]adminapi.ID
+	pods    int
+}
+
+func voter(ord int, reachable bool) adminapi.Member {
+	return adminapi.Member{ID: id(ord, 1), Ordinal: ord, Role: adminapi.RoleVoter, Reachable: reachable, Match: 100}
+}
+
+func learner(ord int, match uint64) adminapi.Member {
+	return adminapi.Member{ID: id(ord, 7), Ordinal: ord, Role: adminapi.RoleLearner, Reachable: true, Match: match}
+}
+
+func (g group) views() []PodView {
+	var out []PodView
+	voters, reach := 0, 0
+	for _, m := range g.members {
+		if m.Role == adminapi.RoleVoter {
+			voters++
+			if m.Reachable || m.Ordinal == g.leader {
+				reach++
+			}
+		}
+	}
+	for ord := 0; ord < g.pods; ord++ {
+		v := PodView{Ordinal: ord}
+		switch {
+		case g.down[ord]:
+			v.Err = errors.New("connection refused")
+		case g.joining[ord] != 0:
+			v.Cluster = adminapi.Cluster{Self: g.joining[ord], State: adminapi.StateJoining}
+		case g.removed[ord] != 0:
+			v.Cluster = adminapi.Cluster{Self: g.removed[ord], State: adminapi.StateRemoved}
+		default:
+			var self adminapi.Member
+			for _, m := range g.members {
+				if m.Ordinal == ord {
+					self = m
+				}
+			}
+			role := "follower"
+			if self.Role == adminapi.RoleLearner {
+				role = "learner"
+			}
+			c := adminapi.Cluster{Self: self.ID, State: adminapi.StateMember, Role: role, Term: 2, Commit: g.commit, Applied: g.commit}
+			if ord == g.leader {
+				c.Role = "leader"
+				c.Leader = self.ID
+				c.Members = g.members
+				c.Voters = voters
+				c.Reachable = reach
+			}
+			v.Cluster = c
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func worker(replicas, voters int32) *wov1.Worker {
+	w := testWorker("1")
+	w.Spec.Replicas = ptr.To(replicas)
+	w.Spec.Voters = ptr.To(voters)
+	w.Status.Bootstrapped = true
+	return w
+}
+
+func TestEffectiveVoters(t *testing.T) {
+	for _, c := range []struct{ voters, replicas, want int32 }{
+		{3, 0, 0}, {3, 1, 1}, {3, 2, 1}, {3, 3, 3}, {3, 5, 3}, {5, 4, 3}, {5, 5, 5}, {1, 5, 1}, {7, 6, 5},
+	} {
+		if got := EffectiveVoters(c.voters, c.replicas); got != c.want {
+			t.Errorf("EffectiveVoters(voters %d, replicas %d) = %d, want %d", c.voters, c.replicas, got, c.want)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	three := []adminapi.Member{voter(0, true), voter(1, true), voter(2, true)}
+	for _, c := range []struct {
+		name     string
+		w        *wov1.Worker
+		sts      int32
+		g        group
+		want     ActionKind
+		wantID   adminapi.ID
+		wantVia  int
+		wantSts  int32
+		reason   string // a substring of Next.Reason
+		inStep   bool
+		draining []string
+		quorum   metav1.ConditionStatus
+	}{
+		{
+			name: "first pod not up yet: wait, render the pods the spec asks for",
+			w:    func() *wov1.Worker { w := worker(1, 3); w.Status.Bootstrapped = false; return w }(),
+			sts:  -1, g: group{leader: -1},
+			want: ActionNone, wantSts: 1, reason: "no pod runs yet", quorum: metav1.ConditionFalse,
+		},
+		{
+			name: "one pod, one voter: in step",
+			w:    worker(1, 3), sts: 1,
+			g:    group{leader: 0, commit: 5, members: []adminapi.Member{voter(0, true)}, pods: 1},
+			want: ActionNone, wantSts: 1, inStep: true, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-up 1 -> 3: the StatefulSet grows at once, a joining pod is added as a learner",
+			w:    worker(3, 3), sts: 3,
+			g: group{leader: 0, commit: 5, members: []adminapi.Member{voter(0, true)}, pods: 3,
+				joining: map[int]adminapi.ID{1: id(1, 7), 2: id(2, 9)}},
+			want: ActionAddLearner, wantID: id(1, 7), wantSts: 3, reason: "adding it as a learner", quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-up: a learner far behind waits",
+			w:    worker(3, 3), sts: 3,
+			g:    group{leader: 0, commit: 5000, members: []adminapi.Member{voter(0, true), learner(1, 10), learner(2, 20)}, pods: 3},
+			want: ActionNone, wantSts: 3, reason: "catching up before promotion", quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-up: a caught-up learner is promoted, lowest ordinal first",
+			w:    worker(3, 3), sts: 3,
+			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), learner(1, 90), learner(2, 100)}, pods: 3},
+			want: ActionPromote, wantID: id(1, 7), wantSts: 3, reason: "promoting it to voter 2 of 3", quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-up 3 -> 5 with voters 3: pods 3 and 4 stay learners, in step",
+			w:    worker(5, 3), sts: 5,
+			g:    group{leader: 1, commit: 100, members: append(slices.Clone(three), learner(3, 100), learner(4, 100)), pods: 5},
+			want: ActionNone, wantSts: 5, inStep: true, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-down 5 -> 3: the highest ordinal goes first, the StatefulSet keeps it until then",
+			w:    worker(3, 3), sts: 5,
+			g:    group{leader: 1, commit: 100, members: append(slices.Clone(three), learner(3, 100), learner(4, 100)), pods: 5},
+			want: ActionRemove, wantID: id(4, 7), wantVia: 1, wantSts: 5, reason: "removing learner chat-4",
+			draining: []string{"chat-3", "chat-4"}, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-down 3 -> 1: the leader among the removed hands over first, to a pod that stays",
+			w:    worker(1, 3), sts: 3,
+			g:    group{leader: 2, commit: 100, members: three, pods: 3},
+			want: ActionTransferLeader, wantID: id(0, 1), wantVia: 2, wantSts: 3, reason: "transferring leadership to chat-0",
+			draining: []string{"chat-1", "chat-2"}, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-down 3 -> 1: a voter is removed while the rest keep a quorum",
+			w:    worker(1, 3), sts: 3,
+			g:    group{leader: 0, commit: 100, members: three, pods: 3},
+			want: ActionRemove, wantID: id(2, 1), wantSts: 3, reason: "removing voter chat-2",
+			draining: []string{"chat-1", "chat-2"}, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-down that would lose the quorum waits and says why",
+			w:    worker(1, 3), sts: 3,
+			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), voter(1, false), voter(2, true)}, pods: 3, down: map[int]bool{1: true}},
+			want: ActionBlocked, wantID: id(2, 1), wantSts: 3, reason: "would leave 2 voters of which the leader reaches 1, fewer than their quorum of 2",
+			draining: []string{"chat-1", "chat-2"}, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "scale-down removes a dead voter when the rest keep a quorum",
+			w:    worker(2, 3), sts: 3,
+			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), voter(1, true), voter(2, false)}, pods: 3, down: map[int]bool{2: true}},
+			want: ActionRemove, wantID: id(2, 1), wantSts: 3, draining: []string{"chat-2"}, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "once removed, the StatefulSet shrinks",
+			w:    func() *wov1.Worker { w := worker(1, 3); w.Status.Draining = []string{"chat-1", "chat-2"}; return w }(),
+			sts:  3,
+			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true)}, pods: 3, removed: map[int]adminapi.ID{1: id(1, 1), 2: id(2, 1)}},
+			want: ActionNone, wantSts: 1, inStep: false, draining: []string{"chat-1", "chat-2"}, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "a wiped pod 0 comes back with a new ID: the old one is removed first",
+			w:    worker(3, 3), sts: 3,
+			g: group{leader: 1, commit: 100, members: []adminapi.Member{voter(0, false), voter(1, true), voter(2, true)}, pods: 3,
+				joining: map[int]adminapi.ID{0: id(0, 12345)}},
+			want: ActionRemove, wantID: id(0, 1), wantVia: 1, wantSts: 3, reason: "came back as a new member", quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "no leader: nothing changes, the last members' pods keep running",
+			w: func() *wov1.Worker {
+				w := worker(1, 3)
+				w.Status.Members = []wov1.MemberStatus{{Pod: "chat-0", Role: "voter"}, {Pod: "chat-1", Role: "voter"}, {Pod: "chat-2", Role: "voter"}}
+				return w
+			}(),
+			sts: 1, g: group{leader: -1, pods: 1, down: map[int]bool{0: true}},
+			want: ActionNone, wantSts: 3, reason: "no member knows a leader", quorum: metav1.ConditionFalse,
+		},
+		{
+			name: "leader cannot reach a quorum: Quorum is False",
+			w:    worker(3, 3), sts: 3,
+			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), voter(1, false), voter(2, false)}, pods: 3, down: map[int]bool{1: true, 2: true}},
+			want: ActionNone, wantSts: 3, quorum: metav1.ConditionFalse,
+		},
+		{
+			name: "replicas 0: the pods stop, the group keeps its members",
+			w:    worker(0, 3), sts: 3,
+			g:    group{leader: 0, commit: 100, members: three, pods: 3},
+			want: ActionNone, wantSts: 0, quorum: metav1.ConditionTrue, inStep: true,
+		},
+		{
+			name: "replicas 2 with voters 3: one voter and one learner",
+			w:    worker(2, 3), sts: 2,
+			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), learner(1, 100)}, pods: 2},
+			want: ActionNone, wantSts: 2, inStep: true, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "a pod holding a removed member says what to do",
+			w:    worker(2, 3), sts: 2,
+			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true)}, pods: 2, removed: map[int]adminapi.ID{1: id(1, 1)}},
+			want: ActionNone, wantSts: 2, reason: "delete its PersistentVolumeClaim data-chat-1", quorum: metav1.ConditionTrue,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := Decide(MembershipInput{Worker: c.w, StatefulSetReplicas: c.sts, Pods: c.g.views()})
+			if m.Next.Kind != c.want || (c.wantID != 0 && m.Next.ID != c.wantID) {
+				t.Fatalf("next = %v %s (%s), want %v %s", m.Next.Kind, m.Next.ID, m.Next.Reason, c.want, c.wantID)
+			}
+			if c.want != ActionNone && m.Next.Via != c.wantVia {
+				t.Errorf("sent via pod %d, want the leader %d", m.Next.Via, c.wantVia)
+			}
+			if m.StatefulSetReplicas != c.wantSts {
+				t.Errorf("StatefulSet replicas %d, want %d", m.StatefulSetReplicas, c.wantSts)
+			}
+			if !strings.Contains(m.Next.Reason, c.reason) {
+				t.Errorf("reason %q does not say %q", m.Next.Reason, c.reason)
+			}
+			if m.InStep != c.inStep {
+				t.Errorf("InStep = %t, want %t (reason %q)", m.InStep, c.inStep, m.Next.Reason)
+			}
+			if !slices.Equal(m.Draining, c.draining) {
+				t.Errorf("draining %v, want %v", m.Draining, c.draining)
+			}
+			if m.Quorum.Status != c.quorum {
+				t.Errorf("Quorum %s (%s), want %s", m.Quorum.Status, m.Quorum.Message, c.quorum)
+			}
+		})
+	}
+}
+
+func TestDecideStatusMembers(t *testing.T) {
+	g := group{leader: 0, commit: 42, members: []adminapi.Member{voter(0, true), learner(2, 40)}, pods: 3,
+		joining: map[int]adminapi.ID{1: id(1, 99)}}
+	m := Decide(MembershipInput{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: g.views()})
+	want := []wov1.MemberStatus{
+		{Pod: "chat-0", ID: id(0, 1).String(), Role: "voter", Applied: 42, Reachable: true},
+		{Pod: "chat-1", ID: id(1, 99).String(), Role: "joining", Reachable: true},
+		{Pod: "chat-2", ID: id(2, 7).String(), Role: "learner", Applied: 42, Reachable: true},
+	}
+	if !slices.Equal(m.Members, want) {
+		t.Errorf("members\n got %+v\nwant %+v", m.Members, want)
+	}
+	if m.Leader != "chat-0" || m.Voters != 1 || !m.HaveView || !m.Bootstrapped {
+		t.Errorf("leader %q voters %d view %t bootstrapped %t", m.Leader, m.Voters, m.HaveView, m.Bootstrapped)
+	}
+}
+
+// The highest term wins when a deposed leader still answers as one.
+func TestDecidePicksTheNewestLeader(t *testing.T) {
+	g := group{leader: 0, commit: 10, members: []adminapi.Member{voter(0, true), voter(1, true), voter(2, true)}, pods: 3}
+	views := g.views()
+	views[1].Cluster.Role, views[1].Cluster.Term, views[1].Cluster.Members = "leader", 9, views[0].Cluster.Members
+	views[1].Cluster.Voters, views[1].Cluster.Reachable = 3, 3
+	m := Decide(MembershipInput{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: views})
+	if m.Leader != "chat-1" {
+		t.Errorf("leader %q, want chat-1 (term 9 over term 2)", m.Leader)
+	}
+}
+
+// Volumes of members a scale-down removed are deleted once their pods are
+// gone, and only those.
+func TestDecideDeletesDrainedVolumes(t *testing.T) {
+	w := worker(1, 3)
+	w.Status.Draining = []string{"chat-1", "chat-2"}
+	g := group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true)}, pods: 1}
+	m := Decide(MembershipInput{Worker: w, StatefulSetReplicas: 1, Pods: g.views()})
+	if !slices.Equal(m.DeleteVolumes, []int{1, 2}) {
+		t.Errorf("DeleteVolumes %v, want [1 2]", m.DeleteVolumes)
+	}
+	// Scaled up again before the volumes went: they are not deleted by
+	// this path (the pods run again).
+	w.Spec.Replicas = ptr.To(int32(3))
+	m = Decide(MembershipInput{Worker: w, StatefulSetReplicas: 1, Pods: g.views()})
+	if len(m.DeleteVolumes) != 0 || len(m.Draining) != 0 {
+		t.Errorf("after scaling up again: DeleteVolumes %v draining %v", m.DeleteVolumes, m.Draining)
+	}
+}
+
+// Every step Decide can take, replayed against a model of the group until
+// nothing is left to do, reaches the spec from any of the sizes the issue
+// walks through, and the StatefulSet never drops a pod that is a member.
+func TestDecideConverges(t *testing.T) {
+	sizes := []int32{1, 3, 5, 3, 1, 2, 5, 1}
+	g := &modelGroup{members: []adminapi.Member{voter(0, true)}, leader: 0, commit: 1}
+	w := worker(1, 3)
+	sts := int32(1)
+	for _, size := range sizes {
+		w.Spec.Replicas = ptr.To(size)
+		for step := 0; ; step++ {
+			if step > 50 {
+				t.Fatalf("scale to %d: no convergence after 50 steps", size)
+			}
+			m := Decide(MembershipInput{Worker: w, StatefulSetReplicas: sts, Pods: g.views(sts)})
+			for _, mem := range g.members {
+				if int32(mem.Ordinal) >= m.StatefulSetReplicas {
+					t.Fatalf("scale to %d: StatefulSet to %d while %s is a member", size, m.StatefulSetReplicas, mem.ID)
+				}
+			}
+			sts = m.StatefulSetReplicas
+			// The reconciler deletes the drained volumes and drops them
+			// from the list.
+			drained := m.Draining
+			for _, ord := range m.DeleteVolumes {
+				drained = slices.DeleteFunc(drained, func(p string) bool { return p == PodName(w, ord) })
+			}
+			w.Status.Draining, w.Status.Members, w.Status.Bootstrapped = drained, m.Members, m.Bootstrapped
+			if m.Next.Kind == ActionNone && m.InStep {
+				break
+			}
+			if m.Next.Kind == ActionBlocked {
+				t.Fatalf("scale to %d: blocked: %s", size, m.Next.Reason)
+			}
+			g.apply(t, m.Next)
+		}
+		if v := g.voters(); int32(v) != EffectiveVoters(3, size) {
+			t.Errorf("scale to %d: %d voters, want %d", size, v, EffectiveVoters(3, size))
+		}
+	}
+}
+
+// modelGroup is a raft group as the admin API shows it, changed by the
+// actions Decide asks for.
+type modelGroup struct {
+	members []adminapi.Member
+	leader  int
+	commit  uint64
+	inc     int
+}
+
+func (g *modelGroup) voters() int {
+	n := 0
+	for _, m := range g.members {
+		if m.Role == adminapi.RoleVoter {
+			n++
+		}
+	}
+	return n
+}
+
+func (g *modelGroup) views(sts int32) []PodView {
+	gr := group{leader: g.leader, commit: g.commit, members: g.members, pods: int(sts), joining: map[int]adminapi.ID{}}
+	for ord := 0; ord < int(sts); ord++ {
+		found := false
+		for _, m := range g.members {
+			found = found || m.Ordinal == ord
+		}
+		if !found {
+			g.inc++
+			gr.joining[ord] = id(ord, 1000+g.inc)
+		}
+	}
+	return gr.views()
+}
+
+func (g *modelGroup) apply(t *testing.T, a Action) {
+	t.Helper()
+	g.commit++
+	switch a.Kind {
+	case ActionAddLearner:
+		g.members = append(g.members, adminapi.Member{ID: a.ID, Ordinal: a.Ordinal, Role: adminapi.RoleLearner, Reachable: true, Match: g.commit})
+	case ActionPromote:
+		for i := range g.members {
+			if g.members[i].ID == a.ID {
+				g.members[i].Role = adminapi.RoleVoter
+			}
+		}
+	case ActionRemove:
+		if a.Ordinal == g.leader {
+			t.Fatalf("removing the leader %s", a.ID)
+		}
+		g.members = slices.DeleteFunc(g.members, func(m adminapi.Member) bool { return m.ID == a.ID })
+	case ActionTransferLeader:
+		g.leader = a.Ordinal
+	case ActionNone:
+	default:
+		t.Fatalf("unexpected %v: %s", a.Kind, a.Reason)
+	}
+	for i := range g.members {
+		g.members[i].Match = g.commit
+	}
+}
