@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,6 +35,9 @@ type Options struct {
 	// and Start's wait for readiness and a leader (default 2 minutes: a
 	// race-enabled worker on a loaded 2-core machine is slow to start).
 	StartTimeout time.Duration
+	// Setup, when set, is called for every member Start creates before
+	// its first start, e.g. to give each member its own Env.
+	Setup func(m *Member)
 	// NoWait makes Start return once every member logged its ports,
 	// without waiting for readiness and a leader.
 	NoWait bool
@@ -88,6 +92,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	var peers []string
 	for i, p := range ports {
 		m := c.newMember(i, p, "new")
+		if opts.Setup != nil {
+			opts.Setup(m)
+		}
 		peers = append(peers, fmt.Sprintf("%d=%s", i, m.PeerAddr))
 	}
 	c.peers = strings.Join(peers, ",")
@@ -96,6 +103,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 		if err := m.Start(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A worker that does not run replication still starts (it parses the
+	// cluster settings) but logs no member ID: no test of a group can run
+	// against it, which is a skip naming what is missing, not a failure
+	// of the test.
+	if m := c.Member(0); m.Addrs().Member == 0 {
+		t.Skipf("the worker does not run replication: its %q line has no member= ID (it must form a group from --peers)", MsgListening)
 	}
 	if opts.NoWait {
 		return c
@@ -106,6 +120,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		if err := m.WaitReady(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+	var se *adminapi.StatusError
+	if _, err := c.Member(0).Cluster(ctx); errors.As(err, &se) && se.Code == http.StatusNotFound {
+		t.Skipf("the worker has no admin API: GET %s answers 404", adminapi.PathCluster)
 	}
 	if _, _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -31,7 +32,8 @@ func (e *HTTPError) Error() string {
 // Code returns the HTTP status of an *HTTPError, and 0 for any other error
 // (the request got no answer: a refused or cut connection, a timeout).
 func Code(err error) int {
-	if e, ok := err.(*HTTPError); ok {
+	var e *HTTPError
+	if errors.As(err, &e) {
 		return e.Code
 	}
 	return 0
