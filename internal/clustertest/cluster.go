@@ -28,9 +28,10 @@ type Options struct {
 	Env []string
 	// Args are added to every member's flags.
 	Args []string
-	// Token, when set, is written to a file passed as --auth-token-file;
-	// the records and admin helpers send it.
-	Token string
+	// AdminToken, when set, is written to a file passed as
+	// --admin-token-file (the admin API's bearer token); Member.Admin's
+	// client sends it.
+	AdminToken string
 	// StartTimeout bounds each start (until the listening line), each stop,
 	// and Start's wait for readiness and a leader (default 2 minutes: a
 	// race-enabled worker on a loaded 2-core machine is slow to start).
@@ -79,9 +80,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := os.WriteFile(c.emptyConfig, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if opts.Token != "" {
-		c.tokenFile = filepath.Join(c.dir, "token")
-		if err := os.WriteFile(c.tokenFile, []byte(opts.Token+"\n"), 0o600); err != nil {
+	if opts.AdminToken != "" {
+		c.tokenFile = filepath.Join(c.dir, "admin-token")
+		if err := os.WriteFile(c.tokenFile, []byte(opts.AdminToken+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -303,8 +304,7 @@ func (c *Cluster) get(ctx context.Context, url string) (int, []byte, error) {
 	return c.do(ctx, http.MethodGet, url, nil, nil)
 }
 
-// do sends one request with the cluster's token and returns the status and
-// body.
+// do sends one request and returns the status and body.
 func (c *Cluster) do(ctx context.Context, method, url string, body io.Reader, hdr http.Header) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
@@ -312,9 +312,6 @@ func (c *Cluster) do(ctx context.Context, method, url string, body io.Reader, hd
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
-	}
-	if c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

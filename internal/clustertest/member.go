@@ -90,7 +90,7 @@ func (m *Member) Start() error {
 		"--log-format", "text", "--http-drain-grace", "50ms",
 	}
 	if c.tokenFile != "" {
-		args = append(args, "--auth-token-file", c.tokenFile)
+		args = append(args, "--admin-token-file", c.tokenFile)
 	}
 	args = append(append(args, c.opts.Args...), m.Args...)
 	cmd := exec.Command(c.bin, args...)
@@ -202,7 +202,7 @@ func (m *Member) OpsURL() string { return "http://" + m.Addrs().Ops }
 
 // Admin returns a client of the member's admin API (its current ops port).
 func (m *Member) Admin() *adminapi.Client {
-	return &adminapi.Client{Base: m.OpsURL(), Token: m.c.opts.Token, HTTP: m.c.HTTP}
+	return &adminapi.Client{Base: m.OpsURL(), Token: m.c.opts.AdminToken, HTTP: m.c.HTTP}
 }
 
 // Cluster is the member's GET /admin/cluster.

@@ -40,7 +40,7 @@ func Code(err error) int {
 }
 
 // Request sends one request to the member's data port (path starts with
-// "/"), with the cluster's token, and returns the status and body. An
+// "/") and returns the status and body. An
 // error means no answer.
 func (m *Member) Request(ctx context.Context, method, path string, body []byte, hdr http.Header) (int, []byte, error) {
 	return m.c.do(ctx, method, m.HTTPURL()+path, bytes.NewReader(body), hdr)

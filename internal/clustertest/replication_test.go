@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -178,6 +179,30 @@ func TestPartitionedMinority(t *testing.T) {
 	})
 }
 
+// promote makes id a voter through the leader, retrying while the leader
+// answers 409 (the learner not caught up in its view yet) or 503 (a
+// leader change).
+func promote(ctx context.Context, c *Cluster, id adminapi.ID) error {
+	var last error
+	ok := within(ctx, time.Minute, func() bool {
+		l, _, err := c.Leader(ctx)
+		if err != nil {
+			last = err
+			return false
+		}
+		_, last = l.Admin().Promote(ctx, id)
+		var se *adminapi.StatusError
+		if errors.As(last, &se) && (se.Code == http.StatusConflict || se.Code == http.StatusServiceUnavailable) {
+			return false
+		}
+		return true
+	})
+	if !ok {
+		return fmt.Errorf("promote %s: %w", id, last)
+	}
+	return last
+}
+
 // snapshots returns the member's wo_db_snapshots_total.
 func snapshots(ctx context.Context, m *Member) (int, error) {
 	code, body, err := m.c.get(ctx, m.OpsURL()+"/metrics")
@@ -265,9 +290,7 @@ func TestLearnerCatchesUpFromSnapshot(t *testing.T) {
 	if role != adminapi.RoleLearner || lv.Voters != 3 {
 		t.Fatalf("leader's view: the joiner is %q with %d voters, want a learner beside 3 voters", role, lv.Voters)
 	}
-	if _, err := c.MemberByID(lv.Self).Admin().Promote(ctx, jv.Self); err != nil {
-		t.Fatal(err)
-	}
+	must(t, promote(ctx, c, jv.Self))
 	if !within(ctx, time.Minute, func() bool {
 		_, lv, err = c.Leader(ctx)
 		return err == nil && lv.Voters == 4
@@ -287,7 +310,7 @@ func TestLearnerCatchesUpFromSnapshot(t *testing.T) {
 // removed member.
 func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
 	x := newMixed(t)
-	c := Start(t, Options{Setup: x.set})
+	c := Start(t, Options{Setup: x.set, AdminToken: "wiped-test-token"})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	leader, _, err := c.Leader(ctx)
@@ -328,15 +351,19 @@ func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
 		}
 	}
 	admin := c.MemberByID(lv.Self).Admin()
+	// The admin API wants its token.
+	anon := *admin
+	anon.Token = ""
+	var se *adminapi.StatusError
+	if err := anon.Remove(ctx, oldID); !errors.As(err, &se) || se.Code != http.StatusUnauthorized {
+		t.Fatalf("a removal without the admin token: %v, want 401", err)
+	}
 	must(t, admin.Remove(ctx, oldID))
 	_, err = admin.AddLearner(ctx, newID, wiped.PeerAddr)
 	must(t, err)
 	must(t, wiped.WaitReady(ctx))
 	must(t, c.WaitCaughtUp(ctx, wiped))
-	_, lv, err = c.Leader(ctx)
-	must(t, err)
-	_, err = c.MemberByID(lv.Self).Admin().Promote(ctx, newID)
-	must(t, err)
+	must(t, promote(ctx, c, newID))
 	recs, err := wiped.List(ctx, "w", false)
 	must(t, err)
 	if len(recs) != 50 {
