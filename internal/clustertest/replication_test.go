@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -370,11 +369,13 @@ func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
 		t.Fatalf("the rejoined member lists %d of 50 records", len(recs))
 	}
 
-	// The old incarnation, alive again from a copy of its data dir on
-	// another peer port, is told it was removed and never serves.
+	// The old incarnation, alive again from a copy of its data dir in the
+	// new one's place (the old volume mounted back on the pod), is told it
+	// was removed and never serves.
+	must(t, wiped.Kill())
 	ghost, err := c.NewMember()
 	must(t, err)
-	ghost.Ordinal, ghost.Dir, ghost.State = wiped.Ordinal, ghostDir, "new"
+	ghost.Ordinal, ghost.Dir, ghost.PeerAddr, ghost.State = wiped.Ordinal, ghostDir, wiped.PeerAddr, "new"
 	must(t, ghost.Start())
 	if ghost.Addrs().Member != oldID {
 		t.Fatalf("the copy of the old data dir runs as %s, want the old ID %s", ghost.Addrs().Member, oldID)
@@ -389,8 +390,11 @@ func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
 	}) {
 		t.Fatalf("the old incarnation was not refused: %+v %v", gv, err)
 	}
-	if _, err := ghost.Get(ctx, "w00", false); ghost.Running() && err == nil {
-		t.Fatal("the removed old incarnation answered a linearizable read")
+	if ghost.Running() {
+		if _, err := ghost.Get(ctx, "w00", false); err == nil {
+			t.Fatal("the removed old incarnation answered a linearizable read")
+		}
+		must(t, ghost.Kill())
 	}
 	_, lv, err = c.Leader(ctx)
 	must(t, err)
@@ -402,5 +406,11 @@ func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
 			t.Fatalf("the removed ID %s is a member again: %+v", oldID, lv.Members)
 		}
 	}
-	_ = os.RemoveAll(ghostDir)
+	// The new incarnation comes back and is still a member.
+	must(t, wiped.Start())
+	must(t, wiped.WaitReady(ctx))
+	must(t, c.WaitCaughtUp(ctx, wiped))
+	if _, err := wiped.Get(ctx, "w49", false); err != nil {
+		t.Fatal(err)
+	}
 }
