@@ -102,7 +102,7 @@ func parse(args []string) (config, error) {
 }
 
 // key is the same 13 bytes on both systems.
-func key(i int) string { return fmt.Sprintf("bench/k%06d", i) }
+func key(i int) string { return fmt.Sprintf("bench-k%06d", i) }
 
 func connect(c config, i int) (store, error) {
 	ep := c.endpoints[i%len(c.endpoints)]
