@@ -28,9 +28,9 @@ type Options struct {
 	Env []string
 	// Args are added to every member's flags.
 	Args []string
-	// AdminToken, when set, is written to a file passed as
-	// --admin-token-file (the admin API's bearer token); Member.Admin's
-	// client sends it.
+	// AdminToken, when set, is written to a file named by
+	// WO_ADMIN_TOKEN_FILE (admin.token_file: the admin API's bearer
+	// token); Member.Admin's client sends it.
 	AdminToken string
 	// StartTimeout bounds each start (until the listening line), each stop,
 	// and Start's wait for readiness and a leader (default 2 minutes: a
@@ -75,7 +75,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.StartTimeout = 2 * time.Minute
 	}
 	c := &Cluster{t: t, opts: opts, bin: Binary(t), dir: t.TempDir(),
-		HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 0}}}
+		// A minute bounds any one request (a member stuck for good must not
+		// hold a test until its deadline); callers' contexts bound less.
+		HTTP: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	c.emptyConfig = filepath.Join(c.dir, "worker.toml")
 	if err := os.WriteFile(c.emptyConfig, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -187,7 +189,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Member, adminapi.Cluster, error)
 		var best *Member
 		var bestView adminapi.Cluster
 		for _, m := range c.Running() {
-			v, err := m.Cluster(ctx)
+			v, err := m.clusterWithin(ctx, 5*time.Second)
 			if err != nil {
 				last = err
 				continue
@@ -230,7 +232,7 @@ func (m *Member) WaitApplied(ctx context.Context, index uint64) error {
 	var last adminapi.Cluster
 	var lastErr error
 	for {
-		v, err := m.Cluster(ctx)
+		v, err := m.clusterWithin(ctx, 5*time.Second)
 		if err == nil && v.Applied >= index {
 			return nil
 		}
@@ -239,6 +241,14 @@ func (m *Member) WaitApplied(ctx context.Context, index uint64) error {
 			return fmt.Errorf("%s: applied %d, waiting for %d (last error: %v): %w", m, last.Applied, index, lastErr, err)
 		}
 	}
+}
+
+// clusterWithin is Cluster with its own bound, so that one member that does
+// not answer cannot hold a wait over several.
+func (m *Member) clusterWithin(ctx context.Context, d time.Duration) (adminapi.Cluster, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return m.Cluster(ctx)
 }
 
 func (c *Cluster) cleanup() {

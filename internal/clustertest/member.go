@@ -89,12 +89,12 @@ func (m *Member) Start() error {
 		"--cluster-state", m.State,
 		"--log-format", "text", "--http-drain-grace", "50ms",
 	}
-	if c.tokenFile != "" {
-		args = append(args, "--admin-token-file", c.tokenFile)
-	}
 	args = append(append(args, c.opts.Args...), m.Args...)
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(append(os.Environ(), c.opts.Env...), m.Env...)
+	if c.tokenFile != "" {
+		cmd.Env = append(cmd.Env, "WO_ADMIN_TOKEN_FILE="+c.tokenFile)
+	}
 	// One pipe for stdout and stderr: the log keeps their order. Reading it
 	// to EOF, then Wait, is the order os/exec requires.
 	r, w, err := os.Pipe()
@@ -314,7 +314,9 @@ func (m *Member) WaitReady(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		code, _, err := m.c.get(ctx, "http://"+p.addrs.Ops+"/readyz")
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		code, _, err := m.c.get(rctx, "http://"+p.addrs.Ops+"/readyz")
+		cancel()
 		if err == nil && code == http.StatusOK {
 			return nil
 		}
