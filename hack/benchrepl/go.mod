@@ -2,7 +2,10 @@ module github.com/writeonce/wo/hack/benchrepl
 
 go 1.26.0
 
-require go.etcd.io/etcd/client/v3 v3.7.3
+require (
+	go.etcd.io/etcd/client/v3 v3.7.3
+	go.uber.org/zap v1.27.1
+)
 
 require (
 	github.com/coreos/go-semver v0.3.1 // indirect
@@ -12,7 +15,6 @@ require (
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
