@@ -40,7 +40,8 @@ type Options struct {
 	// its first start, e.g. to give each member its own Env.
 	Setup func(m *Member)
 	// NoWait makes Start return once every member logged its ports,
-	// without waiting for readiness and a leader.
+	// without waiting for readiness and a leader (nor skipping the test
+	// when the worker does not run replication).
 	NoWait bool
 }
 
@@ -107,15 +108,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	if opts.NoWait {
+		return c
+	}
 	// A worker that does not run replication still starts (it parses the
 	// cluster settings) but logs no member ID: no test of a group can run
 	// against it, which is a skip naming what is missing, not a failure
 	// of the test.
 	if m := c.Member(0); m.Addrs().Member == 0 {
 		t.Skipf("the worker does not run replication: its %q line has no member= ID (it must form a group from --peers)", MsgListening)
-	}
-	if opts.NoWait {
-		return c
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
 	defer cancel()
