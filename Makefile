@@ -121,6 +121,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 10s ./internal/chat/
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 10s ./internal/chat/
 	$(GO) test -run '^$$' -fuzz FuzzFields -fuzztime 10s ./internal/records/
+	$(GO) test -run '^$$' -fuzz FuzzParams -fuzztime 10s ./internal/records/
+	$(GO) test -run '^$$' -fuzz FuzzBodies -fuzztime 10s ./internal/admin/
 	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/
 	$(GO) test -run '^$$' -fuzz FuzzParsePeers -fuzztime 10s ./internal/config/

@@ -18,6 +18,9 @@ import (
 
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/replication/identity"
+	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -38,7 +41,52 @@ var (
 	// ErrNoSpace is wal.ErrNoSpace: a commit refused for lack of disk space.
 	// Nothing of it was written, and reads keep working.
 	ErrNoSpace = wal.ErrNoSpace
+	// ErrNoQuorum is wrapped by a write or a linearizable read that could
+	// not be answered within Cluster.RequestTimeout: no quorum of voters
+	// could be reached (or no leader elected) meanwhile. The message names
+	// how many voters are reachable and the leader known: "no quorum: 1 of
+	// 3 voters reachable (leader unknown)". A write that fails so may still
+	// be applied later (it was proposed); retry it with the same request ID
+	// (WithRequestID) to apply it at most once.
+	ErrNoQuorum = errors.New("no quorum")
+	// ErrJoining: this member waits to be added to the group (it started
+	// without bootstrapping one); it serves nothing until then.
+	ErrJoining = errors.New("dbowner: this member is joining the group and waits to be added")
+	// ErrRemoved: this member was removed from the group.
+	ErrRemoved = errors.New("dbowner: this member was removed from the group")
 )
+
+// Cluster configures the raft group the database is a member of. The
+// zero value is a one-member group: always raft, the same write path.
+type Cluster struct {
+	// ID is this member's raft ID (replication/identity). 0 means
+	// identity.BootstrapID(0): ordinal 0, incarnation 1, the ID of a single
+	// worker.
+	ID uint64
+	// Peers is the initial membership, raft ID -> peer address, the same
+	// on every initial member; it is used only to bootstrap an empty log
+	// (and, when joining, to know whom to answer). Empty and not Join: a
+	// one-member group of ID.
+	Peers map[uint64]string
+	// Join starts an empty member without bootstrapping: it waits (State
+	// "joining", calls fail with ErrJoining) until the group adds it.
+	Join bool
+	// Net is the transport to the peers (replication/transport). Nil is
+	// right only for a one-member group.
+	Net transport.Net
+	// RequestTimeout bounds how long a write or a linearizable read waits
+	// for a quorum before failing with ErrNoQuorum (default 5s; the
+	// worker's cluster.request_timeout).
+	RequestTimeout time.Duration
+	// Tick is the raft tick (default 100ms; election after 10 ticks).
+	Tick time.Duration
+	// SnapshotKeep is how many entries before a snapshot raft keeps in
+	// memory for slow followers (default 1000).
+	SnapshotKeep uint64
+}
+
+// DefaultRequestTimeout is Cluster.RequestTimeout's default.
+const DefaultRequestTimeout = 5 * time.Second
 
 // Options configure Open. Only Dir is required.
 type Options struct {
@@ -73,6 +121,8 @@ type Options struct {
 	// group commit is durable, with its number of commits and the time of
 	// its write and fdatasync (for metrics; it must not block or park).
 	OnGroupCommit func(commits int, writeSync time.Duration)
+	// Cluster is the raft group; the zero value is a one-member group.
+	Cluster Cluster
 }
 
 // DB is a handle to the database. It is a small value: copy it, store it,
@@ -83,10 +133,14 @@ type Options struct {
 //
 //wo:shardsafe
 type DB struct {
-	o    *owner // touched only on the owner shard
-	addr runtime.Addr[request]
-	tr   trace.Tracer    // nil: tracing off
-	ctx  context.Context // parent of the calls' spans; see WithContext
+	o     *owner // touched only on the owner shard
+	addr  runtime.Addr[request]
+	tr    trace.Tracer    // nil: tracing off
+	ctx   context.Context // parent of the calls' spans; see WithContext
+	stale bool            // reads are local (Stale)
+	reqID string          // writes carry this request ID (WithRequestID)
+	id    uint64
+	state *atomic.Pointer[string] // "stopped" once closed, else nil
 }
 
 // Stats are the owner's counters, readable from anywhere.
@@ -96,9 +150,10 @@ type Stats struct {
 	Failed     uint64 // commits failed by the WAL (ENOSPC, fatal)
 	Snapshots  uint64
 	LastLSN    uint64
-	Recovered  int // records replayed at Open
+	Recovered  int // raft entries read from the log at Open
 	MaxGroup   uint64
 	GroupBytes uint64 // bytes written by group commits
+	Deduped    uint64 // writes answered from the request-ID table
 }
 
 // CommitsPerGroup is Commits/Groups (0 before any commit).
@@ -114,10 +169,12 @@ func (s Stats) CommitsPerGroup() float64 {
 // the replay at start-up (the worker's data.snapshot_bytes).
 const DefaultSnapshotEveryBytes = 16 << 20
 
-// Open starts the database's owner on shard OwnerShard, recovers the engine
-// from the WAL in opts.Dir there (snapshot plus log replay; a torn tail is
-// truncated, a corrupt middle refused), and returns a handle. f is the
-// calling fiber, on any shard.
+// Open starts the database's owner on shard OwnerShard, recovers the
+// member from the WAL in opts.Dir there (the snapshot, then the raft log; a
+// torn tail is truncated, a corrupt middle refused), applies what the log
+// says was committed, and returns a handle. A member that joins
+// (Cluster.Join) returns at once, in State "joining". f is the calling
+// fiber, on any shard.
 func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("dbowner: open: Options.Dir is empty")
@@ -150,16 +207,29 @@ func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 	case opts.WAL.SnapshotEveryBytes < 0:
 		opts.WAL.SnapshotEveryBytes = 0
 	}
-	o := &owner{opts: opts, tr: tr}
+	if opts.Cluster.RequestTimeout <= 0 {
+		opts.Cluster.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.Cluster.Tick <= 0 {
+		opts.Cluster.Tick = 100 * time.Millisecond
+	}
+	id := opts.Cluster.ID
+	if id == 0 {
+		id = identity.BootstrapID(0)
+	}
+	if len(opts.Cluster.Peers) > 0 && !opts.Cluster.Join {
+		if _, ok := opts.Cluster.Peers[id]; !ok {
+			return nil, fmt.Errorf("dbowner: open: member %x bootstraps a group whose peers do not list it", id)
+		}
+	}
+	o := &owner{opts: opts, tr: tr, id: id}
 	o.fs = opts.FS
 	if o.fs == nil {
 		o.fs = ringFS{}
 	}
 	o.addr = runtime.SpawnOn(f, OwnerShard, &ownerActor{o})
-	o.committer = runtime.SpawnOn(f, OwnerShard, &committerActor{o})
-	o.snapshotter = runtime.SpawnOn(f, OwnerShard, &snapshotterActor{o})
-	resp, err := runtime.Ask(f, o.committer, 0, func(r runtime.Reply[response]) ctl {
-		return ctl{kind: ctlOpen, reply: r}
+	resp, err := runtime.Ask(f, o.addr, 0, func(r runtime.Reply[response]) request {
+		return request{kind: reqOpen, reply: r}
 	})
 	if err == nil {
 		err = resp.err
@@ -167,7 +237,96 @@ func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{o: o, addr: o.addr, tr: tr, ctx: context.Background()}, nil
+	return &DB{o: o, addr: o.addr, tr: tr, ctx: context.Background(), id: id, state: new(atomic.Pointer[string])}, nil
+}
+
+// Stale returns a view of the handle whose Get and Query read this
+// member's applied state without a ReadIndex round: fast and available
+// without a quorum, but possibly behind the group (never behind a write
+// this member answered).
+func (d *DB) Stale() *DB {
+	c := *d
+	c.stale = true
+	return &c
+}
+
+// WithRequestID returns a view of the handle whose writes carry request
+// ID id (at most 256 bytes): a write retried with the same ID — on this
+// member or another, also after a leader change or a restart — is applied
+// at most once, and every try gets the first application's answer. The
+// table of IDs is part of the replicated state (it is in the snapshot);
+// it keeps the MaxRequestIDs most recent IDs, each for at most
+// RequestIDTTL (10 minutes, by the proposers' clocks). An empty id turns
+// it off.
+func (d *DB) WithRequestID(id string) *DB {
+	c := *d
+	c.reqID = id
+	return &c
+}
+
+// Self is this member's raft ID.
+func (d *DB) Self() uint64 { return d.id }
+
+// State is the member's state: "joining" (waiting to be added to the
+// group), "member", "removed" or "stopped" (closed, or stopped by a
+// failure). Safe from any goroutine.
+func (d *DB) State() string {
+	n := d.o.node
+	switch {
+	case d.state.Load() != nil || n.Err() != nil && !n.Removed():
+		return "stopped"
+	case n.Removed():
+		return "removed"
+	case !n.Joined():
+		return "joining"
+	}
+	return "member"
+}
+
+// ClusterStatus is the member's view of the group (role, leader, term,
+// commit and applied index, the members; the leader also knows each
+// member's Match and reachability). Any fiber, any shard.
+func (d *DB) ClusterStatus(f *runtime.Fiber) (node.Status, error) {
+	resp := d.call(f, request{kind: reqStatus, op: "cluster status"})
+	if resp.status == nil {
+		return node.Status{}, resp.err
+	}
+	return *resp.status, resp.err
+}
+
+// AddLearner adds member id, reachable at peer address addr, as a learner
+// (it replicates but does not vote). Errors wrap node.ErrConflict when id
+// is already a member or a conf change is in flight.
+func (d *DB) AddLearner(f *runtime.Fiber, id uint64, addr string) error {
+	return d.call(f, request{kind: reqAddLearner, op: "add learner", id: id, addr: addr}).err
+}
+
+// Promote makes learner id a voter. Errors wrap node.ErrUnknownMember
+// (no such member) or node.ErrConflict (a voter already, or not caught up
+// within node.PromoteLag entries).
+func (d *DB) Promote(f *runtime.Fiber, id uint64) error {
+	return d.call(f, request{kind: reqPromote, op: "promote", id: id}).err
+}
+
+// RemoveMember removes member id from the group. Errors wrap
+// node.ErrUnknownMember.
+func (d *DB) RemoveMember(f *runtime.Fiber, id uint64) error {
+	return d.call(f, request{kind: reqRemove, op: "remove member", id: id}).err
+}
+
+// TransferLeader hands leadership to voter to (0: the most caught-up other
+// voter) and returns once this member sees it lead.
+func (d *DB) TransferLeader(f *runtime.Fiber, to uint64) error {
+	return d.call(f, request{kind: reqTransfer, op: "transfer leadership", id: to}).err
+}
+
+// call runs a request that may wait: inline on the owner shard, by message
+// elsewhere.
+func (d *DB) call(f *runtime.Fiber, req request) response {
+	if f.Shard() == OwnerShard {
+		return d.o.serve(f, &req, nil)
+	}
+	return d.remote(f, req)
 }
 
 // WithContext returns a copy of the handle whose calls' spans are children
@@ -247,21 +406,24 @@ func (d *DB) Query(f *runtime.Fiber, q engine.Query) (engine.Result, error) {
 // every later call fail with ErrClosed. Every acknowledged write is already
 // durable, so Close has nothing else to flush.
 func (d *DB) Close(f *runtime.Fiber) error {
-	resp, err := runtime.Ask(f, d.o.committer, 0, func(r runtime.Reply[response]) ctl {
-		return ctl{kind: ctlClose, reply: r}
-	})
-	if err != nil {
-		return fmt.Errorf("dbowner: close: %w", err)
-	}
+	stopped := "stopped"
+	d.state.Store(&stopped)
+	resp := d.call(f, request{kind: reqClose, op: "close"})
 	return resp.err
 }
 
 // read runs a Get or Query: inline on the owner shard, by message elsewhere.
 func (d *DB) read(f *runtime.Fiber, req request) response {
+	req.stale = d.stale
 	if f.Shard() == OwnerShard {
 		runtime.Checkpoint(f)
 		_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, req.op, req.table, f.Shard())
-		resp := d.o.serveRead(&req)
+		var resp response
+		if req.stale || d.o.localReadOK() {
+			resp = d.o.serveRead(&req)
+		} else {
+			resp = d.o.serve(f, &req, sp)
+		}
 		endSpan(sp, resp.err)
 		return resp
 	}
@@ -277,22 +439,16 @@ func (d *DB) read(f *runtime.Fiber, req request) response {
 // the batch goes to the owner in a message, which submits it the same way
 // with the message's Reply.
 func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, error) {
+	req := request{kind: reqWrite, op: op, table: table, reqID: d.reqID}
 	if f.Shard() != OwnerShard {
-		resp := d.remote(f, request{kind: reqWrite, op: op, table: table, batch: cloneBatch(b)})
+		req.batch = cloneBatch(b)
+		resp := d.remote(f, req)
 		return resp.seq, resp.err
 	}
+	req.batch = b
 	_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, op, table, f.Shard())
-	rep, fu := runtime.NewFuture[response](f)
-	if err := d.o.submit(f, commit{reply: rep, op: op, table: table, span: sp}, b); err != nil {
-		endSpan(sp, err)
-		return 0, err
-	}
-	resp, err := fu.Wait(f, 0)
-	if err != nil {
-		// The runtime is stopping; the commit may still happen, but this
-		// fiber will never know.
-		return 0, fmt.Errorf("dbowner: %s %q: %w", op, table, err)
-	}
+	resp := d.o.serve(f, &req, sp)
+	endSpan(sp, resp.err)
 	return resp.seq, resp.err
 }
 
@@ -336,6 +492,13 @@ const (
 	reqGet reqKind = iota + 1
 	reqQuery
 	reqWrite
+	reqOpen
+	reqClose
+	reqStatus
+	reqAddLearner
+	reqPromote
+	reqRemove
+	reqTransfer
 )
 
 // request is the message a non-owner shard sends to the owner. Its maps and
@@ -349,6 +512,10 @@ type request struct {
 	key   engine.Value
 	query engine.Query
 	batch engine.Batch
+	reqID string
+	stale bool
+	id    uint64 // membership calls
+	addr  string
 	from  int
 	trace propagation.MapCarrier // nil when tracing is off
 	reply runtime.Reply[response]
@@ -356,21 +523,22 @@ type request struct {
 
 // response is the owner's answer: copies only (engine results are copies).
 type response struct {
-	rec engine.Record
-	res engine.Result
-	seq uint64
-	err error
+	rec    engine.Record
+	res    engine.Result
+	seq    uint64
+	status *node.Status
+	err    error
 }
 
 type counters struct {
-	commits, groups, failed, snapshots, lastLSN, maxGroup, groupBytes atomic.Uint64
-	recovered                                                         atomic.Int64
+	commits, groups, failed, snapshots, lastLSN, maxGroup, groupBytes, deduped atomic.Uint64
+	recovered                                                                  atomic.Int64
 }
 
 func (c *counters) load() Stats {
 	return Stats{
 		Commits: c.commits.Load(), Groups: c.groups.Load(), Failed: c.failed.Load(),
 		Snapshots: c.snapshots.Load(), LastLSN: c.lastLSN.Load(), Recovered: int(c.recovered.Load()),
-		MaxGroup: c.maxGroup.Load(), GroupBytes: c.groupBytes.Load(),
+		MaxGroup: c.maxGroup.Load(), GroupBytes: c.groupBytes.Load(), Deduped: c.deduped.Load(),
 	}
 }

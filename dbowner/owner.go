@@ -4,90 +4,85 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
 
-// owner is the database's state on the owner shard. Three actors share it,
-// all on OwnerShard, so on one thread and never at the same time:
+// owner is the database's state on the owner shard: the raft member
+// (replication/node) whose storage is the WAL (raftLog) and whose state
+// machine is the engine (stateMachine). Everything here runs on
+// OwnerShard, on one thread:
 //
-//   - ownerActor answers requests from other shards: reads at once, writes
-//     through submit (Prepare and a place in the commit queue). Its Receive
-//     never parks, so it keeps serving while a group commit is in flight;
-//   - committerActor runs the pipeline (pipeline.go): it takes the whole
-//     commit queue as one group, encodes it, has the log place it
-//     (wal.Log.Prepare), writes it with its own fiber (writeSync: one WRITE
-//     linked to one FSYNC(DATASYNC)), marks it, applies it and answers, and
-//     repeats while the queue is not empty. It is the only fiber that
-//     appends to the log;
-//   - snapshotterActor writes a snapshot file from a frozen copy of the
-//     state while the committer goes on (snapshot.go).
-//
-// Fibers on the owner shard calling the DB run submit inline: the engine is
-// theirs to read between safepoints.
+//   - the member's driver fiber is the only writer: it appends to the log
+//     (one append per Ready) and applies committed entries to the engine,
+//     in log order;
+//   - ownerActor answers requests from other shards; its Receive never
+//     parks: a read the local state can answer at once is served inline,
+//     anything that waits (a write, a linearizable read, a membership
+//     change) gets a fiber of its own;
+//   - fibers on the owner shard calling the DB do the same inline.
 type owner struct {
 	opts Options
 	tr   trace.Tracer
 	fs   wal.FS
+	id   uint64
 
-	addr        runtime.Addr[request]
-	committer   runtime.Addr[ctl]
-	snapshotter runtime.Addr[snapJob]
+	addr runtime.Addr[request]
 
-	eng *engine.DB
-	log *wal.Log
+	eng    *engine.DB
+	dedupe *dedupe
+	log    *wal.Log
+	rlog   *raftLog
+	node   *node.Node
+	net    transport.Net
 
-	queue   []commit // prepared, not yet handed to the WAL, in Prepare order
-	spare   []commit
-	kicked  bool  // a kick is in the committer's mailbox, or it is running
-	fatal   error // sticky: the WAL failed fatally
-	closed  bool
-	closing bool   // Close is draining: no new snapshot
-	payload []byte // encoding buffer, reused
+	fatal  error // sticky: the WAL failed fatally
+	closed bool
 
-	// Group gathering (see gather).
-	concurrency int           // writers active in the last cycle
-	lastSync    time.Duration // duration of the last group's write+sync
-	gathering   bool
-	gatherWant  int
-	gatherWake  runtime.Reply[struct{}]
-
-	snap snapState
+	// Spans of the writes proposed since the last append: the next "wal
+	// fsync" span links to them.
+	spans      []trace.Span
+	spareSpans []trace.Span
 
 	stats counters
 }
 
-// commit is one prepared write waiting for durability.
-type commit struct {
-	m     *engine.Mutation
-	reply runtime.Reply[response]
-	op    string
-	table string
-	span  trace.Span // the SERVER (or inline) span; ended at the answer
-}
-
-type ctlKind uint8
-
-const (
-	ctlKick ctlKind = iota // the queue has work
-	ctlOpen
-	ctlClose
-)
-
-type ctl struct {
-	kind  ctlKind
-	reply runtime.Reply[response]
-}
-
 type ownerActor struct{ o *owner }
 
-type committerActor struct{ o *owner }
+// yieldWriter lets the shard's other fibers run every snapYieldBytes of a
+// snapshot written.
+type yieldWriter struct {
+	f *runtime.Fiber
+	w io.Writer
+	n int
+}
+
+// snapYieldBytes is how much snapshot is written between two yields.
+const snapYieldBytes = 256 << 10
+
+func (y *yieldWriter) Write(p []byte) (int, error) {
+	n, err := y.w.Write(p)
+	if y.n += n; y.n >= snapYieldBytes {
+		y.n = 0
+		runtime.Yield(y.f)
+	}
+	return n, err
+}
 
 func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 	o := a.o
@@ -95,60 +90,235 @@ func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 	if req.trace != nil {
 		_, sp = startSpan(o.tr, propagator.Extract(context.Background(), req.trace), trace.SpanKindServer, req.op, req.table, req.from)
 	}
-	if req.kind != reqWrite {
+	if req.kind == reqOpen {
+		runtime.Go(f, func(f *runtime.Fiber) { req.reply.Send(f, response{err: o.open(f)}) })
+		return
+	}
+	if (req.kind == reqGet || req.kind == reqQuery) && (req.stale || o.localReadOK()) {
 		resp := o.serveRead(&req)
 		endSpan(sp, resp.err)
 		req.reply.Send(f, resp)
 		return
 	}
-	if err := o.submit(f, commit{reply: req.reply, op: req.op, table: req.table, span: sp}, req.batch); err != nil {
-		endSpan(sp, err)
-		req.reply.Send(f, response{err: err})
-	}
+	runtime.Go(f, func(f *runtime.Fiber) {
+		resp := o.serve(f, &req, sp)
+		endSpan(sp, resp.err)
+		req.reply.Send(f, resp)
+	})
 }
 
-// submit is the one way into the pipeline, for inline and remote writes
-// alike: it validates the batch against every earlier commit (Prepare),
-// queues it, and makes sure the committer will run. c.reply is answered
-// once the commit is durable and applied, or failed. An error returned
-// here means the batch was refused at once and c.reply will not be
-// answered.
-func (o *owner) submit(f *runtime.Fiber, c commit, b engine.Batch) error {
-	if err := o.writable(c.op, c.table); err != nil {
-		return err
+// serve runs a request that may wait, on its own fiber of the owner shard
+// (remote requests) or on the caller's (inline). sp is the call's span.
+func (o *owner) serve(f *runtime.Fiber, req *request, sp trace.Span) response {
+	switch req.kind {
+	case reqWrite:
+		seq, err := o.propose(f, req, sp)
+		return response{seq: seq, err: err}
+	case reqGet, reqQuery:
+		if !req.stale {
+			if err := o.readIndex(f, req.op, req.table); err != nil {
+				return response{err: err}
+			}
+		}
+		return o.serveRead(req)
+	case reqStatus:
+		if err := o.usable(); err != nil && !errors.Is(err, ErrJoining) {
+			return response{err: err}
+		}
+		st := o.node.Status(f)
+		return response{status: &st}
+	case reqAddLearner, reqPromote, reqRemove, reqTransfer:
+		return response{err: o.membership(f, req)}
+	case reqClose:
+		return response{err: o.close(f)}
 	}
-	m, err := o.eng.Prepare(b)
-	if err != nil {
-		return err
-	}
-	// No runtime call between Prepare and the append: the queue stays in
-	// Prepare order, which is the order Apply needs.
-	c.m = m
-	o.queue = append(o.queue, c)
-	if o.gathering && len(o.queue) >= o.gatherWant {
-		o.gathering = false
-		o.gatherWake.Send(f, struct{}{})
-	}
-	if !o.kicked {
-		o.kicked = true
-		runtime.Send(f, o.committer, ctl{kind: ctlKick})
-	}
-	return nil
+	return response{err: fmt.Errorf("dbowner: unknown request kind %d", req.kind)}
 }
 
-func (o *owner) writable(op, table string) error {
+// usable says why the member cannot take a request now, if it cannot.
+func (o *owner) usable() error {
 	switch {
 	case o.closed:
 		return ErrClosed
 	case o.fatal != nil:
-		return fmt.Errorf("%w: %s %q refused: %w", ErrFatal, op, table, o.fatal)
+		return fmt.Errorf("%w: %w", ErrFatal, o.fatal)
+	case o.node.Removed():
+		return ErrRemoved
+	case !o.node.Joined():
+		return ErrJoining
+	case o.node.Err() != nil:
+		return fmt.Errorf("dbowner: the raft member stopped: %w", o.node.Err())
 	}
 	return nil
+}
+
+// localReadOK: a one-member group's leader reads its applied state without
+// a ReadIndex round. Nothing else can lead (it is the only voter, and a
+// conf change adding one needs its own log), and every write it answered
+// was applied before the answer, so the applied state is linearizable.
+func (o *owner) localReadOK() bool {
+	return !o.closed && o.node != nil && o.node.LocalReadOK()
+}
+
+func (o *owner) readIndex(f *runtime.Fiber, op, table string) error {
+	if err := o.usable(); err != nil {
+		return fmt.Errorf("dbowner: %s %q: %w", op, table, err)
+	}
+	if o.node.LocalReadOK() {
+		return nil
+	}
+	deadline := time.Now().Add(o.opts.Cluster.RequestTimeout)
+	for {
+		_, err := o.node.ReadIndex(f, time.Until(deadline))
+		if err == nil {
+			return nil
+		}
+		if e := o.retryable(f, err, deadline, op, table); e != nil {
+			return e
+		}
+	}
+}
+
+// retryable turns a failed wait into the caller's error, or nil when it is
+// worth asking again before the deadline (no leader known yet: an election
+// is likely running).
+func (o *owner) retryable(f *runtime.Fiber, err error, deadline time.Time, op, table string) error {
+	if err2 := o.usable(); err2 != nil {
+		return fmt.Errorf("dbowner: %s %q: %w", op, table, err2)
+	}
+	noLeader := errors.Is(err, node.ErrNoLeader)
+	if noLeader && time.Until(deadline) > 0 {
+		runtime.Sleep(f, min(o.opts.Cluster.Tick/10, time.Until(deadline)))
+		return nil
+	}
+	if noLeader || errors.Is(err, runtime.ErrTimeout) {
+		return o.noQuorum(f, op, table)
+	}
+	if errors.Is(err, node.ErrRemoved) {
+		return fmt.Errorf("dbowner: %s %q: %w", op, table, ErrRemoved)
+	}
+	if errors.Is(err, node.ErrStopped) && o.fatal != nil {
+		return fmt.Errorf("dbowner: %s %q: %w: %w", op, table, ErrFatal, err)
+	}
+	return fmt.Errorf("dbowner: %s %q: %w", op, table, err)
+}
+
+func (o *owner) noQuorum(f *runtime.Fiber, op, table string) error {
+	st := o.node.Status(f)
+	lead := "leader unknown"
+	if st.Leader != raft.None {
+		lead = fmt.Sprintf("leader %x", st.Leader)
+	}
+	return fmt.Errorf("dbowner: %s %q after %v: %w: %d of %d voters reachable (%s)", op, table, o.opts.Cluster.RequestTimeout, ErrNoQuorum, st.Reachable, st.Voters, lead)
+}
+
+// propose replicates a write and returns its outcome once it is committed
+// and applied on this member.
+func (o *owner) propose(f *runtime.Fiber, req *request, sp trace.Span) (uint64, error) {
+	if err := o.usable(); err != nil {
+		return 0, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
+	}
+	if len(req.reqID) > maxRequestID {
+		return 0, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", req.op, req.table, len(req.reqID), maxRequestID)
+	}
+	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
+	deadline := time.Now().Add(o.opts.Cluster.RequestTimeout)
+	for {
+		if sp != nil {
+			o.spans = append(o.spans, sp)
+		}
+		_, v, err := o.node.ProposeValue(f, cmd, time.Until(deadline))
+		if err == nil {
+			out := v.(outcome)
+			if out.err != nil {
+				return 0, fmt.Errorf("dbowner: %s %q: %w", req.op, req.table, out.err)
+			}
+			return out.seq, nil
+		}
+		if errors.Is(err, node.ErrNothingSaved) {
+			return 0, fmt.Errorf("dbowner: %s %q: %w", req.op, req.table, err)
+		}
+		if e := o.retryable(f, err, deadline, req.op, req.table); e != nil {
+			return 0, e
+		}
+	}
+}
+
+func (o *owner) membership(f *runtime.Fiber, req *request) error {
+	if err := o.usable(); err != nil {
+		return fmt.Errorf("dbowner: %s: %w", req.op, err)
+	}
+	to := o.opts.Cluster.RequestTimeout
+	st := o.node.Status(f)
+	find := func(id uint64) (node.Member, bool) {
+		i := slices.IndexFunc(st.Members, func(m node.Member) bool { return m.ID == id })
+		if i < 0 {
+			return node.Member{}, false
+		}
+		return st.Members[i], true
+	}
+	var err error
+	switch req.kind {
+	case reqAddLearner:
+		if _, ok := find(req.id); ok {
+			return fmt.Errorf("dbowner: add learner %x: %w: already a member", req.id, node.ErrConflict)
+		}
+		err = o.node.AddLearner(f, req.id, req.addr, to)
+	case reqPromote:
+		m, ok := find(req.id)
+		switch {
+		case !ok:
+			return fmt.Errorf("dbowner: promote %x: %w", req.id, node.ErrUnknownMember)
+		case !m.Learner:
+			return fmt.Errorf("dbowner: promote %x: %w: already a voter", req.id, node.ErrConflict)
+		case st.Role == node.RoleLeader && m.Match+node.PromoteLag < st.Commit:
+			return fmt.Errorf("dbowner: promote %x: %w: the learner is not caught up (match %d, commit %d)", req.id, node.ErrConflict, m.Match, st.Commit)
+		}
+		err = o.node.Promote(f, req.id, to)
+	case reqRemove:
+		if _, ok := find(req.id); !ok {
+			return fmt.Errorf("dbowner: remove %x: %w", req.id, node.ErrUnknownMember)
+		}
+		err = o.node.Remove(f, req.id, to)
+	case reqTransfer:
+		target := req.id
+		if target == 0 {
+			target = mostCaughtUp(st)
+			if target == 0 {
+				return fmt.Errorf("dbowner: transfer leadership: %w: no other voter", node.ErrUnknownMember)
+			}
+		} else if m, ok := find(target); !ok || m.Learner {
+			return fmt.Errorf("dbowner: transfer leadership to %x: %w (not a voter)", target, node.ErrUnknownMember)
+		}
+		err = o.node.TransferLeader(f, target, to)
+	}
+	if errors.Is(err, runtime.ErrTimeout) {
+		return o.noQuorum(f, req.op, "")
+	}
+	if err != nil {
+		return fmt.Errorf("dbowner: %s: %w", req.op, err)
+	}
+	return nil
+}
+
+// mostCaughtUp is the voter other than the leader with the highest Match
+// (the leader's view), 0 if there is none.
+func mostCaughtUp(st node.Status) uint64 {
+	var best node.Member
+	for _, m := range st.Members {
+		if m.ID != st.ID && !m.Learner && (best.ID == 0 || m.Match > best.Match) {
+			best = m
+		}
+	}
+	return best.ID
 }
 
 func (o *owner) serveRead(req *request) response {
 	if o.closed {
 		return response{err: ErrClosed}
+	}
+	if err := o.usable(); err != nil && (errors.Is(err, ErrJoining) || errors.Is(err, ErrRemoved)) {
+		return response{err: fmt.Errorf("dbowner: %s %q: %w", req.op, req.table, err)}
 	}
 	switch req.kind {
 	case reqGet:
@@ -161,125 +331,85 @@ func (o *owner) serveRead(req *request) response {
 	return response{err: fmt.Errorf("dbowner: unknown request kind %d", req.kind)}
 }
 
-func (a *committerActor) Receive(f *runtime.Fiber, c ctl) {
-	o := a.o
-	switch c.kind {
-	case ctlKick:
-		o.drain(f)
-	case ctlOpen:
-		err := o.open(f)
-		if err == nil {
-			o.maybeSnapshot(f) // a long log recovered: bound it now
-		}
-		c.reply.Send(f, response{err: err})
-	case ctlClose:
-		o.closing = true // no new snapshot
-		o.kicked = true  // no kick needed while we drain here
-		o.drain(f)
-		o.waitSnapshot(f)
-		// Commits submitted while the snapshot finished: drain them too.
-		// From here to closed there is no safepoint, so none can follow.
-		o.kicked = true
-		o.drain(f)
-		var err error
-		if !o.closed {
-			o.closed = true
-			if o.log != nil {
-				err = o.log.Close()
-			}
-		}
-		c.reply.Send(f, response{err: err})
+func (o *owner) fsyncSpan(links []trace.Span, records int) trace.Span {
+	if o.tr == nil {
+		return nil
 	}
-}
-
-// drain commits groups until the queue is empty. New commits queue up while
-// a group is being written (the owner keeps preparing); each pass takes all
-// of them, which is the group commit.
-func (o *owner) drain(f *runtime.Fiber) {
-	for len(o.queue) > 0 {
-		o.gather(f)
-		group := o.queue
-		o.queue = o.spare[:0]
-		t0 := time.Now()
-		o.commitGroup(f, group)
-		o.lastSync = time.Since(t0)
-		// Everyone answered now will likely commit again at once; with the
-		// commits that queued meanwhile, that is how many writers are
-		// active (see gather).
-		o.concurrency = len(group) + len(o.queue)
-		clear(group)
-		o.spare = group[:0]
-		o.finishSnapshot(f)
-		o.maybeSnapshot(f)
+	ls := make([]trace.Link, 0, len(links))
+	for _, s := range links {
+		ls = append(ls, trace.Link{SpanContext: s.SpanContext()})
 	}
-	o.finishSnapshot(f)
-	o.kicked = false
-}
-
-// gather waits, briefly, for the writers just answered to rejoin the queue
-// before the next group starts.
-//
-// Without it, N steady writers split into two alternating groups: while
-// group A is syncing, group B queues; B starts the moment A finishes, before
-// A's writers (answered just now, some of them a cross-shard round trip
-// away) have committed again, so each fsync carries N/2 commits. Waiting
-// until as many commits are queued as there were active writers in the
-// last cycle merges them into one group of N. The wait is bounded by half
-// the last group's write+sync time (and at least a timer tick, which is 1ms
-// on epoll), and skipped when the queue already holds that many, so one
-// writer never waits at all.
-func (o *owner) gather(f *runtime.Fiber) {
-	want := o.concurrency
-	if len(o.queue) >= want || o.lastSync <= 0 {
-		return
-	}
-	o.gathering, o.gatherWant = true, want
-	wake, arrived := runtime.NewFuture[struct{}](f)
-	o.gatherWake = wake
-	_, _ = arrived.Wait(f, max(o.lastSync/2, 20*time.Microsecond))
-	o.gathering = false
-	o.gatherWake = runtime.Reply[struct{}]{}
+	_, sp := o.tr.Start(context.Background(), "wal fsync", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithLinks(ls...),
+		trace.WithAttributes(attrSystem, attrOwner,
+			attribute.Int("wo.wal.batch_size", len(links)),
+			attribute.Int("wo.wal.records", records)))
+	return sp
 }
 
 // replayYieldBytes is how much log recovery replays between two yields.
 const replayYieldBytes = 256 << 10
 
-// open recovers the engine on the committer's fiber f: the snapshot is
-// loaded and the log replayed one segment at a time, so memory follows the
-// live data and the log since the last snapshot, not the whole history;
-// the replay yields to the shard's other fibers as it goes.
+// open recovers the member on the owner shard: the WAL's newest snapshot
+// and the raft log after it into raft's memory (one segment in memory at a
+// time, yielding as it goes), then the member starts: it restores the
+// snapshot into the engine and applies the committed entries in log order,
+// and open waits until everything the log says was committed is applied.
 func (o *owner) open(f *runtime.Fiber) error {
-	eng := engine.New()
+	rl := &raftLog{o: o, ms: raft.NewMemoryStorage()}
+	o.rlog = rl
+	o.eng, o.dedupe = engine.New(), newDedupe()
 	wopts := o.opts.WAL
+	var oldFormat error
 	wopts.Restore = func(lsn wal.LSN, body []byte) error {
-		e, err := engine.LoadYield(body, func() { runtime.Checkpoint(f) })
+		snap, err := parseSnapBody(body)
 		if err != nil {
-			return fmt.Errorf("load the engine state at LSN %d: %w", lsn, err)
+			return fmt.Errorf("snapshot at LSN %d: %w", lsn, err)
 		}
-		eng = e
+		if err := rl.ms.ApplySnapshot(snap); err != nil {
+			return fmt.Errorf("snapshot at LSN %d: %w", lsn, err)
+		}
 		return nil
 	}
-	replayed := 0 // bytes since the last yield
+	replayed, entries := 0, 0
 	wopts.Replay = func(r wal.Record) error {
-		// A safepoint per record, and a yield every replayYieldBytes: a
-		// budget of records alone could be long with large records.
 		if replayed += len(r.Payload); replayed >= replayYieldBytes {
 			replayed = 0
 			runtime.Yield(f)
 		} else {
 			runtime.Checkpoint(f)
 		}
-		if r.Type != wal.TypeMutation {
-			return nil
+		switch r.Type {
+		case wal.TypeEntry:
+			e, err := decodeEntry(r.Payload)
+			if err != nil {
+				return fmt.Errorf("record LSN %d: %w", r.LSN, err)
+			}
+			// MemoryStorage.Append is the conflict rule: an entry at or
+			// before the last index replaces the log from there on.
+			if first, _ := rl.ms.FirstIndex(); e.GetIndex() < first {
+				return nil // covered by the snapshot
+			}
+			if last, _ := rl.ms.LastIndex(); e.GetIndex() > last+1 {
+				return fmt.Errorf("record LSN %d: raft entry %d after entry %d: a gap in the raft log", r.LSN, e.GetIndex(), last)
+			}
+			entries++
+			return rl.ms.Append([]*raftpb.Entry{e})
+		case wal.TypeHardState:
+			hs, err := decodeHardState(r.Payload)
+			if err != nil {
+				return fmt.Errorf("record LSN %d: %w", r.LSN, err)
+			}
+			if first, _ := rl.ms.FirstIndex(); hs.GetCommit() < first-1 {
+				hs.Commit = new(first - 1) // the snapshot is committed
+			}
+			rl.durable = hs
+			return rl.ms.SetHardState(hs)
+		case wal.TypeMutation:
+			oldFormat = fmt.Errorf("record LSN %d is a type-1 engine mutation: %w", r.LSN, errOldFormat)
+			return oldFormat
 		}
-		m, err := engine.DecodeMutation(r.Payload)
-		if err == nil {
-			err = eng.Redo(m)
-		}
-		if err != nil {
-			return fmt.Errorf("replay record LSN %d: %w", r.LSN, err)
-		}
-		return nil
+		return fmt.Errorf("record LSN %d: unknown record type %d", r.LSN, r.Type)
 	}
 	wopts.Yield = func() { runtime.Yield(f) }
 	wopts.OnCut = func(t wal.Truncation) {
@@ -292,6 +422,9 @@ func (o *owner) open(f *runtime.Fiber) error {
 	}
 	log, rec, err := wal.Open(o.fs, o.opts.Dir, wopts)
 	if err != nil {
+		if errors.Is(err, errOldFormat) {
+			return fmt.Errorf("dbowner: open %s: %s: %w; this version keeps the raft log in the WAL and cannot read that log: start on an empty data dir (move %s aside; the previous version reads it)", o.opts.Dir, o.oldFormatFile(oldFormat), err, o.opts.Dir)
+		}
 		if errors.Is(err, wal.ErrCorrupt) {
 			return fmt.Errorf("dbowner: open %s: %w; recovery will not drop data silently: to truncate the log at this damage, losing every record after it, start with the WAL repair option (worker: --repair-wal or WO_REPAIR_WAL=true; dbowner: Options.WAL.Repair)", o.opts.Dir, err)
 		}
@@ -300,8 +433,98 @@ func (o *owner) open(f *runtime.Fiber) error {
 	for _, s := range rec.SkippedSnapshots {
 		o.opts.Logger.Warn("dbowner: recovery skipped a bad snapshot", "snapshot", s)
 	}
-	o.eng, o.log = eng, log
-	o.stats.recovered.Store(int64(rec.Replayed))
+	o.log = log
+	o.stats.recovered.Store(int64(entries))
 	o.stats.lastLSN.Store(uint64(log.LastLSN()))
+
+	c := o.opts.Cluster
+	bootstrap := map[uint64]string{}
+	if !c.Join {
+		if len(c.Peers) == 0 {
+			bootstrap[o.id] = ""
+		} else {
+			bootstrap = c.Peers
+		}
+	}
+	o.net = c.Net
+	if o.net == nil {
+		o.net = noNet{}
+	}
+	n, err := node.Start(f, node.Config{
+		ID: o.id, Storage: rl, StateMachine: stateMachine{o}, Net: o.net, Logger: o.opts.Logger,
+		Bootstrap: bootstrap, Peers: joinPeers(c), Tick: c.Tick, SnapshotKeep: c.SnapshotKeep,
+		SnapshotDue: o.log.SnapshotDue,
+	})
+	if err != nil {
+		_ = log.Close()
+		return fmt.Errorf("dbowner: open %s: start the raft member: %w", o.opts.Dir, err)
+	}
+	o.node = n
+	hs, _, _ := rl.ms.InitialState()
+	// Wait for the member to apply what the log says was committed, so
+	// that Open returns with the state recovered (a joining member has
+	// nothing to wait for). The driver applies in chunks, yielding.
+	// A one-member group also waits for its member to lead (at once:
+	// it campaigns alone), so that the first call needs no retry.
+	for n.Applied() < hs.GetCommit() || (!c.Join && n.SoleVoter() && !n.LocalReadOK()) || (!c.Join && len(c.Peers) == 0 && !n.Joined()) {
+		if err := n.Err(); err != nil {
+			return fmt.Errorf("dbowner: open %s: recovery: %w", o.opts.Dir, err)
+		}
+		runtime.Sleep(f, time.Millisecond)
+	}
 	return nil
 }
+
+// oldFormatFile names the segment holding the old-format record err names.
+func (o *owner) oldFormatFile(err error) string {
+	var lsn uint64
+	if err != nil {
+		fmt.Sscanf(err.Error(), "record LSN %d", &lsn)
+	}
+	ents, _ := o.fs.ReadDir(o.opts.Dir)
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name, ".wal") {
+			names = append(names, e.Name)
+		}
+	}
+	sort.Strings(names)
+	file := "a segment"
+	for _, n := range names {
+		var first uint64
+		if _, err := fmt.Sscanf(n, "%016x.wal", &first); err == nil && first <= lsn {
+			file = filepath.Join(o.opts.Dir, n)
+		}
+	}
+	return file
+}
+
+// close stops the member (waiting for its driver to finish any append in
+// flight) and closes the log.
+func (o *owner) close(f *runtime.Fiber) error {
+	if o.closed {
+		return nil
+	}
+	o.closed = true
+	o.node.StopWait(f)
+	if c, ok := o.net.(io.Closer); ok && o.opts.Cluster.Net == nil {
+		_ = c.Close()
+	}
+	return o.log.Close()
+}
+
+// joinPeers are the addresses a joining member knows before the log tells
+// it the membership: the configured peers other than itself.
+func joinPeers(c Cluster) map[uint64]string {
+	if !c.Join {
+		return nil
+	}
+	return c.Peers
+}
+
+// noNet is the network of a one-member group: there is nobody to send to.
+type noNet struct{}
+
+func (noNet) Send(*runtime.Fiber, []*raftpb.Message) {}
+func (noNet) AddPeer(*runtime.Fiber, uint64, string) {}
+func (noNet) RemovePeer(*runtime.Fiber, uint64)      {}

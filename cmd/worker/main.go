@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/chat"
 	"github.com/writeonce/wo/internal/config"
 	"github.com/writeonce/wo/internal/httpd"
@@ -45,7 +46,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Lines logged with a traced context carry trace_id and span_id.
 	log := slog.New(telemetry.LogHandler(cfg.Logger(stderr).Handler()))
 	slog.SetDefault(log)
-	token, err := readToken(cfg.TokenFile)
+	token, err := readToken("auth.token_file", cfg.TokenFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
+	adminToken, err := readToken("admin.token_file", cfg.AdminTokenFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
@@ -75,7 +81,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("worker: ops listener", "err", err)
 		return 1
 	}
-	opsSrv := ops.New(ops.Options{Pprof: cfg.Pprof, Token: token})
+	// The admin API (raft membership) is served on the ops port once the
+	// database is open; without admin.token_file it is open, and says so.
+	adminSrv := admin.New(admin.Options{Token: adminToken, Logger: log})
+	opsSrv := ops.New(ops.Options{Pprof: cfg.Pprof, Token: token, Admin: adminSrv})
 	opsHTTP := &http.Server{Handler: opsSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	opsDone := make(chan struct{})
 	go func() {
@@ -230,21 +239,22 @@ func autoMaxConns(shards int) int {
 	return max(16, n/max(1, shards))
 }
 
-// readToken reads the bearer token file ("" when none is configured).
-func readToken(path string) (string, error) {
+// readToken reads a bearer token file, the setting key's ("" when none is
+// configured): auth.token_file and admin.token_file follow the same rules.
+func readToken(key, path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("auth.token_file: %w", err)
+		return "", fmt.Errorf("%s: %w", key, err)
 	}
 	t := strings.TrimSpace(string(b))
 	if t == "" {
-		return "", fmt.Errorf("auth.token_file %s: the file is empty", path)
+		return "", fmt.Errorf("%s %s: the file is empty", key, path)
 	}
 	if strings.ContainsAny(t, " \t\r\n") {
-		return "", fmt.Errorf("auth.token_file %s: the token has whitespace inside", path)
+		return "", fmt.Errorf("%s %s: the token has whitespace inside", key, path)
 	}
 	return t, nil
 }

@@ -77,6 +77,15 @@ func startWorker(t *testing.T, dataDir string, env ...string) *worker {
 // (wrap ends with exec "$@"), e.g. to lower a ulimit first.
 func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *worker {
 	t.Helper()
+	w := launchWorker(t, dataDir, wrap, env...)
+	w.waitReady(t)
+	return w
+}
+
+// launchWorker starts the worker and returns once it has logged its ports,
+// ready or not (a member joining a group is not).
+func launchWorker(t *testing.T, dataDir, wrap string, env ...string) *worker {
+	t.Helper()
 	conf := filepath.Join(t.TempDir(), "none.toml")
 	args := []string{workerBin, "--config", conf,
 		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0", "--http-drain-grace", "50ms"}
@@ -124,13 +133,21 @@ func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *work
 	}
 	// After Wait, Kill returns os.ErrProcessDone: safe on an exited child.
 	t.Cleanup(func() { cmd.Process.Kill() })
+	return w
+}
+
+// waitReady waits for /readyz 200.
+func (w *worker) waitReady(t *testing.T) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		code, _, err := get(w.ops + "/readyz")
 		if err == nil && code == 200 {
-			return w
+			return
 		}
 		if time.Now().After(deadline) {
+			w.cmd.Process.Kill()
+			<-w.exited // the log reader is done: w.logs is ours
 			t.Fatalf("worker not ready: %d %v\n%s", code, err, w.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -245,6 +262,10 @@ func exercise(t *testing.T, env ...string) {
 		}
 	}
 	w.stop(t)
+	// The log is read once the worker has exited (its reader is done).
+	if !strings.Contains(w.logs.String(), "admin API is not authenticated") {
+		t.Errorf("no warning that the admin API is open (no admin.token_file):\n%s", w.logs)
+	}
 
 	// Restart on the same directory: everything acknowledged is there.
 	w = startWorker(t, dataDir, env...)

@@ -23,8 +23,14 @@ const RecordHeaderSize = 9
 // Record types. 0 is never valid, so zero-filled space (a file extended but
 // not written before a crash) never parses as a record.
 const (
-	// TypeMutation carries an engine mutation payload (engine.Mutation.Encode).
+	// TypeMutation carries an engine mutation payload (engine.Mutation.Encode):
+	// the log of the format before replication. dbowner refuses a log
+	// holding one (docs/wal.md, "Record types").
 	TypeMutation byte = 1
+	// TypeEntry carries one raft log entry (term, index, type, data).
+	TypeEntry byte = 2
+	// TypeHardState carries raft's HardState (term, vote, commit).
+	TypeHardState byte = 3
 )
 
 // Record is one logged record.

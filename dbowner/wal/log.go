@@ -578,20 +578,32 @@ func (p *Pending) Size() int { return p.size }
 // Errors: ErrTooLarge, a reserved type, ErrNoSpace or another error from
 // rotation (the log is unchanged and usable), an ErrFatal error (sticky).
 func (l *Log) Prepare(typ byte, payloads [][]byte) (*Pending, error) {
+	return l.prepare(len(payloads), func(int) byte { return typ }, func(i int) []byte { return payloads[i] })
+}
+
+// PrepareRecords is Prepare for records of several types (the records'
+// LSN fields are ignored): a raft Ready's entries and its hard state are
+// one append, one write and one fdatasync.
+func (l *Log) PrepareRecords(recs []Record) (*Pending, error) {
+	return l.prepare(len(recs), func(i int) byte { return recs[i].Type }, func(i int) []byte { return recs[i].Payload })
+}
+
+func (l *Log) prepare(n int, typeOf func(int) byte, payloadOf func(int) []byte) (*Pending, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
 	if l.pending != nil {
 		return nil, fmt.Errorf("wal: prepare: the append of LSN %d is still pending", l.pending.First)
 	}
-	if typ == 0 {
-		return nil, fmt.Errorf("wal: record type 0 is reserved")
-	}
 	buf := l.buf[:0]
 	if cap(buf) > 4<<20 {
 		buf = nil // do not pin a one-off huge group
 	}
-	for i, p := range payloads {
+	for i := range n {
+		typ, p := typeOf(i), payloadOf(i)
+		if typ == 0 {
+			return nil, fmt.Errorf("wal: record type 0 is reserved")
+		}
 		if len(p) > l.opts.MaxRecordSize {
 			return nil, fmt.Errorf("%w: record %d of the batch has %d bytes, limit %d", ErrTooLarge, i, len(p), l.opts.MaxRecordSize)
 		}
@@ -607,7 +619,7 @@ func (l *Log) Prepare(typ byte, payloads [][]byte) (*Pending, error) {
 	}
 	size := len(buf)
 	zeroTo := l.zeroed
-	if end := l.off + int64(size); end > l.zeroed && l.opts.Preallocate > 0 && len(payloads) > 0 {
+	if end := l.off + int64(size); end > l.zeroed && l.opts.Preallocate > 0 && n > 0 {
 		// Extend the zeroed space by whole steps past the new end, in
 		// the same write: this fdatasync commits the growth once, and the
 		// appends after it until end+step overwrite blocks the file has.
@@ -616,7 +628,7 @@ func (l *Log) Prepare(typ byte, payloads [][]byte) (*Pending, error) {
 	}
 	l.buf = buf
 	p := &Pending{File: l.active, Name: l.segs[len(l.segs)-1].name, Off: l.off, Data: buf,
-		First: l.next, n: len(payloads), size: size, zeroTo: max(zeroTo, l.off+int64(size))}
+		First: l.next, n: n, size: size, zeroTo: max(zeroTo, l.off+int64(size))}
 	l.pending = p
 	return p, nil
 }

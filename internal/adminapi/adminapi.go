@@ -42,7 +42,14 @@ func ParseID(s string) (ID, error) {
 
 func (id ID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
 
+// UnmarshalText reads the wire form. Unlike ParseID it accepts zero
+// (all zero digits, as String writes it): Cluster.Leader is 0 when no leader
+// is known, TransferLeader.To 0 asks for any voter.
 func (id *ID) UnmarshalText(b []byte) error {
+	if len(b) > 0 && len(b) <= 16 && strings.Trim(string(b), "0") == "" {
+		*id = 0
+		return nil
+	}
 	v, err := ParseID(string(b))
 	if err != nil {
 		return err

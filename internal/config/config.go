@@ -51,9 +51,12 @@ type Config struct {
 	Chat          ChatLimits // chat.queue, chat.line_max, chat.rate, chat.history
 	HTTP          HTTP       // http.*: the data plane's limits and drain
 	Pprof         bool       // ops.pprof: serve /debug/pprof on the ops port
-	TokenFile     string     // auth.token_file: bearer token for the data plane and the ops debug/admin endpoints
-	LogLevel      slog.Level // log.level
-	LogFormat     string     // log.format: "text" or "json"
+	TokenFile     string     // auth.token_file: bearer token for the data plane and the ops debug endpoints
+	// AdminTokenFile is admin.token_file: the bearer token of the ops
+	// port's admin API (raft membership); "" serves it open (logged).
+	AdminTokenFile string
+	LogLevel       slog.Level // log.level
+	LogFormat      string     // log.format: "text" or "json"
 	// TraceFlushTimeout is telemetry.flush_timeout: how long shutdown waits
 	// for the OTLP collector to take the last spans.
 	TraceFlushTimeout time.Duration
@@ -252,6 +255,12 @@ var settings = []setting{
 		help: "`file` holding a bearer token; when set, the data plane and the ops port's /debug endpoints require Authorization: Bearer <token>",
 		apply: func(c *Config, s string) error {
 			c.TokenFile = strings.TrimSpace(s)
+			return nil
+		}},
+	{key: "admin.token_file", flag: "admin-token-file", env: "WO_ADMIN_TOKEN_FILE", def: "",
+		help: "`file` holding the bearer token of the ops port's admin API (/admin: raft membership and leadership); unset = the admin API is open (logged at start)",
+		apply: func(c *Config, s string) error {
+			c.AdminTokenFile = strings.TrimSpace(s)
 			return nil
 		}},
 	{key: "ops.pprof", flag: "ops-pprof", env: "WO_OPS_PPROF", def: "false", kind: kindBool,

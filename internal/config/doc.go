@@ -23,6 +23,7 @@
 //	http.drain_grace          WO_HTTP_DRAIN_GRACE          --http-drain-grace          5s
 //	http.drain_timeout        WO_HTTP_DRAIN_TIMEOUT        --http-drain-timeout        15s
 //	auth.token_file           WO_AUTH_TOKEN_FILE           --auth-token-file           "" (no auth)
+//	admin.token_file          WO_ADMIN_TOKEN_FILE          --admin-token-file          "" (admin API open, logged)
 //	ops.pprof                 WO_OPS_PPROF                 --ops-pprof                 false
 //	ops.addr                  WO_OPS_ADDR                  --ops-addr                  :9090
 //	chat.addr                 WO_CHAT_ADDR                 --chat-addr                 :7070

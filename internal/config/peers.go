@@ -78,3 +78,9 @@ func checkPeerAddr(addr string) error {
 	}
 	return nil
 }
+
+// CheckPeerAddr says what is wrong with a peer address (host:port, a host
+// to dial, a port from 1 to 65535), nil when nothing is: the rule
+// cluster.peers follows, for other places that take one (the admin API's
+// add-member body).
+func CheckPeerAddr(addr string) error { return checkPeerAddr(addr) }

@@ -2,17 +2,24 @@
 //
 //	/healthz        200 as soon as the process serves, also during WAL recovery
 //	/readyz         200 once the database has recovered and the services serve;
-//	                503 while starting and while draining (body: the state)
+//	                503 while starting and while draining (body: the state),
+//	                and while the raft member is joining ("joining: waiting to
+//	                be added to the group as <id>"), removed or stopped
+//	/admin/         the admin API (package admin; its own token, admin.token_file)
 //	/metrics        Prometheus: wo_* runtime, per-shard backend and database
 //	                metrics, plus the Go and process collectors
-//	/debug/runtime  JSON: readiness, backend selection, runtime.Stats, dbowner.Stats
+//	/debug/runtime  JSON: readiness, backend selection, runtime.Stats, dbowner.Stats,
+//	                the raft member's view of the group (as GET /admin/cluster)
 //	/debug/pprof/   the standard pprof handlers
 //
 // The handlers are ordinary goroutines and never touch shard state. They need
 // no runtime.Call either: runtime.Runtime.Stats and dbowner.DB.Stats read
 // atomic counters (the database's are documented as readable from anywhere),
 // and the metrics collector reads them at scrape time instead of mirroring
-// them, so the shards pay nothing for metrics.
+// them, so the shards pay nothing for metrics. The raft member's status is
+// the exception: it lives on the owner shard, so a scrape and
+// /debug/runtime ask for it through the admin API's bridge actor, waiting at
+// most a second (a member that does not answer is left out of that scrape).
 //
 // Metrics:
 //
@@ -38,6 +45,10 @@
 //	wo_db_last_lsn, wo_db_recovered_records, wo_db_max_group_commit_size   gauges
 //	wo_wal_fsync_duration_seconds            histogram  one group's WAL write + fdatasync
 //	wo_wal_commits_per_fsync                 histogram  commits made durable by one group
+//	wo_raft_info{member,state,role,leader}   gauge   always 1: member and leader IDs (hex), state, role
+//	wo_raft_term, wo_raft_commit_index, wo_raft_applied_index   gauges
+//	wo_raft_voters, wo_raft_reachable_voters gauges  reachable below a majority: no quorum
+//	wo_raft_is_leader                        gauge   1 on the leader
 //
 // The shard gauges are published by each shard once per tick (a few atomic
 // stores), so they are as fresh as the shard's last tick.

@@ -1,16 +1,20 @@
 package ops
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/admin"
+	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
@@ -63,6 +67,10 @@ type Options struct {
 	// Token, when set, is the bearer token /debug/... requires. /healthz,
 	// /readyz and /metrics stay open: the kubelet and Prometheus probe them.
 	Token string
+	// Admin, when set, is served under /admin/ (it checks its own token,
+	// admin.token_file), and readiness and the wo_raft_* metrics follow the
+	// raft member it is attached to.
+	Admin *admin.Server
 }
 
 // New returns a Server in state Starting, with nothing attached yet: /healthz
@@ -80,6 +88,9 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.mux.HandleFunc("GET /debug/runtime", s.guard(s.debugRuntime))
+	if opts.Admin != nil {
+		s.mux.Handle("/admin/", opts.Admin)
+	}
 	if opts.Pprof {
 		// pprof on our own mux: the worker never serves http.DefaultServeMux.
 		s.mux.HandleFunc("/debug/pprof/", s.guard(pprof.Index))
@@ -143,20 +154,58 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	st := s.State()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if st != Ready {
+	ready, why := s.ready()
+	if !ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
-	w.Write([]byte(st.String() + "\n"))
+	w.Write([]byte(why + "\n"))
+}
+
+// ready is /readyz's answer: Ready and, with a raft member, one that is in
+// the group (not joining, removed or stopped); else why not.
+func (s *Server) ready() (bool, string) {
+	st := s.State()
+	if st != Ready {
+		return false, st.String()
+	}
+	if s.opts.Admin != nil {
+		if why := s.opts.Admin.NotReady(); why != "" {
+			return false, why
+		}
+	}
+	return true, st.String()
+}
+
+// statusWait bounds /metrics' and /debug/runtime's wait for the member's
+// status: a scrape of a member whose shard is stuck must still answer.
+const statusWait = time.Second
+
+// cluster is the member's view of the group, nil without a member (or when
+// it does not answer within statusWait).
+func (s *Server) cluster() *adminapi.Cluster {
+	if s.opts.Admin == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(statusWait, s.opts.Admin.Timeout()))
+	defer cancel()
+	c, err := s.opts.Admin.Cluster(ctx)
+	if err != nil {
+		return nil
+	}
+	return &c
 }
 
 // RuntimeInfo is the JSON of /debug/runtime.
 type RuntimeInfo struct {
-	State   string         `json:"state"`
-	Backend BackendInfo    `json:"backend"`
-	Runtime *runtime.Stats `json:"runtime,omitempty"`
-	DB      *dbowner.Stats `json:"db,omitempty"`
+	State   string      `json:"state"`
+	Ready   bool        `json:"ready"`
+	Backend BackendInfo `json:"backend"`
+	// Cluster is the raft member's view of the group (GET /admin/cluster's
+	// answer): member ID, role, leader, term, commit, applied.
+	Cluster *adminapi.Cluster `json:"cluster,omitempty"`
+	Runtime *runtime.Stats    `json:"runtime,omitempty"`
+	DB      *dbowner.Stats    `json:"db,omitempty"`
 }
 
 // BackendInfo is the probe's selection.
@@ -170,6 +219,7 @@ type BackendInfo struct {
 // Info gathers /debug/runtime.
 func (s *Server) Info() RuntimeInfo {
 	info := RuntimeInfo{State: s.State().String()}
+	info.Ready, _ = s.ready()
 	if rt := s.rt.Load(); rt != nil {
 		st := rt.Stats()
 		info.Runtime = &st
@@ -184,6 +234,7 @@ func (s *Server) Info() RuntimeInfo {
 		st := db.Stats()
 		info.DB = &st
 	}
+	info.Cluster = s.cluster()
 	return info
 }
 

@@ -8,12 +8,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/admin"
+	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -142,4 +146,102 @@ func TestPprofGateAndToken(t *testing.T) {
 			t.Fatalf("%s with a token set: %d, want 200 (open)", p, code)
 		}
 	}
+}
+
+// member is a raft member's identity and view for the ops endpoints: the
+// part of admin.DB they read (the changes are admin's tests').
+type member struct{ state atomic.Pointer[string] }
+
+func (m *member) Self() uint64  { return 2<<48 | 7 }
+func (m *member) State() string { return *m.state.Load() }
+func (m *member) ClusterStatus(*runtime.Fiber) (node.Status, error) {
+	return node.Status{ID: m.Self(), Role: node.RoleFollower, Leader: 1<<48 | 1, Term: 5, Commit: 90, Applied: 88, Voters: 3, Reachable: 3,
+		Members: []node.Member{{ID: 1<<48 | 1, Addr: "a:1"}, {ID: m.Self(), Addr: "b:1"}, {ID: 3<<48 | 1, Addr: "c:1"}}}, nil
+}
+func (m *member) AddLearner(*runtime.Fiber, uint64, string) error { return nil }
+func (m *member) Promote(*runtime.Fiber, uint64) error            { return nil }
+func (m *member) RemoveMember(*runtime.Fiber, uint64) error       { return nil }
+func (m *member) TransferLeader(*runtime.Fiber, uint64) error     { return nil }
+
+// With a raft member: /readyz follows its state (a joining member is not
+// ready and says as whom it waits), /metrics has the wo_raft_* gauges,
+// /debug/runtime the cluster view, and /admin/ is served.
+func TestRaftMemberEndpoints(t *testing.T) {
+	m := &member{}
+	joining := "joining"
+	m.state.Store(&joining)
+	adm := admin.New(admin.Options{Token: "adm"})
+	s := New(Options{Admin: adm})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	release := make(chan struct{})
+	attached := make(chan struct{})
+	rt, err := runtime.Start(context.Background(), runtime.Config{}, func(f *runtime.Fiber) int {
+		adm.Attach(f, m)
+		close(attached)
+		for {
+			select {
+			case <-release:
+				return 0
+			default:
+				runtime.Sleep(f, 5*time.Millisecond)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-attached
+	s.Attach(rt, nil)
+	s.SetState(Ready)
+	if code, body := get(t, srv.URL+"/readyz"); code != 503 || body != "joining: waiting to be added to the group as 0002000000000007\n" {
+		t.Fatalf("readyz while joining: %d %q", code, body)
+	}
+	if _, body := get(t, srv.URL+"/metrics"); !strings.Contains(body, "wo_ready 0") {
+		t.Fatalf("wo_ready while joining:\n%s", grepLines(body, "wo_ready"))
+	}
+	member := "member"
+	m.state.Store(&member)
+	if code, body := get(t, srv.URL+"/readyz"); code != 200 || body != "ready\n" {
+		t.Fatalf("readyz as a member: %d %q", code, body)
+	}
+	_, body := get(t, srv.URL+"/metrics")
+	for _, want := range []string{
+		`wo_raft_info{leader="0001000000000001",member="0002000000000007",role="follower",state="member"} 1`,
+		"wo_raft_term 5", "wo_raft_commit_index 90", "wo_raft_applied_index 88", "wo_raft_voters 3",
+		"wo_raft_reachable_voters 3", "wo_raft_is_leader 0", "wo_ready 1",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, grepLines(body, "wo_raft"))
+		}
+	}
+	_, body = get(t, srv.URL+"/debug/runtime")
+	var info RuntimeInfo
+	if err := json.Unmarshal([]byte(body), &info); err != nil || info.Cluster == nil || info.Cluster.Self != 2<<48|7 ||
+		info.Cluster.Role != "follower" || info.Cluster.Leader != 1<<48|1 || info.Cluster.Applied != 88 || !info.Ready {
+		t.Fatalf("/debug/runtime: %v %s", err, body)
+	}
+	// The admin API is mounted, behind its own token.
+	if code, _ := get(t, srv.URL+"/admin/cluster"); code != 401 {
+		t.Fatalf("/admin/cluster without the admin token: %d", code)
+	}
+	c := &adminapi.Client{Base: srv.URL, Token: "adm"}
+	if cl, err := c.Cluster(context.Background()); err != nil || len(cl.Members) != 3 {
+		t.Fatalf("/admin/cluster: %+v %v", cl, err)
+	}
+	close(release)
+	if code := rt.Wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

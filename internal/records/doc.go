@@ -12,9 +12,21 @@
 //
 // Errors use the data port's shape, {"error": "..."}: 400 for bad JSON
 // (naming what was wrong), invalid UTF-8, a bad key (too long, not UTF-8, a
-// control character), limit or cursor; 404 for a missing record or an
-// unknown route; 405 with Allow; 413 for a body over the limit; 503 while
-// the worker stops.
+// control character), limit, cursor, consistency= or Idempotency-Key; 404
+// for a missing record or an unknown route; 405 with Allow; 413 for a body
+// over the limit; 503 while the worker stops, when no quorum answered within
+// cluster.request_timeout (with Retry-After: 1, naming the voters
+// reachable), and while this member joins, after it was removed or stopped.
+//
+// # Replicated semantics
+//
+// GET and list are linearizable (dbowner's plain Get and Query: a ReadIndex
+// round shared by concurrent reads); consistency=stale reads this member's
+// applied state (dbowner.DB.Stale). A PUT or DELETE with an Idempotency-Key
+// header writes through dbowner.DB.WithRequestID: a retry of the same request
+// (method, record key and body, digested into the request ID with the key)
+// is applied at most once and answered like the first. See docs/api.md and
+// docs/replication.md.
 //
 // # Storage
 //

@@ -15,8 +15,11 @@ import (
 // counter is a state machine that counts the commands applied to it.
 type counter struct{ n int }
 
-func (c *counter) Apply(f *runtime.Fiber, index uint64, cmd []byte) error { c.n++; return nil }
-func (c *counter) Snapshot(f *runtime.Fiber) ([]byte, error)              { return []byte(fmt.Sprint(c.n)), nil }
+func (c *counter) Apply(f *runtime.Fiber, index uint64, cmd []byte) (any, error) {
+	c.n++
+	return nil, nil
+}
+func (c *counter) Snapshot(f *runtime.Fiber) ([]byte, error) { return []byte(fmt.Sprint(c.n)), nil }
 func (c *counter) Restore(f *runtime.Fiber, b []byte) error {
 	_, err := fmt.Sscan(strings.TrimSpace(string(b)), &c.n)
 	return err

@@ -95,19 +95,20 @@ type kv struct {
 
 func newKV() *kv { return &kv{data: map[string]string{}} }
 
-func (s *kv) Apply(f *runtime.Fiber, index uint64, cmd []byte) error {
+func (s *kv) Apply(f *runtime.Fiber, index uint64, cmd []byte) (any, error) {
 	k, v, ok := strings.Cut(string(cmd), "=")
 	if !ok {
-		return fmt.Errorf("bad command %q", cmd)
+		return nil, fmt.Errorf("bad command %q", cmd)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n := len(s.log); n > 0 && s.log[n-1] >= index {
-		return fmt.Errorf("applied %d after %d", index, s.log[n-1])
+		return nil, fmt.Errorf("applied %d after %d", index, s.log[n-1])
 	}
 	s.log = append(s.log, index)
+	prev := s.data[k]
 	s.data[k] = v
-	return nil
+	return prev, nil
 }
 
 func (s *kv) Snapshot(f *runtime.Fiber) ([]byte, error) {

@@ -1,0 +1,67 @@
+package dbowner
+
+import (
+	"encoding/json"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/dbowner/wal"
+)
+
+// HistoryWriter writes a raft log straight into a WAL, as a one-member
+// group of member 1 would have left it with snapshots off: the bootstrap
+// conf change, then one command entry per batch, and the hard state.
+type HistoryWriter struct {
+	log   *wal.Log
+	index uint64
+	recs  []wal.Record
+}
+
+func NewHistoryWriter(dir string, segment int64) (*HistoryWriter, error) {
+	l, _, err := wal.Open(wal.OS{}, dir, wal.Options{SegmentSize: segment})
+	if err != nil {
+		return nil, err
+	}
+	ctx, _ := json.Marshal(map[string]string{})
+	cc, _ := proto.Marshal(&raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(1)), Context: ctx})
+	h := &HistoryWriter{log: l, index: 1}
+	h.recs = append(h.recs, wal.Record{Type: wal.TypeEntry, Payload: appendEntry(nil, &raftpb.Entry{Term: new(uint64(1)), Index: new(uint64(1)), Type: raftpb.EntryConfChange.Enum(), Data: cc})})
+	return h, nil
+}
+
+// Add appends one command; it returns the bytes it added.
+func (h *HistoryWriter) Add(b engine.Batch) (int, error) {
+	h.index++
+	data := append(make([]byte, 16), encodeCommand(nil, "", time.Now(), b)...)
+	p := appendEntry(nil, &raftpb.Entry{Term: new(uint64(1)), Index: new(h.index), Type: raftpb.EntryNormal.Enum(), Data: data})
+	h.recs = append(h.recs, wal.Record{Type: wal.TypeEntry, Payload: p})
+	if len(h.recs) >= 64 {
+		return len(p), h.flush()
+	}
+	return len(p), nil
+}
+
+func (h *HistoryWriter) flush() error {
+	p, err := h.log.PrepareRecords(h.recs)
+	if err != nil {
+		return err
+	}
+	if err := wal.WriteSync(p.File, p.Data, p.Off); err != nil {
+		return h.log.Failed(p, err)
+	}
+	h.log.Appended(p)
+	h.recs = h.recs[:0]
+	return nil
+}
+
+// Close writes the hard state (everything committed) and closes the log.
+func (h *HistoryWriter) Close() error {
+	h.recs = append(h.recs, wal.Record{Type: wal.TypeHardState, Payload: appendHardState(nil, &raftpb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(h.index)})})
+	if err := h.flush(); err != nil {
+		return err
+	}
+	return h.log.Close()
+}

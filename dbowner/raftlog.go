@@ -1,0 +1,379 @@
+package dbowner
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/runtime"
+)
+
+// The WAL is the raft log (docs/wal.md, "Raft records"). raftLog is the
+// node.Storage the member runs on: raft reads a raft.MemoryStorage that
+// holds the entries not yet compacted (rebuilt at Open by streaming the
+// WAL), and every write goes to the WAL first:
+//
+//   - Save writes one Ready — its entries, then its hard state — as ONE
+//     append (wal.Log.PrepareRecords), carried out by writeSync: on io_uring
+//     one WRITE linked to one FSYNC(DATASYNC), parking only the driver
+//     fiber. Only once that is durable do the entries and the hard state
+//     reach the memory raft reads. A Ready whose hard state differs from the
+//     last one only by its commit index writes nothing (raft does not need
+//     the commit index durable; etcd skips that sync too).
+//   - A snapshot (taken here, or received from the leader) is the engine
+//     snapshot file of the WAL: its body carries raft's metadata (index,
+//     term, ConfState) and the member's state (addresses, dedupe table,
+//     engine). The log is re-anchored after it (below) before the segments
+//     it covers are removed.
+//
+// Log conflict truncation: an entry record whose index is not past the
+// last one replaces the log from that index on (a follower's uncommitted
+// tail overwritten by a new leader). The disk stays append-only; recovery
+// applies the same rule in record order, so the later record wins.
+type raftLog struct {
+	o  *owner
+	ms *raft.MemoryStorage
+
+	durable *raftpb.HardState // the last hard state written to the WAL (nil: none)
+	recs    []wal.Record      // scratch for one append
+	buf     []byte            // scratch for the records' payloads
+}
+
+var _ node.Storage = (*raftLog)(nil)
+
+// Raft record payloads (all little-endian, like the rest of the WAL).
+//
+//	entry      := term:u64 index:u64 type:u8 data:rest
+//	hard state := term:u64 vote:u64 commit:u64
+const (
+	entryHeader   = 17
+	hardStateSize = 24
+)
+
+func appendEntry(dst []byte, e *raftpb.Entry) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, e.GetTerm())
+	dst = binary.LittleEndian.AppendUint64(dst, e.GetIndex())
+	dst = append(dst, byte(e.GetType()))
+	return append(dst, e.GetData()...)
+}
+
+func decodeEntry(p []byte) (*raftpb.Entry, error) {
+	if len(p) < entryHeader {
+		return nil, fmt.Errorf("raft entry record of %d bytes, shorter than its %d-byte header", len(p), entryHeader)
+	}
+	typ := raftpb.EntryType(p[16])
+	switch typ {
+	case raftpb.EntryNormal, raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+	default:
+		return nil, fmt.Errorf("raft entry record of unknown entry type %d", p[16])
+	}
+	idx := binary.LittleEndian.Uint64(p[8:])
+	if idx == 0 {
+		return nil, errors.New("raft entry record with index 0")
+	}
+	return &raftpb.Entry{
+		Term:  new(binary.LittleEndian.Uint64(p)),
+		Index: new(idx),
+		Type:  typ.Enum(),
+		Data:  bytes.Clone(p[entryHeader:]),
+	}, nil
+}
+
+func appendHardState(dst []byte, hs *raftpb.HardState) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, hs.GetTerm())
+	dst = binary.LittleEndian.AppendUint64(dst, hs.GetVote())
+	return binary.LittleEndian.AppendUint64(dst, hs.GetCommit())
+}
+
+func decodeHardState(p []byte) (*raftpb.HardState, error) {
+	if len(p) != hardStateSize {
+		return nil, fmt.Errorf("hard state record of %d bytes, want %d", len(p), hardStateSize)
+	}
+	return &raftpb.HardState{
+		Term:   new(binary.LittleEndian.Uint64(p)),
+		Vote:   new(binary.LittleEndian.Uint64(p[8:])),
+		Commit: new(binary.LittleEndian.Uint64(p[16:])),
+	}, nil
+}
+
+// The snapshot body (the WAL snapshot file's body):
+//
+//	body := magic:"WORS" version:u8(=1) index:u64 term:u64
+//	        conflen:uvarint confstate:(raftpb.ConfState protobuf) data:rest
+//
+// data is the raft snapshot's data as replication/node makes it (the member
+// address table, then the state machine's bytes, statemachine.go).
+var snapMagic = []byte("WORS")
+
+const snapBodyVersion = 1
+
+func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data []byte) error {
+	cs, err := proto.Marshal(meta.GetConfState())
+	if err != nil {
+		return fmt.Errorf("encode ConfState: %w", err)
+	}
+	hdr := append([]byte{}, snapMagic...)
+	hdr = append(hdr, snapBodyVersion)
+	hdr = binary.LittleEndian.AppendUint64(hdr, meta.GetIndex())
+	hdr = binary.LittleEndian.AppendUint64(hdr, meta.GetTerm())
+	hdr = binary.AppendUvarint(hdr, uint64(len(cs)))
+	hdr = append(hdr, cs...)
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
+}
+
+// errOldFormat is what a data dir of the format before replication gets.
+var errOldFormat = errors.New("the data dir holds the log format from before replication (engine mutation records, no raft log)")
+
+func parseSnapBody(body []byte) (*raftpb.Snapshot, error) {
+	if !bytes.HasPrefix(body, snapMagic) {
+		return nil, errOldFormat
+	}
+	p := body[len(snapMagic):]
+	if len(p) < 17 || p[0] != snapBodyVersion {
+		return nil, fmt.Errorf("snapshot body: bad header (version %v)", p[:min(len(p), 1)])
+	}
+	idx := binary.LittleEndian.Uint64(p[1:])
+	term := binary.LittleEndian.Uint64(p[9:])
+	p = p[17:]
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return nil, errors.New("snapshot body: bad ConfState length")
+	}
+	cs := &raftpb.ConfState{}
+	if err := proto.Unmarshal(p[k:k+int(n)], cs); err != nil {
+		return nil, fmt.Errorf("snapshot body: ConfState: %w", err)
+	}
+	return &raftpb.Snapshot{
+		Data:     p[k+int(n):],
+		Metadata: &raftpb.SnapshotMetadata{Index: new(idx), Term: new(term), ConfState: cs},
+	}, nil
+}
+
+// InitialState, Entries, Term, LastIndex, FirstIndex, Snapshot: raft reads
+// the memory, which holds exactly what is durable.
+func (l *raftLog) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	return l.ms.InitialState()
+}
+func (l *raftLog) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+	return l.ms.Entries(lo, hi, maxSize)
+}
+func (l *raftLog) Term(i uint64) (uint64, error)       { return l.ms.Term(i) }
+func (l *raftLog) LastIndex() (uint64, error)          { return l.ms.LastIndex() }
+func (l *raftLog) FirstIndex() (uint64, error)         { return l.ms.FirstIndex() }
+func (l *raftLog) Snapshot() (*raftpb.Snapshot, error) { return l.ms.Snapshot() }
+
+// Save implements node.Storage: a received snapshot first (its own file),
+// then the entries and the hard state as one durable append.
+func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
+	o := l.o
+	if !raft.IsEmptySnap(snap) {
+		if err := l.writeSnapshot(f, snap.GetMetadata(), snap.GetData(), false); err != nil {
+			return err
+		}
+		if err := l.ms.ApplySnapshot(snap); err != nil {
+			return fmt.Errorf("dbowner: apply the received snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+		}
+	}
+	mustSync := len(ents) > 0 || (!raft.IsEmptyHardState(hs) &&
+		(hs.GetTerm() != l.durable.GetTerm() || hs.GetVote() != l.durable.GetVote()))
+	if mustSync {
+		l.recs, l.buf = l.recs[:0], l.buf[:0]
+		// Payloads go into one buffer; record i is buf[offs[i]:offs[i+1]].
+		offs := make([]int, 0, len(ents)+2)
+		for _, e := range ents {
+			offs = append(offs, len(l.buf))
+			l.buf = appendEntry(l.buf, e)
+		}
+		if !raft.IsEmptyHardState(hs) {
+			offs = append(offs, len(l.buf))
+			l.buf = appendHardState(l.buf, hs)
+		}
+		offs = append(offs, len(l.buf))
+		for i := range len(offs) - 1 {
+			typ := wal.TypeEntry
+			if i == len(ents) {
+				typ = wal.TypeHardState
+			}
+			l.recs = append(l.recs, wal.Record{Type: typ, Payload: l.buf[offs[i]:offs[i+1]]})
+		}
+		commits := 0
+		for _, e := range ents {
+			if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 16 {
+				commits++
+			}
+		}
+		if err := o.persist(f, l.recs, commits, true); err != nil {
+			return err
+		}
+		if cap(l.buf) > 4<<20 {
+			l.buf = nil
+		}
+	}
+	if len(ents) > 0 {
+		if err := l.ms.Append(ents); err != nil {
+			return fmt.Errorf("dbowner: raft log append %d..%d: %w", ents[0].GetIndex(), ents[len(ents)-1].GetIndex(), err)
+		}
+	}
+	if !raft.IsEmptyHardState(hs) {
+		if err := l.ms.SetHardState(hs); err != nil {
+			return fmt.Errorf("dbowner: raft hard state: %w", err)
+		}
+		if mustSync {
+			l.durable = proto.Clone(hs).(*raftpb.HardState)
+		}
+	}
+	return nil
+}
+
+// SaveSnapshot implements node.Storage: the member's state at index
+// becomes the WAL's snapshot, and raft's memory keeps keep entries before
+// it for slow followers.
+func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data []byte, keep uint64) error {
+	snap, err := l.ms.CreateSnapshot(index, cs, data)
+	if err != nil {
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			return nil
+		}
+		return fmt.Errorf("dbowner: snapshot at %d: %w", index, err)
+	}
+	if err := l.writeSnapshot(f, snap.GetMetadata(), data, true); err != nil {
+		if errors.Is(err, ErrFatal) {
+			return err
+		}
+		// Out of space or similar: the log is intact and simply stays
+		// longer; the next one is tried after as many bytes again.
+		l.o.opts.Logger.Warn("dbowner: snapshot failed; the log keeps growing until one succeeds", "index", index, "err", err)
+		return nil
+	}
+	if index > keep {
+		if err := l.ms.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return fmt.Errorf("dbowner: compact the raft log to %d: %w", index-keep, err)
+		}
+	}
+	return nil
+}
+
+// writeSnapshot makes a snapshot durable as the WAL's snapshot and lets the
+// log drop what it covers. Before that, the log is re-anchored: the new
+// segment the snapshot starts gets the durable hard state and (keepTail)
+// every entry after the snapshot's index, one append, so that removing the
+// segments before it loses no vote, term or entry that raft was told is
+// durable (entries appended but not yet applied sit in those segments too).
+func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata, data []byte, keepTail bool) error {
+	o := l.o
+	lsn, err := o.log.BeginSnapshot()
+	if err != nil {
+		return o.logErr(err)
+	}
+	var recs []wal.Record
+	if keepTail {
+		last, _ := l.ms.LastIndex()
+		if last > meta.GetIndex() {
+			ents, err := l.ms.Entries(meta.GetIndex()+1, last+1, ^uint64(0))
+			if err != nil {
+				return fmt.Errorf("dbowner: re-anchor the log after the snapshot at %d: %w", meta.GetIndex(), err)
+			}
+			for _, e := range ents {
+				recs = append(recs, wal.Record{Type: wal.TypeEntry, Payload: appendEntry(nil, e)})
+			}
+		}
+	}
+	if l.durable != nil && !raft.IsEmptyHardState(l.durable) {
+		// The snapshot's index is applied, so committed: the anchored
+		// commit index is at least that (the durable one may lag, as
+		// commit-only changes are not written).
+		hs := proto.Clone(l.durable).(*raftpb.HardState)
+		hs.Commit = new(max(hs.GetCommit(), meta.GetIndex()))
+		l.durable = hs
+		recs = append(recs, wal.Record{Type: wal.TypeHardState, Payload: appendHardState(nil, hs)})
+	}
+	if len(recs) > 0 {
+		if err := o.persist(f, recs, 0, false); err != nil {
+			return err
+		}
+	}
+	w := &yieldWriter{f: f}
+	werr := o.log.WriteSnapshot(lsn, func(dst io.Writer) error {
+		w.w = dst
+		return writeSnapBody(w, meta, data)
+	}, syncFile(f))
+	if err := o.log.SnapshotDone(lsn, werr); err != nil {
+		return o.logErr(err)
+	}
+	if werr != nil {
+		return o.logErr(werr)
+	}
+	o.stats.snapshots.Add(1)
+	return nil
+}
+
+// persist is the one write path of the log: one append of recs (one WRITE
+// linked to one FSYNC on the ring), with the "wal fsync" span linked to
+// the span of every write proposed since the last one. entries is how many
+// of recs are commands (the group size the metrics report).
+func (o *owner) persist(f *runtime.Fiber, recs []wal.Record, entries int, writes bool) error {
+	var links []trace.Span
+	if writes {
+		links = o.spans
+		o.spans = o.spareSpans[:0]
+	}
+	sp := o.fsyncSpan(links, len(recs))
+	p, err := o.log.PrepareRecords(recs)
+	if err == nil {
+		start := time.Now()
+		werr := writeSync(f, p)
+		if werr == nil && o.opts.OnGroupCommit != nil && entries > 0 {
+			o.opts.OnGroupCommit(entries, time.Since(start))
+		}
+		if werr != nil {
+			err = o.log.Failed(p, werr)
+		} else {
+			o.log.Appended(p)
+			o.stats.groups.Add(1)
+			o.stats.groupBytes.Add(uint64(p.Size()))
+			if n := uint64(entries); n > o.stats.maxGroup.Load() {
+				o.stats.maxGroup.Store(n)
+			}
+			o.stats.lastLSN.Store(uint64(o.log.LastLSN()))
+		}
+	}
+	endSpan(sp, err)
+	if writes {
+		clear(links)
+		o.spareSpans = links[:0]
+	}
+	if err != nil {
+		return o.logErr(err)
+	}
+	return nil
+}
+
+// logErr classifies a log failure for the member: a fatal one (failed
+// fdatasync) stops the database for good and runs Options.Fatal once; any
+// other (ENOSPC, a write rolled back) left the log as it was, which the
+// member handles by restarting raft from what is durable
+// (node.ErrNothingSaved) without stopping.
+func (o *owner) logErr(err error) error {
+	if errors.Is(err, wal.ErrFatal) {
+		if o.fatal == nil {
+			o.fatal = err
+			o.opts.Fatal(err)
+		}
+		return fmt.Errorf("%w: %w", ErrFatal, err)
+	}
+	return fmt.Errorf("%w: dbowner: commit failed, nothing was written: %w", node.ErrNothingSaved, err)
+}

@@ -1,0 +1,270 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/runtime"
+)
+
+// DB is what the admin API needs of the database: its member's identity,
+// state and view of the group, and the membership changes. *dbowner.DB
+// implements it; the tests use a fake.
+type DB interface {
+	// Self is this member's raft ID.
+	Self() uint64
+	// State is adminapi.StateJoining, StateMember, StateRemoved or
+	// StateStopped; safe from any goroutine.
+	State() string
+	// ClusterStatus is this member's view of the group (any fiber).
+	ClusterStatus(f *runtime.Fiber) (node.Status, error)
+	AddLearner(f *runtime.Fiber, id uint64, addr string) error
+	Promote(f *runtime.Fiber, id uint64) error
+	RemoveMember(f *runtime.Fiber, id uint64) error
+	// TransferLeader to 0 picks the most caught-up voter other than the
+	// leader.
+	TransferLeader(f *runtime.Fiber, to uint64) error
+}
+
+// DefaultTimeout is Options.Timeout when it is zero: the default of
+// cluster.request_timeout.
+const DefaultTimeout = 5 * time.Second
+
+// Options configure the admin API.
+type Options struct {
+	// Token is the bearer token every request needs; "" serves the API
+	// open (New logs a warning).
+	Token string
+	// Timeout bounds each request's wait for the database
+	// (cluster.request_timeout); then 503. Default DefaultTimeout.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Server is the admin API. Its handlers run on the ops port's goroutines
+// and reach the database only through the bridge actor Attach spawns.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+	att  atomic.Pointer[attached] // nil until Attach: the routes answer 503
+}
+
+// attached is what Attach publishes, read by the handler goroutines.
+type attached struct {
+	rt *runtime.Runtime
+	db DB
+	to runtime.Addr[call]
+}
+
+// New returns the admin API, answering 503 until Attach. Without a token it
+// logs that the API is open.
+func New(opts Options) *Server {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.Token == "" {
+		s.log.Warn("admin API is not authenticated: anyone who reaches the ops port can change the group's membership; set admin.token_file")
+	}
+	s.routes()
+	return s
+}
+
+// Attach connects the API to the database: it spawns the bridge actor (on
+// a shard chosen by the runtime) that runs each request's database call on
+// a fiber of its own. f is main's fiber. Attach publishes with an atomic
+// store: the happens-before edge to the handler goroutines.
+func (s *Server) Attach(f *runtime.Fiber, db DB) {
+	to := runtime.Spawn[call](f, &bridge{db: db})
+	s.att.Store(&attached{rt: f.Runtime(), db: db, to: to})
+}
+
+// Timeout is the bound on each request's wait.
+func (s *Server) Timeout() time.Duration { return s.opts.Timeout }
+
+// NotReady says why this member cannot serve data requests, "" when it can
+// (or before Attach: the worker's own start-up state covers that). /readyz
+// answers 503 with it.
+func (s *Server) NotReady() string {
+	a := s.att.Load()
+	if a == nil {
+		return ""
+	}
+	id := adminapi.ID(a.db.Self())
+	switch st := a.db.State(); st {
+	case adminapi.StateMember:
+		return ""
+	case adminapi.StateJoining:
+		return fmt.Sprintf("joining: waiting to be added to the group as %s", id)
+	case adminapi.StateRemoved:
+		return fmt.Sprintf("removed: member %s was removed from the group; it serves no data (start it on an empty volume to join as a new member)", id)
+	case adminapi.StateStopped:
+		return fmt.Sprintf("stopped: member %s stopped on an error (GET %s says which)", id, adminapi.PathCluster)
+	default:
+		return fmt.Sprintf("%s: member %s", st, id)
+	}
+}
+
+// Cluster is this member's view of the group, as GET /admin/cluster answers
+// it, within ctx and the Timeout. It is also what /metrics and
+// /debug/runtime report. errNotOpen before Attach.
+func (s *Server) Cluster(ctx context.Context) (adminapi.Cluster, error) {
+	ans, err := s.call(ctx, call{op: opStatus})
+	if err != nil {
+		return adminapi.Cluster{}, err
+	}
+	return ans.cluster()
+}
+
+// errNotOpen: a request before Attach (the database is still opening:
+// recovering its WAL).
+var errNotOpen = errors.New("starting: the database is not open yet (recovering its log)")
+
+// errNoAnswer wraps the bridge's own deadline.
+var errNoAnswer = errors.New("no answer from the database")
+
+// call runs c on a fiber through the bridge and waits for its answer, at
+// most the Timeout.
+func (s *Server) call(ctx context.Context, c call) (answer, error) {
+	a := s.att.Load()
+	if a == nil {
+		return answer{}, errNotOpen
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	ans, err := runtime.Call(ctx, a.rt, a.to, func(r runtime.Reply[answer]) call {
+		c.reply = r
+		return c
+	})
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return answer{}, fmt.Errorf("%w within %s (cluster.request_timeout): the group may have no leader or no quorum reachable", errNoAnswer, s.opts.Timeout)
+	case err != nil:
+		return answer{}, fmt.Errorf("admin: reaching the database: %w", err)
+	}
+	ans.self, ans.state = a.db.Self(), a.db.State()
+	return ans, nil
+}
+
+type opKind uint8
+
+const (
+	opStatus opKind = iota
+	opAddLearner
+	opPromote
+	opRemove
+	opTransfer
+)
+
+// call is the bridge's message: values only (it crosses from an outside
+// goroutine to a shard).
+type call struct {
+	op    opKind
+	id    uint64
+	addr  string
+	reply runtime.Reply[answer]
+}
+
+// answer is what the fiber found: the operation's error and, after a
+// successful one (or for opStatus), the group's status.
+type answer struct {
+	err       error // of the membership change
+	status    node.Status
+	statusErr error
+	// Read by call after the reply, from any goroutine.
+	self  uint64
+	state string
+}
+
+// bridge runs each call on a fiber of its own, so that a conf change that
+// waits for its commit never delays another request.
+type bridge struct{ db DB }
+
+func (b *bridge) Receive(f *runtime.Fiber, c call) {
+	runtime.Go(f, func(f *runtime.Fiber) {
+		var ans answer
+		switch c.op {
+		case opAddLearner:
+			ans.err = b.db.AddLearner(f, c.id, c.addr)
+		case opPromote:
+			ans.err = b.db.Promote(f, c.id)
+		case opRemove:
+			ans.err = b.db.RemoveMember(f, c.id)
+		case opTransfer:
+			ans.err = b.db.TransferLeader(f, c.id)
+		}
+		if ans.err == nil && c.op != opRemove {
+			ans.status, ans.statusErr = b.db.ClusterStatus(f)
+		}
+		c.reply.Send(f, ans)
+	})
+}
+
+// cluster maps the answer's status onto the wire shape. A member that is
+// joining, removed or stopped still answers (the operator reads a joining
+// member's Self from it); its status error, if any, is Error.
+func (a answer) cluster() (adminapi.Cluster, error) {
+	c := adminapi.Cluster{Self: adminapi.ID(a.self), State: a.state, Members: []adminapi.Member{}}
+	if a.statusErr != nil {
+		if a.state == adminapi.StateMember {
+			return adminapi.Cluster{}, a.statusErr
+		}
+		if a.state != adminapi.StateJoining {
+			c.Error = a.statusErr.Error()
+		}
+		return c, nil
+	}
+	st := a.status
+	if a.state != adminapi.StateJoining {
+		c.Role = string(st.Role)
+	}
+	c.Leader, c.Term, c.Commit, c.Applied = adminapi.ID(st.Leader), st.Term, st.Commit, st.Applied
+	c.Voters, c.Reachable = st.Voters, st.Reachable
+	for _, m := range st.Members {
+		c.Members = append(c.Members, member(m, st.ID))
+	}
+	slices.SortFunc(c.Members, func(x, y adminapi.Member) int {
+		switch {
+		case x.ID < y.ID:
+			return -1
+		case x.ID > y.ID:
+			return 1
+		}
+		return 0
+	})
+	return c, nil
+}
+
+func member(m node.Member, self uint64) adminapi.Member {
+	out := adminapi.Member{ID: adminapi.ID(m.ID), Ordinal: adminapi.ID(m.ID).Ordinal(), Addr: m.Addr, Role: adminapi.RoleVoter}
+	if m.Learner {
+		out.Role = adminapi.RoleLearner
+	}
+	out.Reachable = m.ID == self
+	return out
+}
+
+// find is the member id in the answer's status.
+func (a answer) find(id uint64) (adminapi.Member, bool) {
+	if a.statusErr != nil {
+		return adminapi.Member{}, false
+	}
+	for _, m := range a.status.Members {
+		if m.ID == id {
+			return member(m, a.status.ID), true
+		}
+	}
+	return adminapi.Member{}, false
+}

@@ -1,0 +1,243 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/httpd"
+	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/runtime"
+)
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET "+adminapi.PathCluster, s.getCluster)
+	s.mux.HandleFunc("POST "+adminapi.PathMembers, s.addMember)
+	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/promote", s.promote)
+	s.mux.HandleFunc("DELETE "+adminapi.PathMembers+"/{id}", s.remove)
+	s.mux.HandleFunc("POST "+adminapi.PathLeader, s.transfer)
+}
+
+// ServeHTTP serves /admin/...: the token first, then the routes; the mux's
+// own 404 and 405 come out in the JSON error shape too.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !httpd.BearerOK(r, s.opts.Token) {
+		httpd.Unauthorized(w)
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		w = &jsonMuxError{ResponseWriter: w}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// jsonMuxError turns the mux's plain-text 404/405 (Allow kept) into the
+// JSON error shape.
+type jsonMuxError struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (j *jsonMuxError) WriteHeader(code int) {
+	if j.wrote {
+		return
+	}
+	j.wrote = true
+	msg := "no such admin route"
+	if code == http.StatusMethodNotAllowed {
+		msg = "method not allowed; Allow lists the methods of this route"
+	}
+	h := j.ResponseWriter.Header()
+	h.Del("X-Content-Type-Options")
+	h.Set("Content-Type", "application/json")
+	j.ResponseWriter.WriteHeader(code)
+	j.ResponseWriter.Write(httpd.ErrorBody(msg))
+}
+
+func (j *jsonMuxError) Write(p []byte) (int, error) {
+	if !j.wrote {
+		j.WriteHeader(http.StatusNotFound)
+	}
+	return len(p), nil // the mux's plain-text body is replaced
+}
+
+func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
+	ans, err := s.call(r.Context(), call{op: opStatus})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := ans.cluster()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.body(w, r)
+	if !ok {
+		return
+	}
+	req, err := parseAddMember(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ans, err := s.call(r.Context(), call{op: opAddLearner, id: uint64(req.ID), addr: req.Addr})
+	if err == nil {
+		err = ans.err
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	m, ok := ans.find(uint64(req.ID))
+	if !ok { // applied, but the status after it failed: answer what was asked
+		m = adminapi.Member{ID: req.ID, Ordinal: req.ID.Ordinal(), Addr: req.Addr, Role: adminapi.RoleLearner}
+	}
+	s.log.Info("admin: learner added", "member", req.ID.String(), "addr", req.Addr)
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	ans, err := s.call(r.Context(), call{op: opPromote, id: uint64(id)})
+	if err == nil {
+		err = ans.err
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	m, ok := ans.find(uint64(id))
+	if !ok {
+		m = adminapi.Member{ID: id, Ordinal: id.Ordinal(), Role: adminapi.RoleVoter}
+	}
+	s.log.Info("admin: member promoted to voter", "member", id.String())
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	ans, err := s.call(r.Context(), call{op: opRemove, id: uint64(id)})
+	if err == nil {
+		err = ans.err
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("admin: member removed", "member", id.String())
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) transfer(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.body(w, r)
+	if !ok {
+		return
+	}
+	req, err := parseTransferLeader(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ans, err := s.call(r.Context(), call{op: opTransfer, id: uint64(req.To)})
+	if err == nil {
+		err = ans.err
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := ans.cluster()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("admin: leadership transferred", "asked", req.To.String(), "leader", c.Leader.String())
+	writeJSON(w, http.StatusOK, c)
+}
+
+// maxBody bounds an admin request body: the largest valid one is under
+// 2 KiB.
+const maxBody = 64 << 10
+
+func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body too large: at most 65536 bytes")
+		} else {
+			writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		}
+		return nil, false
+	}
+	return b, true
+}
+
+func pathID(w http.ResponseWriter, r *http.Request) (adminapi.ID, bool) {
+	id, err := adminapi.ParseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "path: "+err.Error())
+		return 0, false
+	}
+	return id, true
+}
+
+// statusOf maps a database error onto the contract's status codes.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, errUnknownMember):
+		return http.StatusNotFound
+	case errors.Is(err, errConflict):
+		return http.StatusConflict
+	case errors.Is(err, errNoQuorum), errors.Is(err, node.ErrNoLeader), errors.Is(err, errNoAnswer),
+		errors.Is(err, errJoining), errors.Is(err, errRemoved), errors.Is(err, node.ErrRemoved),
+		errors.Is(err, node.ErrStopped), errors.Is(err, errNotOpen), errors.Is(err, runtime.ErrTimeout),
+		errors.Is(err, runtime.ErrStopped), errors.Is(err, dbowner.ErrClosed), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
+	switch code {
+	case http.StatusServiceUnavailable:
+		// Worth retrying: a leader is elected in about a second.
+		w.Header().Set("Retry-After", "1")
+	case http.StatusInternalServerError:
+		s.log.ErrorContext(r.Context(), "admin: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, code, err.Error())
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(httpd.ErrorBody(msg))
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encoding the answer: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
