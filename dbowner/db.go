@@ -4,8 +4,10 @@ import (
 	"time"
 
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"os"
@@ -71,9 +73,25 @@ type Cluster struct {
 	// Join starts an empty member without bootstrapping: it waits (State
 	// "joining", calls fail with ErrJoining) until the group adds it.
 	Join bool
-	// Net is the transport to the peers (replication/transport). Nil is
-	// right only for a one-member group.
+	// Net is the transport to the peers. Nil: with Peers or Join, the owner
+	// starts the TCP transport (replication/transport) on PeerAddr; without
+	// either, a one-member group needs none and nothing listens.
 	Net transport.Net
+	// PeerAddr is where the TCP transport listens (peer.addr).
+	PeerAddr string
+	// TLS is the peer port's mutual-TLS configuration
+	// (transport.LoadTLS); nil runs it in plaintext, with a warning.
+	TLS *tls.Config
+	// DialMap rewrites the address the transport dials (peer.dial_map):
+	// tests run pods' DNS names on loopback.
+	DialMap map[string]string
+	// Faults, when set, wraps the transport the owner starts with this
+	// fault injector (tests: partitions, drops, delays).
+	Faults *transport.Faults
+	// ClusterID names the group on the wire (a peer of another group is
+	// refused). 0: derived from Peers (ClusterIDOf), so every member
+	// configured with the same initial peers agrees on it.
+	ClusterID uint64
 	// RequestTimeout bounds how long a write or a linearizable read waits
 	// for a quorum before failing with ErrNoQuorum (default 5s; the
 	// worker's cluster.request_timeout).
@@ -83,6 +101,21 @@ type Cluster struct {
 	// SnapshotKeep is how many entries before a snapshot raft keeps in
 	// memory for slow followers (default 1000).
 	SnapshotKeep uint64
+}
+
+// ClusterIDOf derives a cluster ID from the initial membership: FNV-1a
+// (64 bits) over "id=addr" for every member in ID order, joined by
+// commas. Every member configured with the same cluster.peers computes the
+// same ID; a group bootstrapped from other peers gets another.
+func ClusterIDOf(peers map[uint64]string) uint64 {
+	h := fnv.New64a()
+	for i, id := range slices.Sorted(maps.Keys(peers)) {
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		fmt.Fprintf(h, "%x=%s", id, peers[id])
+	}
+	return max(h.Sum64(), 1)
 }
 
 // DefaultRequestTimeout is Cluster.RequestTimeout's default.
@@ -263,6 +296,10 @@ func (d *DB) WithRequestID(id string) *DB {
 	c.reqID = id
 	return &c
 }
+
+// PeerAddr is the address the peer port is bound to ("" when the owner
+// started no transport).
+func (d *DB) PeerAddr() string { return d.o.peerAddr }
 
 // Self is this member's raft ID.
 func (d *DB) Self() uint64 { return d.id }

@@ -44,12 +44,15 @@ type owner struct {
 
 	addr runtime.Addr[request]
 
-	eng    *engine.DB
-	dedupe *dedupe
-	log    *wal.Log
-	rlog   *raftLog
-	node   *node.Node
-	net    transport.Net
+	eng      *engine.DB
+	dedupe   *dedupe
+	log      *wal.Log
+	rlog     *raftLog
+	node     *node.Node
+	net      transport.Net
+	tcp      *transport.TCP // the transport the owner started, if any
+	relay    *relay
+	peerAddr string
 
 	fatal  error // sticky: the WAL failed fatally
 	closed bool
@@ -447,7 +450,27 @@ func (o *owner) open(f *runtime.Fiber) error {
 		}
 	}
 	o.net = c.Net
-	if o.net == nil {
+	o.relay = &relay{}
+	switch {
+	case o.net != nil:
+	case len(c.Peers) > 0 || c.Join:
+		cid := c.ClusterID
+		if cid == 0 {
+			cid = ClusterIDOf(c.Peers)
+		}
+		t, err := transport.New(f, transport.Config{ID: o.id, Cluster: cid, Addr: c.PeerAddr, TLS: c.TLS,
+			Handler: o.relay, Logger: o.opts.Logger, DialMap: c.DialMap})
+		if err != nil {
+			_ = log.Close()
+			return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
+		}
+		o.tcp, o.net, o.peerAddr = t, t, t.Addr().String()
+		if c.Faults != nil {
+			o.net = c.Faults.Wrap(o.id, t, o.relay)
+		}
+		o.opts.Logger.Info("dbowner: peer transport listening", "member", fmt.Sprintf("%x", o.id), "addr", o.peerAddr,
+			"cluster", fmt.Sprintf("%x", cid), "tls", c.TLS != nil, "peers", len(c.Peers), "join", c.Join)
+	default:
 		o.net = noNet{}
 	}
 	n, err := node.Start(f, node.Config{
@@ -456,10 +479,14 @@ func (o *owner) open(f *runtime.Fiber) error {
 		SnapshotDue: o.log.SnapshotDue,
 	})
 	if err != nil {
+		if o.tcp != nil {
+			o.tcp.Close(f)
+		}
 		_ = log.Close()
 		return fmt.Errorf("dbowner: open %s: start the raft member: %w", o.opts.Dir, err)
 	}
 	o.node = n
+	o.relay.n = n
 	hs, _, _ := rl.ms.InitialState()
 	// Wait for the member to apply what the log says was committed, so
 	// that Open returns with the state recovered (a joining member has
@@ -507,8 +534,8 @@ func (o *owner) close(f *runtime.Fiber) error {
 	}
 	o.closed = true
 	o.node.StopWait(f)
-	if c, ok := o.net.(io.Closer); ok && o.opts.Cluster.Net == nil {
-		_ = c.Close()
+	if o.tcp != nil {
+		o.tcp.Close(f)
 	}
 	return o.log.Close()
 }
@@ -520,6 +547,34 @@ func joinPeers(c Cluster) map[uint64]string {
 		return nil
 	}
 	return c.Peers
+}
+
+// relay hands the transport's deliveries to the member, which starts after
+// the transport (the member needs the transport, the transport a handler).
+type relay struct{ n *node.Node }
+
+func (r *relay) Process(f *runtime.Fiber, m *raftpb.Message) {
+	if r.n != nil {
+		r.n.Process(f, m)
+	}
+}
+
+func (r *relay) ReportUnreachable(f *runtime.Fiber, id uint64) {
+	if r.n != nil {
+		r.n.ReportUnreachable(f, id)
+	}
+}
+
+func (r *relay) ReportSnapshot(f *runtime.Fiber, id uint64, s raft.SnapshotStatus) {
+	if r.n != nil {
+		r.n.ReportSnapshot(f, id, s)
+	}
+}
+
+func (r *relay) ReportRemoved(f *runtime.Fiber, by uint64) {
+	if r.n != nil {
+		r.n.ReportRemoved(f, by)
+	}
 }
 
 // noNet is the network of a one-member group: there is nobody to send to.

@@ -147,8 +147,13 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 	rt := f.Runtime()
 	opsSrv.Attach(rt, nil)
 	walHook := opsSrv.WAL()
+	cluster, err := clusterOptions(cfg, log)
+	if err != nil {
+		log.Error("worker: replication settings", "dir", cfg.DataDir, "err", err)
+		return 1
+	}
 	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, WAL: cfg.WAL(), TracerProvider: otel.GetTracerProvider(), Logger: log,
-		OnGroupCommit: walHook})
+		OnGroupCommit: walHook, Cluster: cluster})
 	if err != nil {
 		if f.Stopping() {
 			return 0 // stopped during recovery: a clean exit
@@ -168,8 +173,16 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 	}()
 	opsSrv.Attach(rt, db)
 	if err := records.Setup(f, db); err != nil {
-		log.Error("worker: records", "err", err)
-		return 1
+		if !errors.Is(err, dbowner.ErrJoining) && !errors.Is(err, dbowner.ErrNoQuorum) {
+			log.Error("worker: records", "err", err)
+			return 1
+		}
+		// A member waiting to be added, or a group not yet at quorum:
+		// the table comes with the log (or is created once a quorum is
+		// up); meanwhile the worker serves ops and answers data routes
+		// with the reason.
+		log.Warn("worker: records table not set up yet; retrying in the background", "state", db.State(), "err", err)
+		runtime.Go(f, func(f *runtime.Fiber) { setupLater(f, db, log) })
 	}
 
 	srv := httpd.New(httpd.Options{
@@ -204,7 +217,8 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 		log.Error("worker: chat listener", "addr", cfg.ChatAddr, "err", err)
 		return 1
 	}
-	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "chat", chatTCP.Addr().String(), "max_conns_per_shard", maxConns)
+	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "chat", chatTCP.Addr().String(),
+		"peer", db.PeerAddr(), "member", fmt.Sprintf("%x", db.Self()), "max_conns_per_shard", maxConns)
 	log.Info("worker: database open", "dir", cfg.DataDir, "recovered", db.Stats().Recovered, "shards", rt.Shards(), "backend", rt.Backend().Kind)
 	opsSrv.SetState(ops.Ready)
 	log.Info("worker: ready")
@@ -226,6 +240,24 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 	}
 	log.Info("worker: drain: connections closed; closing the database")
 	return 0
+}
+
+// setupLater retries records.Setup every second until it succeeds, the
+// member is removed, or the runtime stops.
+func setupLater(f *runtime.Fiber, db *dbowner.DB, log *slog.Logger) {
+	for !f.Stopping() {
+		runtime.Sleep(f, time.Second)
+		err := records.Setup(f, db)
+		switch {
+		case err == nil:
+			log.Info("worker: records table ready", "state", db.State())
+			return
+		case errors.Is(err, dbowner.ErrRemoved), errors.Is(err, dbowner.ErrClosed):
+			return
+		case !errors.Is(err, dbowner.ErrJoining) && !errors.Is(err, dbowner.ErrNoQuorum):
+			log.Error("worker: records", "err", err)
+		}
+	}
 }
 
 // autoMaxConns splits the file descriptor limit, less a reserve, over the

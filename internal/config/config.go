@@ -62,13 +62,15 @@ type Config struct {
 	TraceFlushTimeout time.Duration
 
 	// Replication (docs/replication.md). Empty Peers: a single worker.
-	Peers        []Peer // cluster.peers: the initial members
-	Ordinal      int    // cluster.ordinal; -1 = from the host name's "-N" suffix
-	ClusterState string // cluster.state: "new" (bootstrap Peers) or "existing" (join)
-	PeerAddr     string // peer.addr: the raft peer port
-	PeerCert     string // peer.cert: this member's TLS certificate (PEM file)
-	PeerKey      string // peer.key: its private key
-	PeerCA       string // peer.ca: the CA that signs every member's certificate
+	Peers          []Peer            // cluster.peers: the initial members
+	Ordinal        int               // cluster.ordinal; -1 = from the host name's "-N" suffix
+	ClusterState   string            // cluster.state: "new" (bootstrap Peers) or "existing" (join)
+	PeerAddr       string            // peer.addr: the raft peer port
+	PeerCert       string            // peer.cert: this member's TLS certificate (PEM file)
+	PeerKey        string            // peer.key: its private key
+	PeerCA         string            // peer.ca: the CA that signs every member's certificate
+	PeerDialMap    map[string]string // peer.dial_map: rewrites of the addresses the transport dials
+	RequestTimeout time.Duration     // cluster.request_timeout: a write's or linearizable read's wait for a quorum
 
 	File    string            // the config file that was read; "" when none was
 	Sources map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
@@ -329,13 +331,13 @@ var settings = []setting{
 			return nil
 		}},
 	{key: "cluster.peers", flag: "peers", env: "WO_PEERS", def: "",
-		help: "initial raft `members` as ordinal=host:port,... (e.g. 0=wo-0.wo:7080,1=wo-1.wo:7080); empty = a single worker" + notWired,
+		help: "initial raft `members` as ordinal=host:port,... (e.g. 0=wo-0.wo:7080,1=wo-1.wo:7080); empty = a single worker",
 		apply: func(c *Config, s string) (err error) {
 			c.Peers, err = ParsePeers(s)
 			return err
 		}},
 	{key: "cluster.ordinal", flag: "ordinal", env: "WO_ORDINAL", def: "-1", kind: kindInt,
-		help: "this member's `ordinal` in cluster.peers; -1 = the host name's -N suffix (a StatefulSet pod's ordinal)" + notWired,
+		help: "this member's `ordinal` in cluster.peers; -1 = the host name's -N suffix (a StatefulSet pod's ordinal)",
 		apply: func(c *Config, s string) error {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < -1 || n > MaxOrdinal {
@@ -345,7 +347,7 @@ var settings = []setting{
 			return nil
 		}},
 	{key: "cluster.state", flag: "cluster-state", env: "WO_CLUSTER_STATE", def: "new",
-		help: "`new` bootstraps cluster.peers on an empty data dir; existing joins a running group and waits to be added" + notWired,
+		help: "`new` bootstraps cluster.peers on an empty data dir; existing joins a running group and waits to be added",
 		apply: func(c *Config, s string) error {
 			switch v := strings.ToLower(strings.TrimSpace(s)); v {
 			case "new", "existing":
@@ -355,26 +357,37 @@ var settings = []setting{
 			return errors.New("want new or existing")
 		}},
 	{key: "peer.addr", flag: "peer-addr", env: "WO_PEER_ADDR", def: ":7080",
-		help: "raft peer port listen `address`" + notWired,
+		help: "raft peer port listen `address`",
 		apply: func(c *Config, s string) (err error) {
 			c.PeerAddr, err = parseAddr(s)
 			return err
 		}},
 	{key: "peer.cert", flag: "peer-cert", env: "WO_PEER_CERT", def: "",
-		help:  "peer mutual-TLS certificate `file` (PEM); peer.cert, peer.key and peer.ca together, or none (TLS off, logged)" + notWired,
+		help:  "peer mutual-TLS certificate `file` (PEM); peer.cert, peer.key and peer.ca together, or none (TLS off, logged)",
 		apply: func(c *Config, s string) error { c.PeerCert = s; return nil }},
 	{key: "peer.key", flag: "peer-key", env: "WO_PEER_KEY", def: "",
-		help:  "peer mutual-TLS private key `file` (PEM)" + notWired,
+		help:  "peer mutual-TLS private key `file` (PEM)",
 		apply: func(c *Config, s string) error { c.PeerKey = s; return nil }},
 	{key: "peer.ca", flag: "peer-ca", env: "WO_PEER_CA", def: "",
-		help:  "peer mutual-TLS CA `file` (PEM) that signs every member's certificate" + notWired,
+		help:  "peer mutual-TLS CA `file` (PEM) that signs every member's certificate",
 		apply: func(c *Config, s string) error { c.PeerCA = s; return nil }},
+	{key: "peer.dial_map", flag: "peer-dial-map", env: "WO_PEER_DIAL_MAP", def: "",
+		help: "rewrite the peer `addresses` the transport dials, as host:port=host:port,... (tests: pods' DNS names on loopback)",
+		apply: func(c *Config, s string) (err error) {
+			c.PeerDialMap, err = ParseDialMap(s)
+			return err
+		}},
+	{key: "cluster.request_timeout", flag: "request-timeout", env: "WO_REQUEST_TIMEOUT", def: "5s",
+		help: "how long a write or a linearizable read waits for a quorum before failing with 503 (`duration`, 10ms to 10m)",
+		apply: func(c *Config, s string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil || d < 10*time.Millisecond || d > 10*time.Minute {
+				return errors.New("want a duration from 10ms to 10m, such as 5s")
+			}
+			c.RequestTimeout = d
+			return nil
+		}},
 }
-
-// notWired marks the replication settings in --help until the worker uses
-// them (issue 13: the raft member is built and tested in package
-// replication, not yet connected to the owner and the WAL).
-const notWired = " [replication: parsed, not yet used by the worker; docs/replication.md]"
 
 // minSnapshotBytes is the smallest data.snapshot_bytes other than 0.
 const minSnapshotBytes = 64 << 10

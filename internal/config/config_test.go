@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 		ChatAddr: ":7070", Chat: ChatLimits{Queue: 256, LineMax: 4096, Rate: 20, History: 20},
 		HTTP: HTTP{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second},
-		Ordinal: -1, ClusterState: "new", PeerAddr: ":7080",
+		Ordinal: -1, ClusterState: "new", PeerAddr: ":7080", RequestTimeout: 5 * time.Second,
 		TraceFlushTimeout: time.Second}
 	got := c
 	got.File, got.Sources = "", nil

@@ -84,3 +84,39 @@ func checkPeerAddr(addr string) error {
 // cluster.peers follows, for other places that take one (the admin API's
 // add-member body).
 func CheckPeerAddr(addr string) error { return checkPeerAddr(addr) }
+
+// ParseDialMap parses peer.dial_map: comma-separated from=to pairs of
+// host:port addresses, rewriting the address the peer transport dials
+// (tests run pods' DNS names on loopback). Spaces around entries are
+// ignored; an empty string is no rewriting. Each from at most once. The
+// error names the entry by position and text.
+func ParseDialMap(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	at := map[string]int{}
+	for i, raw := range strings.Split(s, ",") {
+		n := i + 1
+		entry := strings.TrimSpace(raw)
+		if entry == "" {
+			return nil, fmt.Errorf("dial map entry %d is empty (a stray comma?); want host:port=host:port,...", n)
+		}
+		from, to, ok := strings.Cut(entry, "=")
+		if !ok {
+			return nil, fmt.Errorf("dial map entry %d (%q): want host:port=host:port", n, entry)
+		}
+		from, to = strings.TrimSpace(from), strings.TrimSpace(to)
+		if err := checkPeerAddr(from); err != nil {
+			return nil, fmt.Errorf("dial map entry %d (%q): address %q: %w", n, entry, from, err)
+		}
+		if err := checkPeerAddr(to); err != nil {
+			return nil, fmt.Errorf("dial map entry %d (%q): address %q: %w", n, entry, to, err)
+		}
+		if j, dup := at[from]; dup {
+			return nil, fmt.Errorf("dial map entry %d (%q): %s is also entry %d", n, entry, from, j)
+		}
+		at[from], m[from] = n, to
+	}
+	return m, nil
+}

@@ -114,3 +114,49 @@ func FuzzParsePeers(f *testing.F) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestParseDialMap(t *testing.T) {
+	m, err := ParseDialMap(" wo-0.wo:7080=127.0.0.1:4001, wo-1.wo:7080=127.0.0.1:4002 ")
+	if err != nil || len(m) != 2 || m["wo-1.wo:7080"] != "127.0.0.1:4002" {
+		t.Fatalf("got %v, %v", m, err)
+	}
+	for in, want := range map[string]string{
+		"a:1":             `entry 1 ("a:1"): want host:port=host:port`,
+		"a:1=b:2,":        "entry 2 is empty",
+		"a:1=b:2,a:1=c:3": `entry 2 ("a:1=c:3"): a:1 is also entry 1`,
+		"a:1=:2":          `address ":2": the host is empty`,
+		"a=b:2":           `address "a": want host:port`,
+	} {
+		if _, err := ParseDialMap(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseDialMap(%q) = %v, want an error with %q", in, err, want)
+		}
+	}
+}
+
+// FuzzParseDialMap: never panic; errors name the entry; what parses holds
+// valid addresses and reparses to the same map.
+func FuzzParseDialMap(f *testing.F) {
+	for _, s := range []string{"", "a:1=b:2", "wo-0.wo:7080=127.0.0.1:1,wo-1.wo:7080=127.0.0.1:2", "a:1=b:2,a:1=c:3", "=", ",", "a:1=[::1]:2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseDialMap(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "dial map entry ") {
+				t.Fatalf("error does not name the entry: %v", err)
+			}
+			return
+		}
+		var parts []string
+		for from, to := range m {
+			if checkPeerAddr(from) != nil || checkPeerAddr(to) != nil {
+				t.Fatalf("accepted %q as %v", s, m)
+			}
+			parts = append(parts, from+"="+to)
+		}
+		again, err := ParseDialMap(strings.Join(parts, ","))
+		if err != nil || (len(m) > 0 && !reflect.DeepEqual(again, m)) {
+			t.Fatalf("%q: %v did not reparse: %v, %v", s, m, again, err)
+		}
+	})
+}

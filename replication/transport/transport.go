@@ -58,6 +58,10 @@ type Config struct {
 	TLS     *tls.Config
 	Handler Handler
 	Logger  *slog.Logger
+	// DialMap rewrites a peer address before it is dialled (the worker's
+	// peer.dial_map): tests run pods' DNS names on loopback. The TLS
+	// server name stays the peer's own address's host.
+	DialMap map[string]string
 
 	MaxFrame         int           // largest frame accepted or sent; default DefaultMaxFrame
 	MaxSnapshot      int64         // largest snapshot accepted; default 1 GiB
@@ -387,8 +391,15 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 			}
 		}
 	}()
-	raw, err = runtime.Dial(f, "tcp", addr)
+	target := addr
+	if to, ok := t.cfg.DialMap[addr]; ok {
+		target = to
+	}
+	raw, err = runtime.Dial(f, "tcp", target)
 	if err != nil {
+		if target != addr {
+			return nil, nil, fmt.Errorf("dial %s (mapped from %s): %w", target, addr, err)
+		}
 		return nil, nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	c = raw

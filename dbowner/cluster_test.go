@@ -1,0 +1,213 @@
+package dbowner_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/replication/identity"
+	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/runtime"
+)
+
+// freeAddrs returns n loopback addresses whose ports were free a moment
+// ago (the initial peers must be known before anyone listens).
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+// waitFor polls cond every 10ms, at most 30s (a bounded wait, not a
+// timed assertion).
+func waitFor(t *testing.T, f *runtime.Fiber, what string, cond func() bool) {
+	t.Helper()
+	for range 3000 {
+		if cond() {
+			return
+		}
+		runtime.Sleep(f, 10*time.Millisecond)
+	}
+	t.Fatalf("gave up waiting for %s", what)
+}
+
+// TestThreeMembers runs a group of three databases (each its own data dir
+// and peer port, over loopback TCP, in one runtime) through the
+// replicated semantics: a write on a follower answered once applied
+// there, a linearizable read elsewhere seeing it, request IDs applied
+// once, a partitioned member refused with ErrNoQuorum (stale reads still
+// served), a restart from the WAL, and a learner added after compaction
+// catching up from the snapshot.
+func TestThreeMembers(t *testing.T) {
+	cfg := testConfig(t)
+	addrs := freeAddrs(t, 4)
+	peers := map[uint64]string{}
+	ids := []uint64{identity.BootstrapID(0), identity.BootstrapID(1), identity.BootstrapID(2)}
+	for i, id := range ids {
+		peers[id] = addrs[i]
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()}
+	faults := transport.NewFaults(1)
+	opts := func(i int) dbowner.Options {
+		return dbowner.Options{Dir: dirs[i], Logger: cfg.Logger,
+			WAL: wal.Options{SnapshotEveryBytes: 8 << 10},
+			Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], Faults: faults,
+				RequestTimeout: time.Second, Tick: 20 * time.Millisecond, SnapshotKeep: 10}}
+	}
+	run(t, cfg, func(f *runtime.Fiber) int {
+		dbs := make([]*dbowner.DB, 3)
+		for i := range dbs {
+			db, err := dbowner.Open(f, opts(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dbs[i] = db
+		}
+		defer func() {
+			for _, db := range dbs {
+				if db != nil {
+					db.Close(f)
+				}
+			}
+		}()
+		status := func(db *dbowner.DB) node.Status {
+			st, err := db.ClusterStatus(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		var leader uint64
+		waitFor(t, f, "a leader", func() bool { leader = status(dbs[0]).Leader; return leader != 0 })
+		li := -1
+		for i, id := range ids {
+			if id == leader {
+				li = i
+			}
+		}
+		fo, other := (li+1)%3, (li+2)%3 // two followers
+
+		// A write on a follower: answered once committed and applied
+		// there; a linearizable read on the other follower sees it.
+		if err := dbs[fo].CreateTable(f, kvSchema); err != nil {
+			t.Fatal(err)
+		}
+		v, err := dbs[fo].Insert(f, "kv", kv("a", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := dbs[fo].Stale().Get(f, "kv", engine.String("a")); err != nil || r.Version != v {
+			t.Fatalf("read-your-write on the follower: %+v, %v", r, err)
+		}
+		if r, err := dbs[other].Get(f, "kv", engine.String("a")); err != nil || r.Version != v {
+			t.Fatalf("linearizable read on another member: %+v, %v", r, err)
+		}
+
+		// A retried request ID applies once, on any member, and every
+		// try gets the first answer.
+		v1, err := dbs[fo].WithRequestID("req-1").Insert(f, "kv", kv("b", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, db := range []*dbowner.DB{dbs[fo], dbs[other], dbs[li]} {
+			v2, err := db.WithRequestID("req-1").Insert(f, "kv", kv("b", 1))
+			if err != nil || v2 != v1 {
+				t.Fatalf("retry of req-1: version %d, %v; want %d, nil (the first answer)", v2, err, v1)
+			}
+		}
+		if _, err := dbs[fo].Insert(f, "kv", kv("b", 1)); !errors.Is(err, engine.ErrDuplicateKey) {
+			t.Fatalf("the same insert without the ID: %v, want ErrDuplicateKey", err)
+		}
+
+		// A partitioned follower: writes and linearizable reads fail with
+		// ErrNoQuorum after the request timeout; stale reads work.
+		faults.Partition([]uint64{ids[other]}, []uint64{ids[li], ids[fo]})
+		if _, err := dbs[other].Insert(f, "kv", kv("c", 1)); !errors.Is(err, dbowner.ErrNoQuorum) {
+			t.Fatalf("write on the minority: %v, want ErrNoQuorum", err)
+		} else {
+			t.Logf("minority write: %v", err)
+		}
+		if _, err := dbs[other].Get(f, "kv", engine.String("a")); !errors.Is(err, dbowner.ErrNoQuorum) {
+			t.Fatalf("linearizable read on the minority: %v, want ErrNoQuorum", err)
+		}
+		if _, err := dbs[other].Stale().Get(f, "kv", engine.String("a")); err != nil {
+			t.Fatalf("stale read on the minority: %v", err)
+		}
+		// The majority goes on, enough to take snapshots and compact.
+		for i := range 200 {
+			if _, err := dbs[li].Insert(f, "kv", kv(fmt.Sprintf("m%03d", i), int64(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		faults.Heal()
+
+		// Restart the lagging member from its WAL: it catches up.
+		if err := dbs[other].Close(f); err != nil {
+			t.Fatal(err)
+		}
+		dbs[other] = nil
+		db, err := dbowner.Open(f, opts(other))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbs[other] = db
+		if r, err := db.Get(f, "kv", engine.String("m199")); err != nil || r.Get("v").Int() != 199 {
+			t.Fatalf("restarted member after catch-up: %+v, %v", r, err)
+		}
+
+		// A learner added after the log was compacted catches up from
+		// the engine snapshot.
+		if n := dbs[li].Stats().Snapshots; n == 0 {
+			t.Fatalf("no snapshot taken on the leader")
+		}
+		lo := opts(3)
+		lo.Cluster.ID = identity.Member{Ordinal: 3, Incarnation: 2}.ID()
+		lo.Cluster.Join, lo.Cluster.PeerAddr = true, addrs[3]
+		learner, err := dbowner.Open(f, lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer learner.Close(f)
+		if st := learner.State(); st != "joining" {
+			t.Fatalf("a joining member's state: %q", st)
+		}
+		if _, err := learner.Insert(f, "kv", kv("x", 1)); !errors.Is(err, dbowner.ErrJoining) {
+			t.Fatalf("write on a joining member: %v, want ErrJoining", err)
+		}
+		if err := dbs[fo].AddLearner(f, lo.Cluster.ID, addrs[3]); err != nil {
+			t.Fatal(err)
+		}
+		if err := dbs[fo].AddLearner(f, lo.Cluster.ID, addrs[3]); !errors.Is(err, node.ErrConflict) {
+			t.Fatalf("adding it again: %v, want ErrConflict", err)
+		}
+		waitFor(t, f, "the learner to catch up", func() bool {
+			r, err := learner.Stale().Get(f, "kv", engine.String("m199"))
+			return err == nil && r.Get("v").Int() == 199
+		})
+		if st := learner.State(); st != "member" {
+			t.Fatalf("the learner's state: %q", st)
+		}
+		if err := dbs[li].Promote(f, 12345); !errors.Is(err, node.ErrUnknownMember) {
+			t.Fatalf("promote an unknown member: %v, want ErrUnknownMember", err)
+		}
+		return 0
+	})
+}
