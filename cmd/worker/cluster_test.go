@@ -84,7 +84,7 @@ func (w *worker) kill(t *testing.T) {
 func TestClusterSemantics(t *testing.T) {
 	peers := freePorts(t, 4)
 	initial := fmt.Sprintf("0=%s,1=%s,2=%s", peers[0], peers[1], peers[2])
-	common := []string{"WO_PEERS=" + initial, "WO_CLUSTER_REQUEST_TIMEOUT=2s", "WO_ADMIN_TOKEN_FILE="}
+	common := []string{"WO_PEERS=" + initial, "WO_REQUEST_TIMEOUT=2s", "WO_ADMIN_TOKEN_FILE="}
 	var ws []*worker
 	for i := range 3 {
 		ws = append(ws, launchWorker(t, t.TempDir(), "", append(common, fmt.Sprintf("WO_ORDINAL=%d", i), "WO_PEER_ADDR="+peers[i])...))
@@ -125,7 +125,7 @@ func TestClusterSemantics(t *testing.T) {
 
 	// A fourth member joins: it waits, not ready, until it is added.
 	j := launchWorker(t, t.TempDir(), "", "WO_PEERS="+initial, "WO_CLUSTER_STATE=existing", "WO_ORDINAL=3",
-		"WO_PEER_ADDR="+peers[3], "WO_CLUSTER_REQUEST_TIMEOUT=2s")
+		"WO_PEER_ADDR="+peers[3], "WO_REQUEST_TIMEOUT=2s")
 	jc, err := admin(j).Cluster(ctx)
 	if err != nil || jc.State != adminapi.StateJoining || jc.Self == 0 || jc.Self.Ordinal() != 3 {
 		t.Fatalf("the joining member's view: %+v %v", jc, err)

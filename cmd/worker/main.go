@@ -127,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	code := runtime.RunContext(runCtx, cfg.Runtime(log), func(f *runtime.Fiber) int {
-		return mainFiber(f, cfg, log, token, opsSrv, opsLn.Addr().String(), stopper)
+		return mainFiber(f, cfg, log, token, opsSrv, adminSrv, opsLn.Addr().String(), stopper)
 	})
 	close(runDone)
 
@@ -142,7 +142,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // mainFiber is fiber 0: it opens the database, serves the data plane on
 // every shard, marks the worker ready, parks until a signal and drains.
-func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token string, opsSrv *ops.Server, opsAddr string,
+func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token string, opsSrv *ops.Server, adminSrv *admin.Server, opsAddr string,
 	stopper chan<- runtime.Reply[struct{}]) int {
 	rt := f.Runtime()
 	opsSrv.Attach(rt, nil)
@@ -172,6 +172,7 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 		log.Info("worker: database closed", "last_lsn", db.Stats().LastLSN)
 	}()
 	opsSrv.Attach(rt, db)
+	adminSrv.Attach(f, db)
 	if err := records.Setup(f, db); err != nil {
 		if !errors.Is(err, dbowner.ErrJoining) && !errors.Is(err, dbowner.ErrNoQuorum) {
 			log.Error("worker: records", "err", err)

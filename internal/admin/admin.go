@@ -252,7 +252,9 @@ func member(m node.Member, self uint64) adminapi.Member {
 	if m.Learner {
 		out.Role = adminapi.RoleLearner
 	}
-	out.Reachable = m.ID == self
+	// Match and Reachable are the leader's view (zero on the others); a
+	// member always reaches itself.
+	out.Match, out.Reachable = m.Match, m.Reachable || m.ID == self
 	return out
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
@@ -136,18 +137,35 @@ func (d *fakeDB) TransferLeader(f *runtime.Fiber, to uint64) error {
 // stop ends both.
 func serve(t *testing.T, opts Options, db DB) (*Server, string, func()) {
 	t.Helper()
+	var open func(*runtime.Fiber) (DB, func())
+	if db != nil {
+		open = func(*runtime.Fiber) (DB, func()) { return db, func() {} }
+	}
+	return serveOpen(t, opts, open)
+}
+
+// serveOpen is serve with the database opened on main's fiber (and closed
+// there at the end).
+func serveOpen(t *testing.T, opts Options, open func(*runtime.Fiber) (DB, func())) (*Server, string, func()) {
+	t.Helper()
 	s := New(opts)
 	srv := httptest.NewServer(s)
 	attached := make(chan struct{})
 	done := make(chan struct{})
 	rt, err := runtime.Start(context.Background(), runtime.Config{}, func(f *runtime.Fiber) int {
-		if db != nil {
-			s.Attach(f, db)
+		closeDB := func() {}
+		if open != nil {
+			db, closeFn := open(f)
+			if db != nil {
+				s.Attach(f, db)
+			}
+			closeDB = closeFn
 		}
 		close(attached)
 		for {
 			select {
 			case <-done:
+				closeDB()
 				return 0
 			default:
 				runtime.Sleep(f, 5*time.Millisecond)
@@ -412,5 +430,42 @@ func TestStatesAndReadiness(t *testing.T) {
 	db.setState(adminapi.StateMember)
 	if s.NotReady() != "" {
 		t.Fatalf("member NotReady = %q", s.NotReady())
+	}
+}
+
+// Against the real database (a one-member group): the view, and the
+// database's own membership errors mapped onto 404 and 409.
+func TestOneMemberDatabase(t *testing.T) {
+	dir := t.TempDir()
+	var self uint64
+	_, url, stop := serveOpen(t, Options{}, func(f *runtime.Fiber) (DB, func()) {
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir})
+		if err != nil {
+			t.Error(err) // a fiber, not the test's goroutine
+			return nil, func() {}
+		}
+		self = db.Self()
+		return db, func() { db.Close(f) }
+	})
+	defer stop()
+	defer http.DefaultClient.CloseIdleConnections()
+	ctx := context.Background()
+	c := &adminapi.Client{Base: url}
+	cl, err := c.Cluster(ctx)
+	if err != nil || cl.Self != adminapi.ID(self) || cl.Leader != cl.Self || cl.Role != "leader" || cl.Voters != 1 || cl.Reachable != 1 ||
+		len(cl.Members) != 1 || !cl.Members[0].Reachable || cl.Members[0].Role != adminapi.RoleVoter || cl.Commit == 0 || cl.Applied == 0 {
+		t.Fatalf("one member: %+v %v", cl, err)
+	}
+	_, err = c.Promote(ctx, 9<<48|1)
+	if code, msg := statusOfErr(t, err); code != 404 || !strings.Contains(msg, "9000000000001") {
+		t.Errorf("promote unknown: %d %q", code, msg)
+	}
+	err = c.Remove(ctx, 9<<48|1)
+	if code, _ := statusOfErr(t, err); code != 404 {
+		t.Errorf("remove unknown: %d", code)
+	}
+	_, err = c.AddLearner(ctx, cl.Self, "127.0.0.1:1")
+	if code, msg := statusOfErr(t, err); code != 409 || !strings.Contains(msg, "already a member") {
+		t.Errorf("add self: %d %q", code, msg)
 	}
 }

@@ -38,7 +38,8 @@ func get(t *testing.T, url string) (int, string) {
 // state, metrics read both Stats, and the handlers (ordinary goroutines)
 // race with nothing on the shards (the race detector is the check).
 func TestEndpoints(t *testing.T) {
-	s := New(Options{Pprof: true})
+	adm := admin.New(admin.Options{Token: "adm"})
+	s := New(Options{Pprof: true, Admin: adm})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	defer http.DefaultClient.CloseIdleConnections()
@@ -60,6 +61,7 @@ func TestEndpoints(t *testing.T) {
 			return 1
 		}
 		defer db.Close(f)
+		adm.Attach(f, db)
 		handoff <- db
 		// Park until the test is done: poll a channel at safepoints (a
 		// fiber must not block its thread on it).
@@ -83,7 +85,9 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("readyz when ready: %d %q", code, body)
 	}
 	code, body := get(t, srv.URL+"/metrics")
-	for _, want := range []string{"wo_ready 1", "wo_runtime_info{backend=", "wo_runtime_shards ", `wo_shard_backend_syscalls_total{shard="0"}`, `wo_shard_run_queue{shard="0"}`, `wo_shard_fibers{shard="0"}`, `wo_shard_actors{shard="0"}`, `wo_shard_inbox_depth{shard="0"}`, `wo_shard_reductions_total{shard="0"}`, `wo_shard_slice_overruns_total{shard="0"}`, "wo_db_commits_total", "wo_runtime_dropped_messages_total", "go_goroutines"} {
+	self := adminapi.ID(db.Self()).String()
+	for _, want := range []string{"wo_ready 1", "wo_runtime_info{backend=", "wo_raft_is_leader 1", "wo_raft_voters 1", "wo_raft_reachable_voters 1",
+		`wo_raft_info{leader="` + self + `",member="` + self + `",role="leader",state="member"} 1`, "wo_runtime_shards ", `wo_shard_backend_syscalls_total{shard="0"}`, `wo_shard_run_queue{shard="0"}`, `wo_shard_fibers{shard="0"}`, `wo_shard_actors{shard="0"}`, `wo_shard_inbox_depth{shard="0"}`, `wo_shard_reductions_total{shard="0"}`, `wo_shard_slice_overruns_total{shard="0"}`, "wo_db_commits_total", "wo_runtime_dropped_messages_total", "go_goroutines"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
 		}
@@ -96,7 +100,8 @@ func TestEndpoints(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &info); err != nil || code != 200 {
 		t.Fatalf("/debug/runtime %d: %v\n%s", code, err, body)
 	}
-	if info.Runtime == nil || info.Runtime.Shards != rt.Shards() || info.DB == nil || info.Backend.Kind == "" {
+	if info.Runtime == nil || info.Runtime.Shards != rt.Shards() || info.DB == nil || info.Backend.Kind == "" ||
+		info.Cluster == nil || info.Cluster.Self.String() != self || info.Cluster.Applied == 0 || !info.Ready {
 		t.Fatalf("/debug/runtime: %+v", info)
 	}
 	if code, body := get(t, srv.URL+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine") {

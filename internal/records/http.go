@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/internal/httpd"
+	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -104,12 +106,49 @@ func (h *Handler) key(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return k, true
 }
 
+// reader is the handle a GET or list reads through: linearizable unless
+// the request asks for consistency=stale. ok is false once a 400 is sent.
+func (h *Handler) reader(w http.ResponseWriter, r *http.Request) (*runtime.Fiber, *dbowner.DB, bool) {
+	stale := false
+	if r.URL.RawQuery != "" { // a plain GET parses no query (the hot path)
+		var msg string
+		if stale, msg = parseConsistency(r.URL.Query()); msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
+			return nil, nil, false
+		}
+	}
+	f, db := h.conn(r)
+	if stale {
+		db = db.Stale()
+	}
+	return f, db, true
+}
+
+// writer is the handle a PUT or DELETE writes through: with an
+// Idempotency-Key, its request ID (requestID). ok is false once a 400 is
+// sent.
+func (h *Handler) writer(w http.ResponseWriter, r *http.Request, key string, body []byte) (*runtime.Fiber, *dbowner.DB, bool) {
+	idem, msg := parseIdempotencyKey(r.Header)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return nil, nil, false
+	}
+	f, db := h.conn(r)
+	if idem != "" {
+		db = db.WithRequestID(requestID(idem, r.Method, key, body))
+	}
+	return f, db, true
+}
+
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	k, ok := h.key(w, r)
 	if !ok {
 		return
 	}
-	f, db := h.conn(r)
+	f, db, ok := h.reader(w, r)
+	if !ok {
+		return
+	}
 	t0 := time.Now()
 	rec, err := db.Get(f, Table, engine.String(k))
 	since(h.obsGet, t0)
@@ -130,7 +169,10 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, msg)
 		return
 	}
-	f, db := h.conn(r)
+	f, db, ok := h.writer(w, r, k, fields)
+	if !ok {
+		return
+	}
 	t0 := time.Now()
 	defer since(h.obsUpsert, t0)
 	v, err := db.Upsert(f, Table, map[string]engine.Value{"key": engine.String(k), "fields": engine.Bytes(fields)})
@@ -147,7 +189,10 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f, db := h.conn(r)
+	f, db, ok := h.writer(w, r, k, nil)
+	if !ok {
+		return
+	}
 	t0 := time.Now()
 	err := db.Delete(f, Table, engine.String(k))
 	since(h.obsDelete, t0)
@@ -160,6 +205,10 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	f, db, ok := h.reader(w, r)
+	if !ok {
+		return
+	}
 	limit := DefaultLimit
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -183,7 +232,6 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		after = k
 	}
-	f, db := h.conn(r)
 	t0 := time.Now()
 	page, err := listPage(f, db, prefix, after, limit)
 	since(h.obsQuery, t0)
@@ -405,11 +453,23 @@ func jsonKind(v json.RawMessage) string {
 	return "a number"
 }
 
-// fail maps a database error to a status.
+// fail maps a database error to a status. The replication errors are
+// 503s a client may retry elsewhere or later; no quorum adds Retry-After
+// (a new leader is usually elected within a second or two).
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, key string) {
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no record %q", key))
+	case errors.Is(err, dbowner.ErrNoQuorum):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, noQuorumMessage(err))
+	case errors.Is(err, dbowner.ErrJoining):
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("joining: this member (%016x) waits to be added to the group; it serves nothing until then", h.db.Self()))
+	case errors.Is(err, dbowner.ErrRemoved), errors.Is(err, node.ErrRemoved):
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("removed: this member (%016x) was removed from the group; send requests to another member", h.db.Self()))
+	case errors.Is(err, node.ErrStopped):
+		h.log.ErrorContext(r.Context(), "records: the raft member stopped", "key", key, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "stopped: this member stopped on an error; send requests to another member")
 	case errors.Is(err, runtime.ErrStopped), errors.Is(err, dbowner.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "the worker is stopping")
 	case errors.Is(err, dbowner.ErrNoSpace):
@@ -418,6 +478,17 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, key st
 		h.log.ErrorContext(r.Context(), "records: request failed", "key", key, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error")
 	}
+}
+
+// noQuorumMessage is the part of a no-quorum error a client can use: from
+// "no quorum" on ("no quorum: 1 of 3 voters reachable (leader unknown)"),
+// without the operation and table in front of it.
+func noQuorumMessage(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, dbowner.ErrNoQuorum.Error()); i >= 0 {
+		msg = msg[i:]
+	}
+	return msg + "; retry later"
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -33,6 +33,11 @@ func Setup(f *runtime.Fiber, db *dbowner.DB) error {
 	if errors.Is(err, engine.ErrTableExists) {
 		err = nil
 	}
+	// A member waiting to join gets the table with the group's state (the
+	// log or a snapshot) once it is added; until then it serves nothing.
+	if errors.Is(err, dbowner.ErrJoining) {
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("records: create table %q: %w", Table, err)
 	}

@@ -25,10 +25,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // on httpd, and returns its base URL; cleanup stops everything.
 func start(t testing.TB, dir string, opts httpd.Options) string {
 	t.Helper()
+	return startDB(t, dbowner.Options{Dir: dir}, opts)
+}
+
+// startDB is start with the database's options (a member that joins a
+// group, a short request timeout).
+func startDB(t testing.TB, dbOpts dbowner.Options, opts httpd.Options) string {
+	t.Helper()
 	addrs := make(chan string, 1)
 	stop := make(chan runtime.Reply[struct{}], 1)
 	rt, err := runtime.Start(context.Background(), runtime.Config{Shards: 2}, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir})
+		db, err := dbowner.Open(f, dbOpts)
 		if err != nil {
 			t.Error(err)
 			addrs <- ""

@@ -1,0 +1,141 @@
+package records
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/httpd"
+)
+
+func doH(t testing.TB, method, url, body string, hdr ...string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func errMsg(t testing.TB, body string) string {
+	t.Helper()
+	var e struct{ Error string }
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error == "" {
+		t.Fatalf("not the JSON error shape: %q", body)
+	}
+	return e.Error
+}
+
+// consistency= on GET and list: linearizable (the default, or named) and
+// stale both read the record; any other value is a 400 naming the two.
+func TestConsistencyParam(t *testing.T) {
+	base := start(t, t.TempDir(), httpd.Options{})
+	u := base + "/v1/records/"
+	if code, body := do(t, "PUT", u+"ada", `{"name":"Ada"}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	_, want := do(t, "GET", u+"ada", "")
+	for _, q := range []string{"?consistency=linearizable", "?consistency=stale"} {
+		if code, body := do(t, "GET", u+"ada"+q, ""); code != 200 || body != want {
+			t.Errorf("GET %s: %d %s, want %s", q, code, body, want)
+		}
+		if code, body := do(t, "GET", base+"/v1/records"+q, ""); code != 200 || !strings.Contains(body, `"key":"ada"`) {
+			t.Errorf("list %s: %d %s", q, code, body)
+		}
+	}
+	for _, url := range []string{u + "ada?consistency=eventual", base + "/v1/records?limit=5&consistency=eventual"} {
+		code, _, body := doH(t, "GET", url, "")
+		if code != 400 || errMsg(t, body) != `consistency="eventual": want linearizable (the default) or stale` {
+			t.Errorf("GET %s: %d %s", url, code, body)
+		}
+	}
+}
+
+// A PUT or DELETE retried with its Idempotency-Key is applied once and
+// answered like the first try, even after another write changed the
+// record; the key on a different request is a new write.
+func TestIdempotencyKey(t *testing.T) {
+	base := start(t, t.TempDir(), httpd.Options{})
+	u := base + "/v1/records/"
+	type rec struct {
+		Fields  map[string]string
+		Version uint64
+	}
+	put := func(body string, hdr ...string) rec {
+		t.Helper()
+		code, _, b := doH(t, "PUT", u+"carol", body, hdr...)
+		var r rec
+		if code != 200 || json.Unmarshal([]byte(b), &r) != nil {
+			t.Fatalf("PUT %s %v: %d %s", body, hdr, code, b)
+		}
+		return r
+	}
+	first := put(`{"name":"Carol"}`, IdempotencyKey, "order-17")
+	other := put(`{"name":"Carol","team":"ops"}`)
+	retry := put(`{"name":"Carol"}`, IdempotencyKey, "order-17")
+	if retry.Version != first.Version || retry.Fields["name"] != "Carol" || other.Version <= first.Version {
+		t.Fatalf("retry answered %+v; first %+v, the write between %+v", retry, first, other)
+	}
+	if _, body := do(t, "GET", u+"carol", ""); !strings.Contains(body, `"team":"ops"`) {
+		t.Fatalf("the retry was applied again: %s", body)
+	}
+	if reused := put(`{"name":"Carol B."}`, IdempotencyKey, "order-17"); reused.Version <= other.Version || reused.Fields["name"] != "Carol B." {
+		t.Fatalf("the key on another request: %+v", reused)
+	}
+
+	for i := range 2 {
+		if code, _, body := doH(t, "DELETE", u+"carol", "", IdempotencyKey, "del-1"); code != 204 {
+			t.Fatalf("DELETE try %d with its key: %d %s", i+1, code, body)
+		}
+	}
+	if code, _, _ := doH(t, "DELETE", u+"carol", ""); code != 404 {
+		t.Fatalf("DELETE without a key after the delete: %d, want 404", code)
+	}
+
+	for _, tc := range []struct {
+		hdr  []string
+		want string
+	}{
+		{[]string{IdempotencyKey, strings.Repeat("k", 129)}, "Idempotency-Key is 129 bytes; want 1 to 128 printable ASCII characters"},
+		{[]string{IdempotencyKey, "caf\u00e9"}, "Idempotency-Key has byte 0xc3 at offset 3; want printable ASCII (0x20 to 0x7e)"},
+		{[]string{IdempotencyKey, "a", IdempotencyKey, "b"}, "Idempotency-Key is given 2 times; give it once"},
+	} {
+		for _, method := range []string{"PUT", "DELETE"} {
+			code, _, body := doH(t, method, u+"dan", `{"a":"b"}`, tc.hdr...)
+			if code != 400 || errMsg(t, body) != tc.want {
+				t.Errorf("%s with %q: %d %s, want 400 %q", method, tc.hdr, code, body, tc.want)
+			}
+		}
+	}
+	if code, _ := do(t, "GET", u+"dan", ""); code != 404 {
+		t.Fatalf("a refused write was applied: %d", code)
+	}
+}
+
+// A member that waits to join a group answers every data request 503,
+// saying so (Setup let it start: the table comes with the group's state).
+func TestJoiningMemberAnswers503(t *testing.T) {
+	const id = 3<<48 | 1764659000000
+	base := startDB(t, dbowner.Options{Dir: t.TempDir(), Cluster: dbowner.Cluster{ID: id, Join: true, RequestTimeout: 200 * time.Millisecond}}, httpd.Options{})
+	u := base + "/v1/records/"
+	want := "joining: this member (0003019adddf72c0) waits to be added to the group; it serves nothing until then"
+	for _, req := range [][3]string{
+		{"PUT", u + "ada", `{"a":"b"}`}, {"GET", u + "ada", ""}, {"GET", u + "ada?consistency=stale", ""},
+		{"DELETE", u + "ada", ""}, {"GET", base + "/v1/records", ""},
+	} {
+		code, _, body := doH(t, req[0], req[1], req[2])
+		if code != 503 || errMsg(t, body) != want {
+			t.Errorf("%s %s: %d %s, want 503 %q", req[0], req[1], code, body, want)
+		}
+	}
+}
