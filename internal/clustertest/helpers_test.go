@@ -19,7 +19,7 @@ import (
 // requestTimeoutEnv is cluster.request_timeout's variable: how long a
 // member waits for a quorum before it answers 503. Shorter than the 5 s
 // default so that the partition tests' refusals come quickly.
-const requestTimeoutEnv = "WO_CLUSTER_REQUEST_TIMEOUT"
+const requestTimeoutEnv = "WO_REQUEST_TIMEOUT"
 
 // backends runs fn once per I/O backend, each member of the group on it:
 // epoll, then io_uring (skipped where the probe refuses it). When the test

@@ -116,8 +116,8 @@ func ParseListening(line string) (Listening, error) {
 		opt bool
 	}{{"ops", &l.Ops, false}, {"http", &l.HTTP, false}, {"chat", &l.Chat, false}, {"peer", &l.Peer, true}} {
 		v, ok := attrs[a.key]
-		if !ok && a.opt {
-			continue
+		if a.opt && (!ok || v == "") {
+			continue // no peer port: a worker without peers that does not join
 		}
 		if i := strings.LastIndexByte(v, ':'); i <= 0 || i == len(v)-1 {
 			return Listening{}, fmt.Errorf("listening line: %s=%q: want host:port", a.key, v)

@@ -19,10 +19,16 @@ func TestParseListening(t *testing.T) {
 	if l != want {
 		t.Fatalf("got %+v, want %+v", l, want)
 	}
-	// A worker without a peer port (a single worker of before issue 13).
-	l, err = ParseListening(`time=x level=INFO msg="worker: listening" ops=127.0.0.1:1 http=127.0.0.1:2 chat=127.0.0.1:3`)
-	if err != nil || l.Peer != "" || l.Member != 0 || l.HTTP != "127.0.0.1:2" {
-		t.Fatalf("got %+v %v", l, err)
+	// A worker without a peer port (a single worker of before issue 13,
+	// and one without peers since).
+	for _, line := range []string{
+		`time=x level=INFO msg="worker: listening" ops=127.0.0.1:1 http=127.0.0.1:2 chat=127.0.0.1:3`,
+		`time=x level=INFO msg="worker: listening" ops=127.0.0.1:1 http=127.0.0.1:2 chat=127.0.0.1:3 peer="" member=1000000000001`,
+	} {
+		l, err = ParseListening(line)
+		if err != nil || l.Peer != "" || l.HTTP != "127.0.0.1:2" {
+			t.Fatalf("%s: got %+v %v", line, l, err)
+		}
 	}
 	for _, bad := range []struct{ line, want string }{
 		{`msg="worker: listening" http=127.0.0.1:2 chat=127.0.0.1:3`, `ops=""`},
