@@ -73,7 +73,14 @@ func TestWriteOnOneReadOnAnother(t *testing.T) {
 			t.Fatalf("list on %s: %d records, want 3: %+v", f[1], len(recs), recs)
 		}
 		// The group as the admin API shows it.
-		_, lv, err := c.Leader(ctx)
+		// (Reachable is "heard from within an election timeout": a leader
+		// forgets and relearns it every election timeout, so it is waited
+		// for, boundedly.)
+		var lv adminapi.Cluster
+		within(ctx, 30*time.Second, func() bool {
+			_, lv, err = c.Leader(ctx)
+			return err == nil && lv.Reachable == 3
+		})
 		must(t, err)
 		if lv.Voters != 3 || len(lv.Members) != 3 || lv.Reachable != 3 {
 			t.Fatalf("leader's view: %d voters, %d members, %d reachable; want 3 3 3: %+v", lv.Voters, len(lv.Members), lv.Reachable, lv)
