@@ -116,6 +116,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzSegment -fuzztime 10s ./dbowner/wal/
 	$(GO) test -run '^$$' -fuzz FuzzSnapshot -fuzztime 10s ./dbowner/wal/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMutation -fuzztime 10s ./dbowner/engine/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeBatch -fuzztime 10s ./dbowner/engine/
+	$(GO) test -run '^$$' -fuzz FuzzRaftRecords -fuzztime 10s ./dbowner/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 10s ./internal/chat/
@@ -126,6 +128,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/
 	$(GO) test -run '^$$' -fuzz FuzzParsePeers -fuzztime 10s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzParseDialMap -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./replication/transport/
 	$(GO) test -run '^$$' -fuzz FuzzCheckEndpoint -fuzztime 10s ./internal/telemetry/
 	$(GO) test -run '^$$' -fuzz FuzzParseLogLine -fuzztime 10s ./internal/clustertest/

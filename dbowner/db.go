@@ -310,7 +310,7 @@ func (d *DB) Self() uint64 { return d.id }
 func (d *DB) State() string {
 	n := d.o.node
 	switch {
-	case d.state.Load() != nil || n.Err() != nil && !n.Removed():
+	case d.state.Load() != nil || n.Stopped() && !n.Removed():
 		return "stopped"
 	case n.Removed():
 		return "removed"

@@ -4,52 +4,56 @@
 //
 // # The owner
 //
-// Open spawns three actors on shard OwnerShard (0) (requests, the
-// committer, the snapshotter) and recovers the engine there from the WAL
-// (newest snapshot, then the log, one segment in memory at a time, yielding
-// to the shard's other fibers). A DB is a small handle to them. Every method
-// takes the calling fiber:
+// Open spawns the request actor on shard OwnerShard (0), recovers the
+// member there from the WAL (newest snapshot, then the raft log, one
+// segment in memory at a time, yielding to the shard's other fibers), and
+// starts the raft member (replication/node) whose storage is the WAL and
+// whose state machine is the engine. The database is always a raft group:
+// without Options.Cluster.Peers it is a one-member group, the same write
+// path. A DB is a small handle. Every method takes the calling fiber:
 //
-//   - on the owner shard, reads (Get, Query) run inline on the engine, with
-//     no message; a write is submitted inline and the fiber parks on a
-//     runtime.Future only while its group commit is made durable;
+//   - on the owner shard the call runs inline: a write is proposed and the
+//     fiber parks until it is committed and applied here; a read is
+//     linearizable (a ReadIndex round, or nothing in a one-member group
+//     whose leader has applied its term), Stale reads the applied state;
 //   - on any other shard, the call is a message to the owner (runtime.Ask);
-//     the fiber parks and resumes with a copy of the answer. Maps and slices
-//     the caller passed are copied before they cross. The owner submits a
-//     write exactly as an inline caller does, answering the message's Reply.
+//     the owner serves it on a fiber of its own and answers with a copy.
+//     Maps and slices the caller passed are copied before they cross.
 //
 // A write is a transaction: a batch (engine.Batch) with optional
-// preconditions (expected version, must exist, must not exist), validated
-// against every earlier commit and applied atomically, all or nothing, as
-// one WAL record. Insert, Update, Delete, CreateTable are one-op batches; Tx
-// takes any batch.
+// preconditions (expected version, must exist, must not exist). It is
+// replicated as a command — the batch as asked — and evaluated when it is
+// applied, against the state at its log position (engine.Exec), all or
+// nothing, identically on every member; the outcome (version or error)
+// goes back to the caller on the member that proposed it. Insert, Update,
+// Delete, CreateTable are one-op batches; Tx takes any batch.
+// WithRequestID makes retries apply at most once (the table of IDs is in
+// the replicated state).
 //
 // # Group commit and durability
 //
-// Only the committer actor appends to the log, in the shape of etcd raft's
-// Ready/Advance: it takes every commit prepared since its last group as one
-// group, encodes it (pure), has the log place the bytes (wal.Log.Prepare),
-// writes them with its own fiber through runtime.File.WriteAtSync (on
-// io_uring one WRITE linked to one FSYNC(DATASYNC) in a single submission,
-// parking the committer while the owner shard goes on serving reads and
-// preparing the next group; on epoll a blocking pwrite + fdatasync), marks
-// them appended or failed, and only then applies the mutations to the
-// engine and answers their callers, so a reader never observes a
-// write that is not durable, and no acknowledged write can be lost by a
-// crash. Before a group starts, the committer waits briefly (bounded by half
-// the last fsync) for the writers it just answered to come back, so that N
-// steady writers share one fsync instead of alternating between two.
+// Only the member's driver fiber appends to the log: each raft Ready (all
+// the proposals stepped in one driver turn) is ONE append of its entries
+// and hard state (wal.Log.PrepareRecords), written with the driver's fiber
+// through runtime.File.WriteAtSync (on io_uring one WRITE linked to one
+// FSYNC(DATASYNC) in a single submission, parking the driver while the
+// owner shard goes on serving; on epoll a blocking pwrite + fdatasync).
+// Raft is told of the entries only once they are durable, and an entry is
+// applied and answered only once committed, so no acknowledged write can
+// be lost by a crash. Before stepping new proposals the driver applies and
+// answers what the last append committed and waits briefly (bounded by half
+// the last append) for those writers to come back, so N steady writers
+// share one fsync instead of alternating between two.
 //
 // Failures:
-//   - fdatasync failing is fatal (wal.ErrFatal): every waiting and later
-//     write fails with ErrFatal, nothing more is acknowledged, and
-//     Options.Fatal runs (by default: log and exit with ExitFatal). It is
-//     never retried into a success: after a failed fsync the kernel may have
-//     dropped the dirty pages.
-//   - ENOSPC fails the group with an error wrapping ErrNoSpace, and also
-//     every commit prepared after it (they were validated assuming the group
-//     would happen); the log is rolled back to exactly what it was, reads
-//     keep working, writes work again once space is freed.
+//   - fdatasync failing is fatal (wal.ErrFatal): the member stops, every
+//     waiting and later write fails with ErrFatal, nothing more is
+//     acknowledged, and Options.Fatal runs (by default: log and exit with
+//     ExitFatal). It is never retried into a success.
+//   - ENOSPC (or another rolled-back write) fails the Ready's writes with an
+//     error wrapping ErrNoSpace; nothing of it was written, raft restarts
+//     from the durable log in place, stale reads keep working, writes work
+//     again once space is freed (after an election timeout).
 //
 // Segments are preallocated (zeros ahead of the records, wal.Options.
 // Preallocate), so the common fdatasync commits data only, not the file's
@@ -59,13 +63,11 @@
 //
 // Snapshots are on by default: once WAL.SnapshotEveryBytes of log
 // (DefaultSnapshotEveryBytes, 16 MiB; the worker's data.snapshot_bytes)
-// have been written since the last one, the committer, between two groups,
-// starts a new segment and freezes the engine (a copy-on-write clone), and
-// the snapshotter writes the snapshot from the clone while commits go on;
-// once it is durable the segments it covers are removed. Writers wait for
-// the freeze and the segment switch, about one group commit. Start-up
-// replays at most the log since the last snapshot, and takes a snapshot at
-// once after replaying a long one.
+// have been written since the last one, and what is committed is applied,
+// the driver takes the raft snapshot: the engine frozen and serialized, the
+// log re-anchored in a new segment, the snapshot file written (raft index,
+// term and ConfState in its body, docs/wal.md), the segments it covers
+// removed, raft's in-memory log compacted. Writes wait for it.
 //
 // # Tracing
 //
@@ -76,18 +78,21 @@
 // database semantic conventions (db.system.name "wo", db.operation.name,
 // db.collection.name) and the shard ids (wo.shard, wo.db.owner_shard). Each
 // group commit is a "wal fsync" span linked to the span of every commit it
-// made durable, with the group size (wo.wal.batch_size). Calls on the owner
+// made durable, with the group size (wo.wal.batch_size): each append of a
+// raft Ready is one. Calls on the owner
 // shard get an INTERNAL span. When the provider does not record, tracing is
 // off entirely: no span is started and nothing is injected.
 //
 // # Costs to know
 //
 // Recovery and snapshots run on the owner shard; both yield to its other
-// fibers as they go. Plain os calls (open, rename, the blocking writes of a
-// new segment's header and of a snapshot's body into the page cache, the
-// header's fdatasync and the directory fsyncs) block the owner shard
-// briefly, as documented for the runtime; the group commits' and the
-// snapshot's fdatasync park their fiber on io_uring.
+// fibers as they go, and a snapshot holds up writes while it is written.
+// The raft log since the last snapshot is kept in memory for raft. Plain
+// os calls (open, rename, the blocking writes of a new segment's header and
+// of a snapshot's body into the page cache, the header's fdatasync and the
+// directory fsyncs) block the owner shard briefly, as documented for the
+// runtime; the appends' and the snapshot's fdatasync park their fiber on
+// io_uring.
 //
 // # Recovery
 //

@@ -97,6 +97,9 @@ func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 		runtime.Go(f, func(f *runtime.Fiber) { req.reply.Send(f, response{err: o.open(f)}) })
 		return
 	}
+	if req.kind == reqWrite && o.proposeFast(f, &req, sp) {
+		return
+	}
 	if (req.kind == reqGet || req.kind == reqQuery) && (req.stale || o.localReadOK()) {
 		resp := o.serveRead(&req)
 		endSpan(sp, resp.err)
@@ -227,9 +230,7 @@ func (o *owner) propose(f *runtime.Fiber, req *request, sp trace.Span) (uint64, 
 	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
 	deadline := time.Now().Add(o.opts.Cluster.RequestTimeout)
 	for {
-		if sp != nil {
-			o.spans = append(o.spans, sp)
-		}
+		o.linkSpan(sp)
 		_, v, err := o.node.ProposeValue(f, cmd, time.Until(deadline))
 		if err == nil {
 			out := v.(outcome)
@@ -245,6 +246,70 @@ func (o *owner) propose(f *runtime.Fiber, req *request, sp trace.Span) (uint64, 
 			return 0, e
 		}
 	}
+}
+
+// proposeFast proposes a remote write without a fiber of its own: the
+// member answers on its driver fiber, which sends the reply. It reports
+// false, having done nothing, when the write needs the waiting path (no
+// leader known: the retries sleep).
+func (o *owner) proposeFast(f *runtime.Fiber, req *request, sp trace.Span) bool {
+	if o.usable() != nil || len(req.reqID) > maxRequestID || o.node.Leader() == raft.None {
+		return false
+	}
+	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
+	o.linkSpan(sp)
+	reply, op, table := req.reply, req.op, req.table
+	o.node.ProposeFunc(f, cmd, o.opts.Cluster.RequestTimeout, func(f *runtime.Fiber, _ uint64, v any, err error) {
+		var resp response
+		switch {
+		case err == nil:
+			out := v.(outcome)
+			resp.seq = out.seq
+			if out.err != nil {
+				resp.err = fmt.Errorf("dbowner: %s %q: %w", op, table, out.err)
+			}
+		case errors.Is(err, node.ErrNothingSaved):
+			resp.err = fmt.Errorf("dbowner: %s %q: %w", op, table, err)
+		default:
+			resp.err = o.asyncErr(err, op, table)
+		}
+		endSpan(sp, resp.err)
+		reply.Send(f, resp)
+	})
+	return true
+}
+
+// maxLinkedSpans bounds the spans waiting for the next append (a member
+// cut off from the group appends nothing while its callers retry).
+const maxLinkedSpans = 1024
+
+// linkSpan records a write's span for the next "wal fsync" span's links.
+func (o *owner) linkSpan(sp trace.Span) {
+	if sp != nil && len(o.spans) < maxLinkedSpans {
+		o.spans = append(o.spans, sp)
+	}
+}
+
+// asyncErr is retryable's answer for a proposal that cannot be retried
+// (its callback runs on the driver, which must not sleep).
+func (o *owner) asyncErr(err error, op, table string) error {
+	if err2 := o.usable(); err2 != nil {
+		return fmt.Errorf("dbowner: %s %q: %w", op, table, err2)
+	}
+	switch {
+	case errors.Is(err, node.ErrNoLeader), errors.Is(err, runtime.ErrTimeout):
+		lead := "leader unknown"
+		if l := o.node.Leader(); l != raft.None {
+			lead = fmt.Sprintf("leader %x", l)
+		}
+		reach, voters := o.node.Reachability()
+		return fmt.Errorf("dbowner: %s %q: %w: %d of %d voters reachable (%s)", op, table, ErrNoQuorum, reach, voters, lead)
+	case errors.Is(err, node.ErrRemoved):
+		return fmt.Errorf("dbowner: %s %q: %w", op, table, ErrRemoved)
+	case errors.Is(err, node.ErrStopped) && o.fatal != nil:
+		return fmt.Errorf("dbowner: %s %q: %w: %w", op, table, ErrFatal, err)
+	}
+	return fmt.Errorf("dbowner: %s %q: %w", op, table, err)
 }
 
 func (o *owner) membership(f *runtime.Fiber, req *request) error {

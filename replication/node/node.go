@@ -195,6 +195,7 @@ type Node struct {
 	gatherWant  int
 	gatherWake  runtime.Reply[struct{}]
 	turnProps   []uint64 // seqs of proposals stepped since the last Save
+	propBuf     []work
 
 	appliedTerm uint64 // term of the last applied entry
 	quietUntil  uint64 // no campaignAlone before this tick
@@ -204,6 +205,7 @@ type Node struct {
 
 	joined atomic.Bool // this member is in the membership (voter or learner)
 	gone   atomic.Bool // removed, readable from any goroutine
+	down   atomic.Bool // the driver stopped (Stop, removal or failure)
 }
 
 type workKind uint8
@@ -239,6 +241,9 @@ type waiter struct {
 	seq      uint64
 	reply    runtime.Reply[result]
 	deadline time.Time
+	// done, when set (ProposeFunc), is called instead of reply, on the
+	// driver's fiber.
+	done func(f *runtime.Fiber, index uint64, value any, err error)
 }
 
 type readyRead struct {
@@ -415,6 +420,10 @@ func (n *Node) Joined() bool { return n.joined.Load() }
 // from any goroutine.
 func (n *Node) Removed() bool { return n.gone.Load() }
 
+// Stopped reports whether the member's driver has stopped (Stop, its
+// removal, or a failure; Err says which). Safe from any goroutine.
+func (n *Node) Stopped() bool { return n.down.Load() }
+
 // Inbox is the member's actor address for transport.Memory: batches sent
 // to it from any shard are stepped into raft.
 func (n *Node) Inbox() runtime.Addr[transport.Envelope] { return n.inbox }
@@ -545,6 +554,24 @@ func (n *Node) stopErr() error {
 // knows no leader fails at once with ErrNoLeader.
 func (n *Node) Propose(f *runtime.Fiber, data []byte, timeout time.Duration) (uint64, error) {
 	return n.call(f, work{kind: workPropose, data: data}, timeout, "propose")
+}
+
+// ProposeFunc is ProposeValue without parking: it queues the proposal and
+// returns at once; done is called later on the member's driver fiber (it
+// must not park) with the outcome, or with an error wrapping
+// runtime.ErrTimeout once timeout (> 0) passed. Call it on the member's
+// shard; an actor that must not park (a request actor) proposes this way.
+func (n *Node) ProposeFunc(f *runtime.Fiber, data []byte, timeout time.Duration, done func(f *runtime.Fiber, index uint64, value any, err error)) {
+	if f.Shard() != n.shard {
+		done(f, 0, nil, ErrWrongShard)
+		return
+	}
+	if n.stopped {
+		done(f, 0, nil, n.stopErr())
+		return
+	}
+	n.seq++
+	n.push(f, work{kind: workPropose, data: data, w: &waiter{seq: n.seq, deadline: time.Now().Add(timeout), done: done}})
 }
 
 // ProposeValue is Propose that also returns what StateMachine.Apply
@@ -683,6 +710,23 @@ func (n *Node) LocalReadOK() bool {
 	return !n.stopped && n.role == raft.StateLeader && n.SoleVoter() && n.appliedTerm == n.term
 }
 
+// Leader is the leader this member knows (0: none). Call it on the
+// member's shard.
+func (n *Node) Leader() uint64 { return n.lead }
+
+// Reachability is how many voters this member heard from within an
+// election timeout (itself included), and how many voters there are.
+// Call it on the member's shard.
+func (n *Node) Reachability() (reachable, voters int) {
+	for _, id := range n.confState.GetVoters() {
+		voters++
+		if at, ok := n.heard[id]; id == n.cfg.ID || (ok && n.ticks-at <= uint64(n.cfg.ElectionTicks)) {
+			reachable++
+		}
+	}
+	return reachable, voters
+}
+
 // SoleVoter reports whether this member is its group's only voter. Call
 // it on the member's shard.
 func (n *Node) SoleVoter() bool {
@@ -749,20 +793,34 @@ func (n *Node) drive(f *runtime.Fiber) {
 		batch := n.work
 		n.work = nil
 		n.queuedProps = 0
+		// Consecutive proposals are stepped as one MsgProp with all their
+		// entries: raft appends them at once (one self-acknowledgement),
+		// and the order relative to other work is kept.
+		props := n.propBuf[:0]
 		for _, w := range batch {
+			if w.kind == workPropose {
+				props = append(props, w)
+				continue
+			}
+			n.proposeAll(f, props)
+			props = props[:0]
 			n.handle(f, w)
 		}
+		n.proposeAll(f, props)
+		clear(props)
+		n.propBuf = props[:0]
 		if n.tickDue {
 			n.tickDue = false
 			n.ticks++
 			n.rn.Tick()
-			n.expire(time.Now())
+			n.expire(f, time.Now())
 		}
 		if len(n.reads) > 0 && (n.lead == raft.None || n.role == raft.StateCandidate || n.role == raft.StatePreCandidate) {
 			// Raft drops a read index asked with no leader, silently:
 			// answer now, as a proposal would be.
+			err := fmt.Errorf("%w: %s", ErrNoLeader, n.quorumHint())
 			for _, w := range n.reads {
-				n.answer(f, w, 0, ErrNoLeader)
+				n.answer(f, w, 0, err)
 			}
 			n.reads = nil
 		}
@@ -825,16 +883,7 @@ func (n *Node) handle(f *runtime.Fiber, w work) {
 			n.log.Warn("node: a peer says this member was removed from the group; stopping", "peer", fmt.Sprintf("%x", w.id))
 		}
 	case workPropose:
-		data := make([]byte, 16, 16+len(w.data))
-		binary.BigEndian.PutUint64(data, n.cfg.ID)
-		binary.BigEndian.PutUint64(data[8:], w.w.seq)
-		data = append(data, w.data...)
-		if err := n.rn.Propose(data); err != nil {
-			n.answer(f, w.w, 0, n.proposeErr(err))
-			return
-		}
-		n.props[w.w.seq] = w.w
-		n.turnProps = append(n.turnProps, w.w.seq)
+		n.proposeAll(f, []work{w})
 	case workConfChange:
 		ctx, _ := json.Marshal(confContext{Addr: string(w.data), Proposer: n.cfg.ID, Seq: w.w.seq})
 		w.cc.Context = ctx
@@ -860,6 +909,31 @@ func (n *Node) handle(f *runtime.Fiber, w work) {
 	}
 }
 
+// proposeAll steps proposals into raft as one MsgProp. Each entry's data
+// is the 16-byte header (this member's ID, the caller's sequence number)
+// and the caller's bytes.
+func (n *Node) proposeAll(f *runtime.Fiber, ws []work) {
+	if len(ws) == 0 {
+		return
+	}
+	ents := make([]*raftpb.Entry, len(ws))
+	for i, w := range ws {
+		data := make([]byte, 16, 16+len(w.data))
+		binary.BigEndian.PutUint64(data, n.cfg.ID)
+		binary.BigEndian.PutUint64(data[8:], w.w.seq)
+		ents[i] = &raftpb.Entry{Data: append(data, w.data...)}
+	}
+	err := n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.ID), Entries: ents})
+	for _, w := range ws {
+		if err != nil {
+			n.answer(f, w.w, 0, n.proposeErr(err))
+			continue
+		}
+		n.props[w.w.seq] = w.w
+		n.turnProps = append(n.turnProps, w.w.seq)
+	}
+}
+
 func (n *Node) proposeErr(err error) error {
 	if errors.Is(err, raft.ErrProposalDropped) {
 		if n.lead == raft.None {
@@ -871,10 +945,18 @@ func (n *Node) proposeErr(err error) error {
 }
 
 func (n *Node) answer(f *runtime.Fiber, w *waiter, index uint64, err error) {
+	if w.done != nil {
+		w.done(f, index, nil, err)
+		return
+	}
 	w.reply.Send(f, result{index: index, err: err})
 }
 
 func (n *Node) answerValue(f *runtime.Fiber, w *waiter, index uint64, v any) {
+	if w.done != nil {
+		w.done(f, index, v, nil)
+		return
+	}
 	w.reply.Send(f, result{index: index, value: v})
 }
 
@@ -975,10 +1057,13 @@ func (n *Node) checkTransfers(f *runtime.Fiber) {
 
 // expire forgets waiters whose callers gave up (their Future timed out), so
 // the maps stay bounded when proposals are lost with a leader.
-func (n *Node) expire(now time.Time) {
+func (n *Node) expire(f *runtime.Fiber, now time.Time) {
 	for seq, w := range n.props {
 		if now.After(w.deadline) {
 			delete(n.props, seq)
+			if w.done != nil {
+				w.done(f, 0, nil, fmt.Errorf("node: propose: no answer by the deadline (%s): %w", n.quorumHint(), runtime.ErrTimeout))
+			}
 		}
 	}
 	for seq, ws := range n.batches {
@@ -1173,6 +1258,7 @@ func (n *Node) restartRaft(f *runtime.Fiber, cause error) error {
 // failAll answers every waiter with the reason the member stopped.
 func (n *Node) failAll(f *runtime.Fiber) {
 	n.stopped = true
+	n.down.Store(true)
 	n.noteMembership()
 	err := n.stopErr()
 	for _, w := range n.work {
