@@ -83,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// The admin API (raft membership) is served on the ops port once the
 	// database is open; without admin.token_file it is open, and says so.
-	adminSrv := admin.New(admin.Options{Token: adminToken, Logger: log})
+	adminSrv := admin.New(admin.Options{Token: adminToken, Timeout: cfg.RequestTimeout, Logger: log})
 	opsSrv := ops.New(ops.Options{Pprof: cfg.Pprof, Token: token, Admin: adminSrv})
 	opsHTTP := &http.Server{Handler: opsSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	opsDone := make(chan struct{})

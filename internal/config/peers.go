@@ -79,12 +79,6 @@ func checkPeerAddr(addr string) error {
 	return nil
 }
 
-// CheckPeerAddr says what is wrong with a peer address (host:port, a host
-// to dial, a port from 1 to 65535), nil when nothing is: the rule
-// cluster.peers follows, for other places that take one (the admin API's
-// add-member body).
-func CheckPeerAddr(addr string) error { return checkPeerAddr(addr) }
-
 // ParseDialMap parses peer.dial_map: comma-separated from=to pairs of
 // host:port addresses, rewriting the address the peer transport dials
 // (tests run pods' DNS names on loopback). Spaces around entries are
@@ -120,3 +114,9 @@ func ParseDialMap(s string) (map[string]string, error) {
 	}
 	return m, nil
 }
+
+// CheckPeerAddr says what is wrong with a peer address (host:port, a host
+// to dial, a port from 1 to 65535), nil when nothing is: the rule
+// cluster.peers follows, for other places that take one (the admin API's
+// add-member body).
+func CheckPeerAddr(addr string) error { return checkPeerAddr(addr) }

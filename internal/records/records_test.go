@@ -32,9 +32,22 @@ func start(t testing.TB, dir string, opts httpd.Options) string {
 // group, a short request timeout).
 func startDB(t testing.TB, dbOpts dbowner.Options, opts httpd.Options) string {
 	t.Helper()
+	return startDBWith(t, dbOpts, opts, nil)
+}
+
+// startDBWith is startDB with more running beside the API's database:
+// beside runs on main's fiber before the API starts, and the function it
+// returns at the end, before the database closes.
+func startDBWith(t testing.TB, dbOpts dbowner.Options, opts httpd.Options, beside func(*runtime.Fiber) func(*runtime.Fiber)) string {
+	t.Helper()
 	addrs := make(chan string, 1)
 	stop := make(chan runtime.Reply[struct{}], 1)
 	rt, err := runtime.Start(context.Background(), runtime.Config{Shards: 2}, func(f *runtime.Fiber) int {
+		done := func(*runtime.Fiber) {}
+		if beside != nil {
+			done = beside(f)
+		}
+		defer func() { done(f) }()
 		db, err := dbowner.Open(f, dbOpts)
 		if err != nil {
 			t.Error(err)

@@ -3,6 +3,8 @@ package records
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +12,9 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/httpd"
+	"github.com/writeonce/wo/replication/identity"
+	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/runtime"
 )
 
 func doH(t testing.TB, method, url, body string, hdr ...string) (int, http.Header, string) {
@@ -138,4 +143,107 @@ func TestJoiningMemberAnswers503(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 503 %q", req[0], req[1], code, body, want)
 		}
 	}
+}
+
+// Three members in one runtime over loopback TCP, the records API served
+// by one of them: cut off from the other two by a partition, it answers
+// writes and linearizable reads 503 with Retry-After and the voters it
+// reaches, serves consistency=stale reads, and after the partition heals a
+// retry of the refused write (same Idempotency-Key) succeeds once.
+func TestPartitionedMember(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close()
+	}
+	ids := []uint64{identity.BootstrapID(0), identity.BootstrapID(1), identity.BootstrapID(2)}
+	peers := map[uint64]string{}
+	for i, id := range ids {
+		peers[id] = addrs[i]
+	}
+	faults := transport.NewFaults(1)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts := func(i int, dir string) dbowner.Options {
+		return dbowner.Options{Dir: dir, Logger: quiet, Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], Faults: faults,
+			RequestTimeout: time.Second, Tick: 20 * time.Millisecond}}
+	}
+	// Members 1 and 2 run beside the API's member 0, in the same runtime.
+	others := make(chan []*dbowner.DB, 1)
+	base := startDBWith(t, opts(0, t.TempDir()), httpd.Options{}, func(f *runtime.Fiber) func(*runtime.Fiber) {
+		var dbs []*dbowner.DB
+		for i := 1; i < 3; i++ {
+			db, err := dbowner.Open(f, opts(i, t.TempDir()))
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			dbs = append(dbs, db)
+		}
+		others <- dbs
+		return func(f *runtime.Fiber) {
+			for _, db := range dbs {
+				db.Close(f)
+			}
+		}
+	})
+	if dbs := <-others; len(dbs) != 2 {
+		t.Fatal("the other members did not open")
+	}
+	u := base + "/v1/records/"
+	var first string
+	eventually(t, "a write through member 0", func() (bool, string) {
+		code, _, body := doH(t, "PUT", u+"ada", `{"name":"Ada"}`)
+		first = body
+		return code == 200, body
+	})
+
+	faults.Partition([]uint64{ids[0]}, []uint64{ids[1], ids[2]})
+	code, hdr, body := doH(t, "PUT", u+"bob", `{"name":"Bob"}`, IdempotencyKey, "bob-1")
+	if code != 503 || hdr.Get("Retry-After") != "1" || !strings.HasPrefix(errMsg(t, body), "no quorum: 1 of 3 voters reachable") {
+		t.Fatalf("PUT in the minority: %d %v %s", code, hdr, body)
+	}
+	code, hdr, body = doH(t, "GET", u+"ada", "")
+	if code != 503 || hdr.Get("Retry-After") != "1" || !strings.HasPrefix(errMsg(t, body), "no quorum: ") {
+		t.Fatalf("linearizable GET in the minority: %d %v %s", code, hdr, body)
+	}
+	if code, body := do(t, "GET", u+"ada?consistency=stale", ""); code != 200 || body != first {
+		t.Fatalf("stale GET in the minority: %d %s, want %s", code, body, first)
+	}
+	if code, body := do(t, "GET", base+"/v1/records?consistency=stale", ""); code != 200 || !strings.Contains(body, `"key":"ada"`) {
+		t.Fatalf("stale list in the minority: %d %s", code, body)
+	}
+
+	faults.Heal()
+	var bob string
+	eventually(t, "the retried write after healing", func() (bool, string) {
+		code, _, body := doH(t, "PUT", u+"bob", `{"name":"Bob"}`, IdempotencyKey, "bob-1")
+		bob = body
+		return code == 200, body
+	})
+	if code, _, again := doH(t, "PUT", u+"bob", `{"name":"Bob"}`, IdempotencyKey, "bob-1"); code != 200 || again != bob {
+		t.Fatalf("one more retry: %d %s, want the first answer %s", code, again, bob)
+	}
+	if code, body := do(t, "GET", u+"bob", ""); code != 200 || body != bob {
+		t.Fatalf("linearizable GET after healing: %d %s, want %s", code, body, bob)
+	}
+}
+
+// eventually polls cond every 20ms, at most 1500 times (30s: a bound, not a
+// timing assertion).
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	for range 1500 {
+		ok, s := cond()
+		if ok {
+			return
+		}
+		last = s
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: never happened; last: %s", what, last)
 }
