@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,8 +61,28 @@ type worker struct {
 	cmd       *exec.Cmd
 	ops, http string // base URLs
 	chat      string // the chat's TCP address
-	logs      *strings.Builder
+	logs      *logBuf
 	exited    chan error
+}
+
+// logBuf is a worker's log so far: written by its reader goroutine, read
+// by the test at any time (a test may look for a line while the worker
+// runs).
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 var listening = regexp.MustCompile(`worker: listening" ops=(\S+) http=(\S+) chat=(\S+)`)
@@ -103,7 +124,7 @@ func launchWorker(t *testing.T, dataDir, wrap string, env ...string) *worker {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &worker{cmd: cmd, logs: &strings.Builder{}, exited: make(chan error, 1)}
+	w := &worker{cmd: cmd, logs: &logBuf{}, exited: make(chan error, 1)}
 	addrs := make(chan [3]string, 1)
 	logDone := make(chan struct{})
 	go func() {
@@ -147,7 +168,7 @@ func (w *worker) waitReady(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			w.cmd.Process.Kill()
-			<-w.exited // the log reader is done: w.logs is ours
+			<-w.exited
 			t.Fatalf("worker not ready: %d %v\n%s", code, err, w.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
