@@ -7,7 +7,7 @@ GO ?= go
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 
-.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-chat envtest-binaries helm fuzz fmt image manifests verify-manifests
+.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-chat bench-replication envtest-binaries helm fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -94,6 +94,11 @@ generate:
 verify-generated: generate
 	git diff --exit-code -- api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml
 
+## bench-replication: 3 wo workers against a 3-member etcd, and a one-member
+## wo against the single worker of before replication; see docs/benchmarks.md.
+bench-replication: envtest-binaries
+	bash hack/bench-replication.sh
+
 ## bench-chat: the chat benchmark (wo vs a gorilla/websocket-style peer).
 bench-chat:
 	bash hack/bench-chat.sh
@@ -127,6 +132,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseDialMap -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./replication/transport/
 	$(GO) test -run '^$$' -fuzz FuzzCheckEndpoint -fuzztime 10s ./internal/telemetry/
+	$(GO) test -run '^$$' -fuzz FuzzParseLogLine -fuzztime 10s ./internal/clustertest/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

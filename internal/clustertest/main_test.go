@@ -1,0 +1,5 @@
+package clustertest
+
+import "testing"
+
+func TestMain(m *testing.M) { Main(m) }

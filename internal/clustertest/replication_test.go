@@ -1,0 +1,437 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/writeonce/wo/internal/adminapi"
+)
+
+// followers returns the members other than the leader, by ordinal.
+func followers(c *Cluster, leader *Member) []*Member {
+	var out []*Member
+	for _, m := range c.Members() {
+		if m != leader {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// A write answered by one member is seen by a linearizable read on every
+// other at once, and by a stale read on them once applied there; a member
+// reads its own writes even stale.
+func TestWriteOnOneReadOnAnother(t *testing.T) {
+	backends(t, func(t *testing.T, env ...string) {
+		c := Start(t, Options{Env: env})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		leader, _, err := c.Leader(ctx)
+		must(t, err)
+		f := followers(c, leader)
+		// On a follower (forwarded to the leader), on the leader.
+		for i, w := range []*Member{f[0], leader, f[1]} {
+			key := fmt.Sprintf("k%d", i)
+			put, err := w.Put(ctx, key, map[string]string{"by": w.String()})
+			must(t, err)
+			for _, r := range c.Members() {
+				got, err := r.Get(ctx, key, false)
+				if err != nil {
+					t.Fatalf("linearizable read on %s of %s written on %s: %v", r, key, w, err)
+				}
+				if got.Version != put.Version || got.Fields["by"] != w.String() {
+					t.Fatalf("linearizable read on %s of %s: %+v, want %+v", r, key, got, put)
+				}
+			}
+			// The member that answered applied the write: its own stale
+			// read sees it with no wait.
+			if got, err := w.Get(ctx, key, true); err != nil || got.Version != put.Version {
+				t.Fatalf("stale read on %s of its own write %s: %+v %v", w, key, got, err)
+			}
+			for _, r := range c.Members() {
+				var got Record
+				var err error
+				if !within(ctx, 30*time.Second, func() bool {
+					got, err = r.Get(ctx, key, true)
+					return err == nil && got.Version == put.Version
+				}) {
+					t.Fatalf("stale read on %s of %s never saw version %d: %+v %v", r, key, put.Version, got, err)
+				}
+			}
+		}
+		// A listing through a follower has them all.
+		recs, err := f[1].List(ctx, "k", false)
+		must(t, err)
+		if len(recs) != 3 {
+			t.Fatalf("list on %s: %d records, want 3: %+v", f[1], len(recs), recs)
+		}
+		// The group as the admin API shows it.
+		// (Reachable is "heard from within an election timeout": a leader
+		// forgets and relearns it every election timeout, so it is waited
+		// for, boundedly.)
+		var lv adminapi.Cluster
+		within(ctx, 30*time.Second, func() bool {
+			_, lv, err = c.Leader(ctx)
+			return err == nil && lv.Reachable == 3
+		})
+		must(t, err)
+		if lv.Voters != 3 || len(lv.Members) != 3 || lv.Reachable != 3 {
+			t.Fatalf("leader's view: %d voters, %d members, %d reachable; want 3 3 3: %+v", lv.Voters, len(lv.Members), lv.Reachable, lv)
+		}
+		for _, m := range lv.Members {
+			if m.Role != adminapi.RoleVoter || c.MemberByID(m.ID) == nil || m.Addr != c.MemberByID(m.ID).PeerAddr {
+				t.Errorf("member %+v: want a voter at its peer address", m)
+			}
+		}
+	})
+}
+
+// The cut-off side cannot write: a member whose peers are stopped (SIGSTOP
+// of the two others: the majority) answers writes and linearizable reads
+// 503 naming how many voters it reaches, and stale reads from its state.
+// After they resume the group serves through it again. Then the member is
+// the one stopped while the majority writes, and catches up when resumed.
+func TestPartitionedMinority(t *testing.T) {
+	backends(t, func(t *testing.T, env ...string) {
+		c := Start(t, Options{Env: append(env, requestTimeoutEnv+"=2s")})
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		leader, _, err := c.Leader(ctx)
+		must(t, err)
+		f := followers(c, leader)
+		lone, other := f[0], f[1]
+		before, err := leader.Put(ctx, "before", map[string]string{"v": "1"})
+		must(t, err)
+		if _, err := lone.Get(ctx, "before", false); err != nil { // applied on lone
+			t.Fatal(err)
+		}
+
+		// The majority stops: lone is a minority of one.
+		must(t, leader.Pause())
+		must(t, other.Pause())
+		noQuorum := regexp.MustCompile(`no quorum: 1 of 3 voters reachable`)
+		_, err = lone.Put(ctx, "during", map[string]string{"v": "x"})
+		if Code(err) != http.StatusServiceUnavailable || !noQuorum.MatchString(err.Error()) {
+			t.Fatalf("write on the minority: %v, want 503 matching %q", err, noQuorum)
+		}
+		_, err = lone.Get(ctx, "before", false)
+		if Code(err) != http.StatusServiceUnavailable || !noQuorum.MatchString(err.Error()) {
+			t.Fatalf("linearizable read on the minority: %v, want 503 matching %q", err, noQuorum)
+		}
+		if got, err := lone.Get(ctx, "before", true); err != nil || got.Version != before.Version {
+			t.Fatalf("stale read on the minority: %+v %v, want version %d", got, err, before.Version)
+		}
+		v, err := lone.Cluster(ctx)
+		must(t, err)
+		if v.Reachable != 1 || v.Voters != 3 {
+			t.Fatalf("minority's view: %d of %d voters reachable, want 1 of 3", v.Reachable, v.Voters)
+		}
+
+		// Healed: writes through lone are committed again.
+		must(t, leader.Resume())
+		must(t, other.Resume())
+		var werr error
+		if !within(ctx, time.Minute, func() bool {
+			_, werr = lone.Put(ctx, "healed", map[string]string{"v": "2"})
+			return werr == nil
+		}) {
+			t.Fatalf("no write through %s within a minute of healing: %v", lone, werr)
+		}
+		// The refused write had no acknowledgement, so either outcome is
+		// allowed (it may have reached the old leader's socket buffer);
+		// but every member must agree on it.
+		var during []string
+		for _, m := range c.Members() {
+			r, err := m.Get(ctx, "during", false)
+			if Code(err) != http.StatusNotFound && err != nil {
+				t.Fatal(err)
+			}
+			during = append(during, r.Fields["v"])
+		}
+		if during[0] != during[1] || during[1] != during[2] {
+			t.Fatalf("members disagree on the refused write: %q", during)
+		}
+
+		// Now lone is the one cut off while the majority writes.
+		must(t, lone.Pause())
+		_, lv, err := c.Leader(ctx)
+		must(t, err)
+		writer := c.MemberByID(lv.Self)
+		const n = 200
+		for i := range n {
+			if _, err := writer.Put(ctx, fmt.Sprintf("m%03d", i), map[string]string{"v": "maj"}); err != nil {
+				t.Fatalf("write %d with one member stopped: %v", i, err)
+			}
+		}
+		must(t, lone.Resume())
+		must(t, c.WaitCaughtUp(ctx, lone))
+		recs, err := lone.List(ctx, "m", true)
+		must(t, err)
+		if len(recs) != n {
+			t.Fatalf("%s after catching up: %d of the majority's %d records (stale list)", lone, len(recs), n)
+		}
+		recs, err = lone.List(ctx, "m", false)
+		must(t, err)
+		if len(recs) != n {
+			t.Fatalf("%s: linearizable list: %d records, want %d", lone, len(recs), n)
+		}
+	})
+}
+
+// promote makes id a voter through the leader, retrying while the leader
+// answers 409 (the learner not caught up in its view yet) or 503 (a
+// leader change).
+func promote(ctx context.Context, c *Cluster, id adminapi.ID) error {
+	var last error
+	ok := within(ctx, time.Minute, func() bool {
+		l, _, err := c.Leader(ctx)
+		if err != nil {
+			last = err
+			return false
+		}
+		_, last = l.Admin().Promote(ctx, id)
+		var se *adminapi.StatusError
+		if errors.As(last, &se) && (se.Code == http.StatusConflict || se.Code == http.StatusServiceUnavailable) {
+			return false
+		}
+		return true
+	})
+	if !ok {
+		return fmt.Errorf("promote %s: %w", id, last)
+	}
+	return last
+}
+
+// snapshots returns the member's wo_db_snapshots_total.
+func snapshots(ctx context.Context, m *Member) (int, error) {
+	code, body, err := m.c.get(ctx, m.OpsURL()+"/metrics")
+	if err != nil || code != http.StatusOK {
+		return 0, fmt.Errorf("%s: /metrics: %d %v", m, code, err)
+	}
+	mm := regexp.MustCompile(`(?m)^wo_db_snapshots_total(?:\{[^}]*\})? (\d+)`).FindStringSubmatch(string(body))
+	if mm == nil {
+		return 0, fmt.Errorf("%s: no wo_db_snapshots_total in /metrics", m)
+	}
+	var n int
+	fmt.Sscan(mm[1], &n)
+	return n, nil
+}
+
+// A member started to join (not in cluster.peers) waits, not ready and
+// answering 503, until it is added through the admin API; added as a
+// learner after the group's log was compacted behind a snapshot, it catches
+// up from the snapshot, then is promoted and serves linearizable reads.
+func TestLearnerCatchesUpFromSnapshot(t *testing.T) {
+	x := newMixed(t)
+	// The smallest snapshot threshold: a few hundred KiB of writes are
+	// several snapshots, each compacting the log behind it.
+	c := Start(t, Options{Args: []string{"--snapshot-bytes", "65536"}, Setup: x.set})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	leader, _, err := c.Leader(ctx)
+	must(t, err)
+	value := strings.Repeat("v", 400)
+	const n = 800 // ~320 KiB of values
+	for i := range n {
+		if _, err := leader.Put(ctx, fmt.Sprintf("s%04d", i), map[string]string{"v": value}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	snaps, err := snapshots(ctx, leader)
+	must(t, err)
+	if snaps < 1 {
+		t.Fatalf("the leader took no snapshot after %d writes of %d bytes with snapshot_bytes 65536", n, len(value))
+	}
+
+	joiner, err := c.NewMember()
+	must(t, err)
+	x.set(joiner)
+	must(t, joiner.Start())
+	var jv adminapi.Cluster
+	if !within(ctx, time.Minute, func() bool {
+		jv, err = joiner.Cluster(ctx)
+		return err == nil && jv.State == adminapi.StateJoining && jv.Self != 0
+	}) {
+		t.Fatalf("the joiner never said it was joining: %+v %v", jv, err)
+	}
+	if jv.Self.Ordinal() != joiner.Ordinal || jv.Self != joiner.Addrs().Member {
+		t.Fatalf("joiner's ID %s: want ordinal %d and the ID it logged (%s)", jv.Self, joiner.Ordinal, joiner.Addrs().Member)
+	}
+	if code, _, _ := c.get(ctx, joiner.OpsURL()+"/readyz"); code == http.StatusOK {
+		t.Fatal("a joining member says it is ready")
+	}
+	if _, err := joiner.Get(ctx, "s0000", true); Code(err) != http.StatusServiceUnavailable {
+		t.Fatalf("a stale read on a joining member: %v, want 503", err)
+	}
+
+	// Added through any member: the admin API forwards to the leader, or
+	// the test finds the leader (it may have changed).
+	leader, _, err = c.Leader(ctx)
+	must(t, err)
+	if _, err := leader.Admin().AddLearner(ctx, jv.Self, joiner.PeerAddr); err != nil {
+		t.Fatal(err)
+	}
+	must(t, joiner.WaitReady(ctx))
+	must(t, c.WaitCaughtUp(ctx, joiner))
+	recs, err := joiner.List(ctx, "s", true)
+	must(t, err)
+	if len(recs) != n {
+		t.Fatalf("the learner has %d of %d records after catching up", len(recs), n)
+	}
+	_, lv, err := c.Leader(ctx)
+	must(t, err)
+	role := ""
+	for _, m := range lv.Members {
+		if m.ID == jv.Self {
+			role = m.Role
+		}
+	}
+	if role != adminapi.RoleLearner || lv.Voters != 3 {
+		t.Fatalf("leader's view: the joiner is %q with %d voters, want a learner beside 3 voters", role, lv.Voters)
+	}
+	must(t, promote(ctx, c, jv.Self))
+	if !within(ctx, time.Minute, func() bool {
+		_, lv, err = c.Leader(ctx)
+		return err == nil && lv.Voters == 4
+	}) {
+		t.Fatalf("after promotion: %+v %v, want 4 voters", lv, err)
+	}
+	if _, err := joiner.Get(ctx, fmt.Sprintf("s%04d", n-1), false); err != nil {
+		t.Fatalf("linearizable read on the promoted member: %v", err)
+	}
+	t.Logf("the leader took %d snapshots before the learner was added", snaps)
+}
+
+// A member whose data dir was wiped comes back under a new ID and waits to
+// be added; the group does not take it in under its old ID. The old ID is
+// removed, the new one added and promoted, and it serves. A copy of the old
+// data dir started again (the old ID, alive) is refused by the group as a
+// removed member.
+func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
+	x := newMixed(t)
+	c := Start(t, Options{Setup: x.set, AdminToken: "wiped-test-token"})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	leader, _, err := c.Leader(ctx)
+	must(t, err)
+	for i := range 50 {
+		if _, err := leader.Put(ctx, fmt.Sprintf("w%02d", i), map[string]string{"v": "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wiped := followers(c, leader)[0]
+	must(t, c.WaitCaughtUp(ctx, wiped))
+	oldID := wiped.Addrs().Member
+	must(t, wiped.Kill())
+	ghostDir := filepath.Join(t.TempDir(), "old-incarnation")
+	must(t, copyDir(ghostDir, wiped.Dir))
+	must(t, wiped.Wipe())
+	wiped.State = "existing"
+	must(t, wiped.Start())
+	newID := wiped.Addrs().Member
+	if newID == oldID || newID.Ordinal() != wiped.Ordinal {
+		t.Fatalf("wiped member came back as %s (old %s): want a new ID of ordinal %d", newID, oldID, wiped.Ordinal)
+	}
+	var wv adminapi.Cluster
+	if !within(ctx, time.Minute, func() bool {
+		wv, err = wiped.Cluster(ctx)
+		return err == nil && wv.State == adminapi.StateJoining
+	}) {
+		t.Fatalf("the wiped member is not waiting to join: %+v %v", wv, err)
+	}
+	if _, err := wiped.Get(ctx, "w00", true); Code(err) != http.StatusServiceUnavailable {
+		t.Fatalf("a read on the wiped member before it is added: %v, want 503", err)
+	}
+	_, lv, err := c.Leader(ctx)
+	must(t, err)
+	for _, m := range lv.Members {
+		if m.ID == newID {
+			t.Fatalf("the group lists the new ID %s before it was added: %+v", newID, lv.Members)
+		}
+	}
+	admin := c.MemberByID(lv.Self).Admin()
+	// The admin API wants its token.
+	anon := *admin
+	anon.Token = ""
+	var se *adminapi.StatusError
+	if err := anon.Remove(ctx, oldID); !errors.As(err, &se) || se.Code != http.StatusUnauthorized {
+		t.Fatalf("a removal without the admin token: %v, want 401", err)
+	}
+	must(t, admin.Remove(ctx, oldID))
+	_, err = admin.AddLearner(ctx, newID, wiped.PeerAddr)
+	must(t, err)
+	must(t, wiped.WaitReady(ctx))
+	must(t, c.WaitCaughtUp(ctx, wiped))
+	must(t, promote(ctx, c, newID))
+	recs, err := wiped.List(ctx, "w", false)
+	must(t, err)
+	if len(recs) != 50 {
+		t.Fatalf("the rejoined member lists %d of 50 records", len(recs))
+	}
+
+	// The old incarnation, alive again from a copy of its data dir in the
+	// new one's place (the old volume mounted back on the pod), is told it
+	// was removed and never serves.
+	must(t, wiped.Kill())
+	ghost, err := c.NewMember()
+	must(t, err)
+	ghost.Ordinal, ghost.Dir, ghost.PeerAddr, ghost.State = wiped.Ordinal, ghostDir, wiped.PeerAddr, "new"
+	// It is refused either before it serves at all (the worker exits,
+	// naming the removal) or after it logged its ports (it then says it was
+	// removed and serves nothing).
+	const removedMsg = "this member was removed from the group"
+	if err := ghost.Start(); err != nil {
+		if !strings.Contains(ghost.Logs(), removedMsg) {
+			t.Fatalf("the old incarnation failed otherwise than refused: %v", err)
+		}
+	} else {
+		if ghost.Addrs().Member != oldID {
+			t.Fatalf("the copy of the old data dir runs as %s, want the old ID %s", ghost.Addrs().Member, oldID)
+		}
+		var gv adminapi.Cluster
+		if !within(ctx, time.Minute, func() bool {
+			if !ghost.Running() {
+				return true
+			}
+			gv, err = ghost.Cluster(ctx)
+			return err == nil && gv.State == adminapi.StateRemoved
+		}) {
+			t.Fatalf("the old incarnation was not refused: %+v %v", gv, err)
+		}
+		if ghost.Running() {
+			if _, err := ghost.Get(ctx, "w00", false); err == nil {
+				t.Fatal("the removed old incarnation answered a linearizable read")
+			}
+			must(t, ghost.Kill())
+		} else if !strings.Contains(ghost.Logs(), removedMsg) {
+			t.Fatalf("the old incarnation exited without saying it was removed")
+		}
+	}
+	if !strings.Contains(ghost.Logs(), fmt.Sprintf("member=%x", uint64(oldID))) {
+		t.Fatalf("the old incarnation did not run as the old ID %s", oldID)
+	}
+	_, lv, err = c.Leader(ctx)
+	must(t, err)
+	if lv.Voters != 3 {
+		t.Fatalf("after the old incarnation came back: %d voters, want 3", lv.Voters)
+	}
+	for _, m := range lv.Members {
+		if m.ID == oldID {
+			t.Fatalf("the removed ID %s is a member again: %+v", oldID, lv.Members)
+		}
+	}
+	// The new incarnation comes back and is still a member.
+	must(t, wiped.Start())
+	must(t, wiped.WaitReady(ctx))
+	must(t, c.WaitCaughtUp(ctx, wiped))
+	if _, err := wiped.Get(ctx, "w49", false); err != nil {
+		t.Fatal(err)
+	}
+}
