@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
@@ -334,6 +335,9 @@ func (o *owner) persist(f *runtime.Fiber, recs []wal.Record, entries int, writes
 	sp := o.fsyncSpan(links, len(recs))
 	p, err := o.log.PrepareRecords(recs)
 	if err == nil {
+		if sp != nil {
+			sp.SetAttributes(attribute.Int("wo.wal.bytes", p.Size()))
+		}
 		start := time.Now()
 		werr := writeSync(f, p)
 		if werr == nil && o.opts.OnGroupCommit != nil && entries > 0 {
