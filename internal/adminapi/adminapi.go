@@ -3,6 +3,8 @@ package adminapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -99,6 +101,32 @@ type Cluster struct {
 	Voters    int      `json:"voters"`          // voters in the configuration
 	Reachable int      `json:"reachable"`       // voters reachable, self included
 	Error     string   `json:"error,omitempty"` // why the member stopped
+	// PeerTLS is what the peer port's TLS uses at the moment of the answer
+	// (the files are looked at again first, as a handshake would); nil when
+	// peer TLS is off.
+	PeerTLS *PeerTLS `json:"peer_tls,omitempty"`
+}
+
+// PeerTLS is the peer port's certificate material as loaded: what an
+// operator rotating certificates waits on before its next phase (every pod
+// trusts the new CA before any leaf is issued by it; every pod presents a
+// leaf of the new CA before the old CA is dropped).
+type PeerTLS struct {
+	// Cert is the Fingerprint of the member's own leaf certificate.
+	Cert string `json:"cert"`
+	// CertNotAfter is the leaf's expiry, RFC 3339.
+	CertNotAfter string `json:"cert_not_after"`
+	// CAs are the Fingerprints of every CA certificate in the trust bundle
+	// (the CA file may hold several: old and new during a rotation), in
+	// file order.
+	CAs []string `json:"cas"`
+}
+
+// Fingerprint is how certificates are named on the wire: the SHA-256 of
+// the DER bytes, 64 lower-case hex digits.
+func Fingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
 }
 
 // LeaderMember returns the leader's entry, if it is known and listed.
@@ -164,6 +192,15 @@ func (c *Client) AddLearner(ctx context.Context, id ID, addr string) (Member, er
 func (c *Client) Promote(ctx context.Context, id ID) (Member, error) {
 	var out Member
 	return out, c.do(ctx, http.MethodPost, PathMembers+"/"+id.String()+"/promote", nil, &out)
+}
+
+// Demote is POST /admin/members/{id}/demote: voter id becomes a learner
+// (it keeps its data and its place in the group, and no longer counts
+// toward the quorum). Demoting a learner answers it as it is. The leader
+// refuses to demote itself (409): transfer leadership away first.
+func (c *Client) Demote(ctx context.Context, id ID) (Member, error) {
+	var out Member
+	return out, c.do(ctx, http.MethodPost, PathMembers+"/"+id.String()+"/demote", nil, &out)
 }
 
 // Remove is DELETE /admin/members/{id}.
