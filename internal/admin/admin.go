@@ -28,6 +28,8 @@ type DB interface {
 	ClusterStatus(f *runtime.Fiber) (node.Status, error)
 	AddLearner(f *runtime.Fiber, id uint64, addr string) error
 	Promote(f *runtime.Fiber, id uint64) error
+	// Demote makes voter id a learner (nil for a learner already).
+	Demote(f *runtime.Fiber, id uint64) error
 	RemoveMember(f *runtime.Fiber, id uint64) error
 	// TransferLeader to 0 picks the most caught-up voter other than the
 	// leader.
@@ -164,6 +166,7 @@ const (
 	opStatus opKind = iota
 	opAddLearner
 	opPromote
+	opDemote
 	opRemove
 	opTransfer
 )
@@ -200,6 +203,8 @@ func (b *bridge) Receive(f *runtime.Fiber, c call) {
 			ans.err = b.db.AddLearner(f, c.id, c.addr)
 		case opPromote:
 			ans.err = b.db.Promote(f, c.id)
+		case opDemote:
+			ans.err = b.db.Demote(f, c.id)
 		case opRemove:
 			ans.err = b.db.RemoveMember(f, c.id)
 		case opTransfer:

@@ -6,6 +6,7 @@
 //	GET    /admin/cluster                 -> adminapi.Cluster
 //	POST   /admin/members                 adminapi.AddMember -> adminapi.Member (learner)
 //	POST   /admin/members/{id}/promote    -> adminapi.Member (voter)
+//	POST   /admin/members/{id}/demote     -> adminapi.Member (learner)
 //	DELETE /admin/members/{id}            -> 204
 //	POST   /admin/leader                  adminapi.TransferLeader -> adminapi.Cluster
 //
@@ -38,7 +39,8 @@
 // object, a missing or bad member ID or address) or a bad ID in the path,
 // naming what was wrong; 401 the token; 404 an unknown member
 // (node.ErrUnknownMember); 409 a conflicting change (node.ErrConflict:
-// already a member, a conf change in flight, a learner not caught up); 503
+// already a member, a conf change in flight, a learner not caught up, the
+// leader or the last voter asked to be demoted); 503
 // no quorum or no leader within the wait, this member joining, removed or
 // stopped, or the database not open yet.
 package admin
