@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 )
@@ -42,9 +43,10 @@ const DefaultTimeout = 5 * time.Second
 
 // Options configure the admin API.
 type Options struct {
-	// Token is the bearer token every request needs; "" serves the API
-	// open (New logs a warning).
-	Token string
+	// Tokens are the bearer tokens a request may carry (admin.token_file,
+	// re-read when it changes); nil serves the API open (New logs a
+	// warning).
+	Tokens *tokenfile.Tokens
 	// Timeout bounds each request's wait for the database
 	// (cluster.request_timeout); then 503. Default DefaultTimeout.
 	Timeout time.Duration
@@ -77,7 +79,7 @@ func New(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
-	if opts.Token == "" {
+	if opts.Tokens == nil {
 		s.log.Warn("admin API is not authenticated: anyone who reaches the ops port can change the group's membership; set admin.token_file")
 	}
 	s.routes()

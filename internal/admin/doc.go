@@ -12,9 +12,10 @@
 //
 // # Authentication
 //
-// With a token (admin.token_file) every /admin request needs
-// "Authorization: Bearer <token>", compared in constant time
-// (httpd.BearerOK); a missing or wrong one is 401. Without a token the API
+// With tokens (admin.token_file: one or more, one a line, re-read when the
+// file changes; package tokenfile) every /admin request needs
+// "Authorization: Bearer <token>" with one of them, compared in constant
+// time (httpd.BearerOK); a missing or wrong one is 401. Without a token the API
 // is open and New logs the warning "admin API is not authenticated": fine
 // for a single worker on a laptop, never for a cluster.
 //

@@ -26,7 +26,7 @@ func (s *Server) routes() {
 // ServeHTTP serves /admin/...: the token first, then the routes; the mux's
 // own 404 and 405 come out in the JSON error shape too.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !httpd.BearerOK(r, s.opts.Token) {
+	if !httpd.BearerOK(r, s.opts.Tokens) {
 		httpd.Unauthorized(w)
 		return
 	}
