@@ -33,7 +33,9 @@ func testCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	return c, key
 }
 
-func pemOf(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+func pemOf(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
 
 // The wiring of peer_tls: a worker with peer TLS (a one-member group named
 // in cluster.peers, so the peer port is opened) reports its leaf and CA
