@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
@@ -40,16 +39,8 @@ func TestAdminTokenRotation(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
 	op := startOperator(t, ns, operatorConfig)
-	ctx := context.Background()
 
-	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	w.Spec.Replicas = ptr.To(int32(3))
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	getStatefulSet(t, ns, w.Name)
-	g := startFakeGroup(t, ns, w.Name)
-	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	w, g := startVoters(t, ns, 3)
 	old, phase := tokenSecret(t, w)
 	if len(old) != 1 || phase != "" {
 		t.Fatalf("before any rotation: tokens %d, phase %q", len(old), phase)
@@ -191,17 +182,9 @@ func TestPeerCARotation(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
 	op := startOperator(t, ns, operatorConfig)
-	ctx := context.Background()
 
-	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	w.Spec.Replicas = ptr.To(int32(3))
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	getStatefulSet(t, ns, w.Name)
-	g := startFakeGroup(t, ns, w.Name)
+	w, g := startVoters(t, ns, 3)
 	g.enableTLS()
-	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
 	eventually(t, "PeerCARotating False", func() error {
 		if c := condition(getWorker(t, w), wov1.ConditionPeerCARotating); c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("PeerCARotating %+v", c)
