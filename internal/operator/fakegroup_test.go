@@ -2,7 +2,9 @@ package operator_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +24,7 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/operator"
 )
 
 var resourceOneGi = resource.MustParse("1Gi")
@@ -45,14 +48,26 @@ func testAdminURL(w *wov1.Worker, ordinal int) string {
 // the raft group those pods form (configuration, leader, commit index) and
 // of each pod's volume (the member ID on it), reports the pods in the
 // StatefulSet's status, and fails the test on any step a real group would
-// suffer from: a pod stopped while still a member, the leader removed, a
-// change while the leader cannot reach a quorum, a removal that leaves the
-// quorum unreachable.
+// suffer from: a pod stopped while still a member, the leader removed or
+// asked to demote itself, a change while the leader cannot reach a quorum, a
+// removal or demotion that leaves the quorum unreachable.
 type fakeGroup struct {
-	t     *testing.T
-	ns    string
-	name  string
-	token string
+	t    *testing.T
+	ns   string
+	name string
+	// tokens is the admin token file in the Secret, as the pods would
+	// mount it; each pod holds its own copy (fakePod.tokens), which the
+	// kubelet loop updates unless the pod is in frozenTokens.
+	tokens       []string
+	frozenTokens map[int]bool
+	// tlsOn makes the pods load the peer TLS Secret as a worker does (the
+	// kubelet updating the files each pass, except for pods in frozenTLS)
+	// and report it in Cluster.PeerTLS; off, they report none.
+	tlsOn     bool
+	frozenTLS map[int]bool
+	// frozenLeaf: the pod loads new bundles but keeps presenting the leaf
+	// it has (its leaf file is not updated).
+	frozenLeaf map[int]bool
 
 	mu       sync.Mutex
 	members  []adminapi.Member // the configuration
@@ -75,16 +90,22 @@ type fakeGroup struct {
 }
 
 type fakePod struct {
-	ord int
-	id  adminapi.ID
-	srv *httptest.Server
+	ord    int
+	id     adminapi.ID
+	srv    *httptest.Server
+	tokens []string // the pod's token file
+	// tls is what the pod loaded from the peer TLS Secret; issuer the
+	// fingerprint of the bundle's CA that signed its leaf ("" if none).
+	tls    *adminapi.PeerTLS
+	leaf   *x509.Certificate
+	issuer string
 }
 
 // startFakeGroup runs the fake kubelet for Worker ns/name until the test
 // ends. The admin token is read from the Secret the operator creates.
 func startFakeGroup(t *testing.T, ns, name string) *fakeGroup {
 	t.Helper()
-	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, done: make(chan struct{})}
+	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, frozenTLS: map[int]bool{}, frozenLeaf: map[int]bool{}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	go g.run(ctx)
@@ -129,15 +150,18 @@ func (g *fakeGroup) pass(ctx context.Context) {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name}, &sts); err != nil {
 		return
 	}
-	if g.token == "" {
-		var s corev1.Secret
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-admin-token"}, &s); err != nil {
-			return
-		}
-		g.mu.Lock()
-		g.token = string(s.Data["token"])
-		g.mu.Unlock()
+	var s corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-admin-token"}, &s); err != nil {
+		return
 	}
+	g.mu.Lock()
+	g.tokens = operator.ParseTokenFile(s.Data["token"])
+	for ord, p := range g.pods {
+		if !g.frozenTokens[ord] {
+			p.tokens = g.tokens
+		}
+	}
+	g.mu.Unlock()
 	want := int(*sts.Spec.Replicas)
 	var cm corev1.ConfigMap
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-config"}, &cm); err != nil {
@@ -167,6 +191,7 @@ func (g *fakeGroup) pass(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	g.syncVolumes(ctx, want)
+	g.loadTLS(ctx)
 
 	st := appsv1.StatefulSetStatus{
 		ObservedGeneration: sts.Generation, Replicas: int32(want), ReadyReplicas: ready, CurrentReplicas: int32(want),
@@ -265,7 +290,7 @@ func (g *fakeGroup) startPodLocked(ord int) {
 		}
 		g.volumes[ord] = id
 	}
-	p := &fakePod{ord: ord, id: id}
+	p := &fakePod{ord: ord, id: id, tokens: g.tokens}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(p, w, r) }))
 	g.pods[ord] = p
 	podURLs.Store(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord), p.srv.URL)
@@ -318,7 +343,13 @@ func (g *fakeGroup) serve(p *fakePod, w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusServiceUnavailable, adminapi.Error{Error: "the node is down"})
 		return
 	}
-	if g.token == "" || r.Header.Get("Authorization") != "Bearer "+g.token {
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if bearer == "" || !slices.Contains(p.tokens, bearer) {
+		if r.Method != http.MethodGet {
+			// The operator only probes with a token a pod may not know
+			// yet (a GET); a change must go with one it accepts.
+			g.fail("%s %s to pod %d with a token it does not accept", r.Method, r.URL.Path, p.ord)
+		}
 		answer(http.StatusUnauthorized, adminapi.Error{Error: "bad or missing admin token"})
 		return
 	}
@@ -366,6 +397,30 @@ func (g *fakeGroup) serve(p *fakePod, w http.ResponseWriter, r *http.Request) {
 		g.members[i].Role = adminapi.RoleVoter
 		g.ops = append(g.ops, fmt.Sprintf("promote %d", id.Ordinal()))
 		answer(http.StatusOK, g.members[i])
+	case r.Method == http.MethodPost && strings.HasSuffix(rest, "/demote"):
+		id, err := adminapi.ParseID(strings.TrimSuffix(rest, "/demote"))
+		i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == id })
+		if err != nil || i < 0 {
+			answer(http.StatusNotFound, adminapi.Error{Error: "no such member"})
+			return
+		}
+		if id == g.leader {
+			// The worker refuses too (409); asking is already a
+			// mistake: leadership is to be moved first.
+			g.fail("the leader %s was asked to demote itself without handing over first", id)
+			answer(http.StatusConflict, adminapi.Error{Error: "the leader cannot demote itself: transfer leadership first"})
+			return
+		}
+		after := slices.Clone(g.members)
+		after[i].Role = adminapi.RoleLearner
+		if v, reach := g.quorumLocked(after); reach < v/2+1 {
+			g.fail("demoting %s leaves %d voters of which %d are reachable", id, v, reach)
+		}
+		if g.members[i].Role == adminapi.RoleVoter {
+			g.ops = append(g.ops, fmt.Sprintf("demote %d", id.Ordinal()))
+		}
+		g.members = after
+		answer(http.StatusOK, g.members[i])
 	case r.Method == http.MethodDelete:
 		id, err := adminapi.ParseID(rest)
 		i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == id })
@@ -407,6 +462,9 @@ func (g *fakeGroup) serve(p *fakePod, w http.ResponseWriter, r *http.Request) {
 // viewLocked is GET /admin/cluster as pod p would answer it.
 func (g *fakeGroup) viewLocked(p *fakePod) adminapi.Cluster {
 	c := adminapi.Cluster{Self: p.id, Term: g.term, Commit: g.commit, Applied: g.commit}
+	if g.tlsOn {
+		c.PeerTLS = p.tls
+	}
 	i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == p.id })
 	switch {
 	case i < 0 && g.removed[p.id]:
@@ -491,4 +549,100 @@ func (g *fakeGroup) opLog() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.ops)
+}
+
+// freezeTokens stops (true) or resumes the kubelet's updates of pod ord's
+// token file; with tokens set, the pod's file is replaced by them.
+func (g *fakeGroup) freezeTokens(ord int, frozen bool, tokens ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.frozenTokens[ord] = frozen
+	if p := g.pods[ord]; p != nil && tokens != nil {
+		p.tokens = tokens
+	}
+}
+
+// loadTLS is the kubelet updating each pod's peer TLS files and the worker
+// loading them; then it checks what a real group needs to talk: every pod
+// presents a leaf whose CA every other pod trusts.
+func (g *fakeGroup) loadTLS(ctx context.Context) {
+	g.mu.Lock()
+	on := g.tlsOn
+	g.mu.Unlock()
+	if !on {
+		return
+	}
+	var s corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-peer-tls"}, &s); err != nil {
+		return
+	}
+	var bundle []*x509.Certificate
+	for rest := s.Data["ca.crt"]; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			bundle = append(bundle, c)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for ord, p := range g.pods {
+		if g.frozenTLS[ord] && p.tls != nil {
+			continue
+		}
+		leaf := p.leaf
+		if !g.frozenLeaf[ord] || leaf == nil {
+			b, _ := pem.Decode(s.Data[fmt.Sprintf("%s-%d.crt", g.name, ord)])
+			if b == nil {
+				p.tls = nil
+				continue
+			}
+			var err error
+			if leaf, err = x509.ParseCertificate(b.Bytes); err != nil {
+				g.fail("pod %d: unreadable leaf: %v", ord, err)
+				continue
+			}
+		}
+		p.leaf = leaf
+		view := &adminapi.PeerTLS{Cert: adminapi.Fingerprint(leaf.Raw), CertNotAfter: leaf.NotAfter.UTC().Format(time.RFC3339)}
+		p.issuer = ""
+		for _, ca := range bundle {
+			view.CAs = append(view.CAs, adminapi.Fingerprint(ca.Raw))
+			if leaf.CheckSignatureFrom(ca) == nil {
+				p.issuer = adminapi.Fingerprint(ca.Raw)
+			}
+		}
+		p.tls = view
+	}
+	for a, pa := range g.pods {
+		for b, pb := range g.pods {
+			if pa.tls == nil || pb.tls == nil {
+				continue
+			}
+			if pa.issuer == "" || !slices.Contains(pb.tls.CAs, pa.issuer) {
+				g.fail("pod %d presents a leaf (CA %.12s) that pod %d does not trust (bundle %v)", a, pa.issuer, b, pb.tls.CAs)
+			}
+		}
+	}
+}
+
+// freezeTLS stops (true) or resumes the kubelet's updates of pod ord's
+// peer TLS files; leafOnly stops only its leaf's.
+func (g *fakeGroup) freezeTLS(ord int, frozen, leafOnly bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if leafOnly {
+		g.frozenLeaf[ord] = frozen
+	} else {
+		g.frozenTLS[ord] = frozen
+	}
+}
+
+// enableTLS makes the pods report their peer TLS (see tlsOn).
+func (g *fakeGroup) enableTLS() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tlsOn = true
 }

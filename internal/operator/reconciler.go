@@ -42,6 +42,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=services;configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wo-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Reconciler turns Workers into their StatefulSet, Services, ConfigMap and
@@ -128,24 +129,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	sts, shards, m, token, syncErr := r.syncObjects(ctx, &w)
+	res, syncErr := r.syncObjects(ctx, &w)
 	if syncErr != nil {
 		logger.Error(syncErr, "reconcile failed")
 	}
-	if err := r.updateStatus(ctx, &w, sts, shards, m, syncErr); err != nil {
+	m := res.m
+	if err := r.updateStatus(ctx, &w, res, syncErr); err != nil {
 		return ctrl.Result{}, errors.Join(syncErr, err)
 	}
-	if syncErr != nil || m == nil {
+	if syncErr != nil {
 		return ctrl.Result{}, syncErr
+	}
+	if m == nil {
+		// Waiting for the cluster (cert-manager required and absent):
+		// look again, nothing else would trigger a reconcile.
+		return ctrl.Result{RequeueAfter: SteadyInterval}, nil
 	}
 	// The status above already names what is about to happen (a draining
 	// pod is listed before its member is removed), so an operator that
 	// stops after the step finds it recorded.
-	if err := r.step(ctx, &w, m.Next, token); err != nil {
+	if err := r.step(ctx, &w, m.Next, res.token); err != nil {
 		logger.Error(err, "membership step failed", "step", m.Next.Kind.String())
 		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
 	}
-	if m.Next.Kind != ActionNone || !m.InStep {
+	if m.Next.Kind != ActionNone || !m.InStep || res.rotating() {
 		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: SteadyInterval}, nil
@@ -166,7 +173,7 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a Action, token s
 	case ActionNone:
 		return nil
 	case ActionBlocked:
-		r.event(w, nil, corev1.EventTypeWarning, "ScaleDownBlocked", "Membership", a.Reason)
+		r.event(w, nil, corev1.EventTypeWarning, blockedReason(a), "Membership", a.Reason)
 		return nil
 	}
 	if err := r.act(ctx, w, a, token); err != nil {
@@ -176,24 +183,49 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a Action, token s
 	reason := map[ActionKind]string{
 		ActionAddLearner: "MemberAdded", ActionPromote: "MemberPromoted",
 		ActionRemove: "MemberRemoved", ActionTransferLeader: "LeaderTransferred",
+		ActionDemote: "MemberDemoted",
 	}[a.Kind]
 	r.event(w, nil, corev1.EventTypeNormal, reason, "Membership", a.Reason)
 	return nil
 }
 
+// blockedReason is the event and condition reason of a step that waits
+// for the quorum: ScaleDownBlocked for a scale-down, DemotionBlocked for a
+// lowered spec.voters.
+func blockedReason(a Action) string {
+	if a.Blocked == ActionDemote {
+		return "DemotionBlocked"
+	}
+	return "ScaleDownBlocked"
+}
+
+// synced is what syncObjects brought about: the StatefulSet (nil when it
+// could not be synced), the shard count, the membership decision (nil when
+// none was made), the admin token the operator calls the pods with, and the
+// conditions of rotations under way.
+type synced struct {
+	sts    *appsv1.StatefulSet
+	shards int
+	m      *Membership
+	token  string
+	conds  []metav1.Condition
+}
+
+// rotating is true while a rotation waits for the pods: the operator looks
+// again soon rather than at the steady interval.
+func (s synced) rotating() bool {
+	return slices.ContainsFunc(s.conds, func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
+}
+
 // syncObjects brings every object of the Worker to what its spec and the
-// group's state render to, and returns the StatefulSet, the shard count, the
-// membership decision and the admin token.
-func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.StatefulSet, int, *Membership, string, error) {
+// group's state render to.
+func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, error) {
+	var out synced
 	if _, err := Render(w, r.Options, Cluster{}); err != nil {
 		r.event(w, nil, corev1.EventTypeWarning, "InvalidSpec", "Render", err.Error())
 		// Retrying cannot help: only a change of the Worker (which
 		// triggers a reconcile) or of the operator's flags can.
-		return nil, 0, nil, "", reconcile.TerminalError(fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err))
-	}
-	token, err := r.syncAdminToken(ctx, w)
-	if err != nil {
-		return nil, 0, nil, "", err
+		return out, reconcile.TerminalError(fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err))
 	}
 	// The group as the pods see it: the pods the StatefulSet runs now.
 	current := int32(-1)
@@ -202,23 +234,52 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.S
 	case err == nil:
 		current = derefReplicas(existing.Spec.Replicas)
 	case !apierrors.IsNotFound(err):
-		return nil, 0, nil, "", fmt.Errorf("get StatefulSet %s: %w", statefulSetName(w), err)
+		return out, fmt.Errorf("get StatefulSet %s: %w", statefulSetName(w), err)
 	}
+	token, tokenCond, err := r.syncAdminToken(ctx, w, current)
+	if err != nil {
+		return out, err
+	}
+	out.token, out.conds = token, append(out.conds, tokenCond)
+	certManager, tlsCond, err := r.useCertManager(ctx, w)
+	if err != nil {
+		return out, err
+	}
+	if tlsCond.Type != "" {
+		// Required and absent: nothing may start without certificates.
+		out.conds = append(out.conds, tlsCond)
+		return out, nil
+	}
+	views := r.observe(ctx, w, current, token)
 	m := Decide(MembershipInput{
 		Worker:              w,
 		StatefulSetReplicas: current,
-		Pods:                r.observe(ctx, w, current, token),
+		Pods:                views,
 		CatchUpEntries:      r.CatchUpEntries,
 	})
+	out.m = &m
 	// Certificates first: a pod the StatefulSet is about to create must
 	// find its own in the Secret it mounts.
-	if err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current))); err != nil {
-		return nil, 0, &m, token, err
+	if certManager {
+		tlsCond, err = r.syncCertManager(ctx, w)
+		if err != nil {
+			return out, err
+		}
+	} else {
+		caCond, err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current)), views)
+		if err != nil {
+			return out, err
+		}
+		out.conds = append(out.conds, caCond)
+		tlsCond = condition(wov1.ConditionPeerTLS, metav1.ConditionTrue, "Operator",
+			"the operator issues the members' certificates from its CA in the Secret "+peerCAName(w))
 	}
-	objs, err := Render(w, r.Options, Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped})
+	out.conds = append(out.conds, tlsCond)
+	objs, err := Render(w, r.Options, Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped, CertManager: certManager})
 	if err != nil {
-		return nil, 0, &m, token, err
+		return out, err
 	}
+	out.shards = objs.Shards
 	// The ConfigMap first: the pods mount it.
 	for _, o := range []struct{ desired, existing client.Object }{
 		{objs.ConfigMap, &corev1.ConfigMap{}},
@@ -226,25 +287,30 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.S
 		{objs.Client, &corev1.Service{}},
 	} {
 		if _, err := r.sync(ctx, w, o.desired, o.existing); err != nil {
-			return nil, objs.Shards, &m, token, err
+			return out, err
 		}
+	}
+	if tlsCond.Status != metav1.ConditionTrue && current < 0 {
+		// The pods would not start without their certificate's Secret:
+		// the StatefulSet waits for it.
+		return out, nil
 	}
 	res, err := r.sync(ctx, w, objs.StatefulSet, &appsv1.StatefulSet{})
 	if err != nil {
-		return nil, objs.Shards, &m, token, err
+		return out, err
 	}
-	sts := res.current.(*appsv1.StatefulSet)
-	r.explainStatefulSet(w, objs, sts, res)
+	out.sts = res.current.(*appsv1.StatefulSet)
+	r.explainStatefulSet(w, objs, out.sts, res)
 	if len(m.DeleteVolumes) > 0 {
 		done, err := r.deleteDrainedVolumes(ctx, w, m.DeleteVolumes)
 		for _, ord := range done {
 			m.Draining = slices.DeleteFunc(m.Draining, func(p string) bool { return p == PodName(w, ord) })
 		}
 		if err != nil {
-			return sts, objs.Shards, &m, token, err
+			return out, err
 		}
 	}
-	return sts, objs.Shards, &m, token, nil
+	return out, nil
 }
 
 func (r *Reconciler) now() time.Time {
@@ -395,8 +461,17 @@ func (r *Reconciler) event(w *wov1.Worker, related runtime.Object, typ, reason, 
 }
 
 // updateStatus writes the Worker's status if it differs from what is stored.
-func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *Membership, syncErr error) error {
-	next := ComputeStatus(w, sts, shards, m, syncErr)
+func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, res synced, syncErr error) error {
+	next := ComputeStatus(w, res.sts, res.shards, res.m, syncErr)
+	for _, c := range res.conds {
+		c.ObservedGeneration = w.Generation
+		setCondition(&next.Conditions, c)
+		if c.Type == wov1.ConditionPeerTLS && c.Status == metav1.ConditionFalse {
+			// Without certificates nothing is ready; say why there.
+			c.Type = wov1.ConditionReady
+			setCondition(&next.Conditions, c)
+		}
+	}
 	if equality.Semantic.DeepEqual(w.Status, next) {
 		return nil
 	}
@@ -478,7 +553,7 @@ func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *Membe
 	}
 	switch {
 	case m != nil && m.Next.Kind == ActionBlocked:
-		set(wov1.ConditionProgressing, metav1.ConditionFalse, "ScaleDownBlocked", m.Next.Reason)
+		set(wov1.ConditionProgressing, metav1.ConditionFalse, blockedReason(m.Next), m.Next.Reason)
 	case podsReady && !inStep:
 		set(wov1.ConditionProgressing, metav1.ConditionTrue, "MembershipChanging", m.Next.Reason)
 	case ready:
