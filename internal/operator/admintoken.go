@@ -17,6 +17,7 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/tokenfile"
 )
 
 // The admin API token and its rotation. Everything the rotation knows is in
@@ -67,33 +68,21 @@ type adminToken struct {
 	handled string
 }
 
-// ParseTokenFile reads a token file the way the worker does: one token a
-// line, blank lines and lines starting with # ignored, surrounding space
-// trimmed.
-func ParseTokenFile(b []byte) []string {
-	var out []string
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		out = append(out, line)
-	}
-	return out
-}
-
 // tokenFile is the file for tokens, newest first.
 func tokenFile(tokens []string) []byte { return []byte(strings.Join(tokens, "\n") + "\n") }
 
 func parseAdminToken(s *corev1.Secret) (adminToken, error) {
+	// The worker's own parser: what the operator reads is what the pods
+	// accept.
+	tokens, err := tokenfile.Parse(s.Data[AdminTokenFile])
 	st := adminToken{
-		tokens:  ParseTokenFile(s.Data[AdminTokenFile]),
+		tokens:  tokens,
 		phase:   s.Annotations[annotationTokenPhase],
 		handled: s.Annotations[annotationTokenHandled],
 		issued:  s.CreationTimestamp.Time, // a Secret from before rotation existed
 	}
-	if len(st.tokens) == 0 {
-		return st, fmt.Errorf("secret %s has no token in its %q key: delete it and the operator makes a new token", s.Name, AdminTokenFile)
+	if err != nil {
+		return st, fmt.Errorf("secret %s key %q: %w: delete the Secret and the operator makes a new token", s.Name, AdminTokenFile, err)
 	}
 	if v := s.Annotations[annotationTokenIssued]; v != "" {
 		t, err := time.Parse(time.RFC3339, v)

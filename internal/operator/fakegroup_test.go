@@ -24,7 +24,6 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
-	"github.com/writeonce/wo/internal/operator"
 )
 
 var resourceOneGi = resource.MustParse("1Gi")
@@ -155,7 +154,7 @@ func (g *fakeGroup) pass(ctx context.Context) {
 		return
 	}
 	g.mu.Lock()
-	g.tokens = operator.ParseTokenFile(s.Data["token"])
+	g.tokens = fileTokens(s.Data["token"])
 	for ord, p := range g.pods {
 		if !g.frozenTokens[ord] {
 			p.tokens = g.tokens

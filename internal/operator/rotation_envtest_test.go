@@ -15,7 +15,15 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/tokenfile"
 )
+
+// fileTokens are the tokens of a token file as the worker reads them (none
+// when it reads none).
+func fileTokens(b []byte) []string {
+	toks, _ := tokenfile.Parse(b)
+	return toks
+}
 
 // tokenSecret returns the tokens of the Worker's admin token Secret and its
 // rotation phase annotation.
@@ -25,7 +33,7 @@ func tokenSecret(t *testing.T, w *wov1.Worker) ([]string, string) {
 	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: w.Namespace, Name: w.Name + "-admin-token"}, &s); err != nil {
 		t.Fatal(err)
 	}
-	return operator.ParseTokenFile(s.Data["token"]), s.Annotations["wo.writeonce.dev/admin-token-phase"]
+	return fileTokens(s.Data["token"]), s.Annotations["wo.writeonce.dev/admin-token-phase"]
 }
 
 // TestAdminTokenRotation walks a rotation through its phases with one pod
