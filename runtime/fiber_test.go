@@ -270,7 +270,11 @@ func TestWatchdogReportsALongSlice(t *testing.T) {
 func TestShardGauges(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Shards = 1
-	cfg.Watchdog = 10 * time.Millisecond
+	// The threshold is far above a tick and the long slice far above the
+	// threshold: on a loaded machine (the suite under -race beside other
+	// jobs) the OS may deschedule the shard for tens of milliseconds, which
+	// the watchdog rightly counts as an overrun of whatever slice ran.
+	cfg.Watchdog = 200 * time.Millisecond
 	run(t, cfg, func(f *Fiber) int {
 		for i := 0; i < 100; i++ {
 			Go(f, func(f *Fiber) { Sleep(f, time.Hour) })
@@ -303,14 +307,16 @@ func TestShardGauges(t *testing.T) {
 		if st.Reductions == 0 {
 			t.Error("Reductions = 0 after 100 spawns and many yields")
 		}
-		if st.Overruns != 0 {
-			t.Errorf("Overruns = %d before any long slice", st.Overruns)
-		}
-		for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		// One long slice counts once, however long past the threshold
+		// it runs. Counted from a fresh slice (the Yield), so a slice the
+		// machine's load stretched earlier does not matter.
+		Yield(f)
+		before := f.Runtime().Stats().PerShard[0].Overruns
+		for start := time.Now(); time.Since(start) < 3*cfg.Watchdog; {
 		}
 		Checkpoint(f)
-		if n := f.Runtime().Stats().PerShard[0].Overruns; n != 1 {
-			t.Errorf("Overruns = %d after one long slice, want 1", n)
+		if n := f.Runtime().Stats().PerShard[0].Overruns; n != before+1 {
+			t.Errorf("Overruns = %d after one long slice, want %d (one more than before it)", n, before+1)
 		}
 		return 0
 	})
