@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,6 +54,7 @@ type procLoad struct {
 // loadCounts are one step's operations by outcome.
 type loadCounts struct {
 	ops, ok, unknown, dropped int
+	why                       map[string]int // the answers of the unknown and dropped, in short
 }
 
 const (
@@ -115,7 +118,7 @@ func (l *procLoad) client(ctx context.Context, id int) {
 		case r < 55:
 			key := fmt.Sprintf("f%02d-%06d", id, seq)
 			a := doRecord(ctx, hc, http.MethodPut, base, key, "1")
-			if l.count(a.putOutcome()) == outcomeOK {
+			if l.count(a.putOutcome(), a) == outcomeOK {
 				l.mu.Lock()
 				l.fresh = append(l.fresh, key)
 				l.mu.Unlock()
@@ -256,7 +259,7 @@ func refusedConn(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-func (l *procLoad) count(o outcome) outcome {
+func (l *procLoad) count(o outcome, a recordAnswer) outcome {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := &l.counts[l.step]
@@ -265,12 +268,39 @@ func (l *procLoad) count(o outcome) outcome {
 	case outcomeOK:
 		c.ok++
 		l.answered.Add(1)
+		return o
 	case outcomeDropped:
 		c.dropped++
 	default:
 		c.unknown++
 	}
+	if c.why == nil {
+		c.why = map[string]int{}
+	}
+	c.why[a.short()]++
 	return o
+}
+
+// short names an answer for the step's tally: the status and the
+// message's first word ("503 removed:"), or the kind of failure.
+func (a recordAnswer) short() string {
+	var ne net.Error
+	switch {
+	case a.err == nil:
+		word, _, _ := strings.Cut(a.message(), " ")
+		return fmt.Sprintf("%d %s", a.code, word)
+	case refusedConn(a.err):
+		return "refused"
+	case errors.As(a.err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(a.err, io.EOF) || errors.Is(a.err, io.ErrUnexpectedEOF):
+		return "connection closed"
+	case errors.Is(a.err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(a.err, context.Canceled):
+		return "canceled"
+	}
+	return "no answer"
 }
 
 func (l *procLoad) odd(what string, a recordAnswer) {
@@ -280,7 +310,7 @@ func (l *procLoad) odd(what string, a recordAnswer) {
 }
 
 func (l *procLoad) settlePut(op clustertest.Op, a recordAnswer) {
-	switch l.count(a.putOutcome()) {
+	switch l.count(a.putOutcome(), a) {
 	case outcomeOK:
 		op.Ok("")
 	case outcomeDropped:
@@ -295,7 +325,7 @@ func (l *procLoad) settlePut(op clustertest.Op, a recordAnswer) {
 
 func (l *procLoad) settleGet(op clustertest.Op, a recordAnswer) {
 	o, v := a.getOutcome()
-	switch l.count(o) {
+	switch l.count(o, a) {
 	case outcomeOK:
 		op.Ok(v)
 	case outcomeOdd:
@@ -376,6 +406,7 @@ func (l *procLoad) check(t *testing.T, step string) {
 	}
 	l.oddity = nil
 	c := l.counts[l.step]
+	c.why = maps.Clone(c.why) // the clients go on counting
 	l.mu.Unlock()
 	answered, pendingPuts := l.h.Counts()
 	start := time.Now()
@@ -393,9 +424,9 @@ func (l *procLoad) check(t *testing.T, step string) {
 		}
 		t.Errorf("%s: the history of %d register operations (%d unanswered writes) is not linearizable; porcupine's view: %s", step, answered+pendingPuts, pendingPuts, path)
 	}
-	t.Logf("%s: %d requests this step (%d answered, %d unknown, %d certainly not applied); %d fresh writes read back on %d pods; "+
+	t.Logf("%s: %d requests this step (%d answered, %d unknown, %d certainly not applied: %v); %d fresh writes read back on %d pods; "+
 		"history of %d register operations (%d writes unanswered) checked in %s: %s",
-		step, c.ops, c.ok, c.unknown, c.dropped, len(acked), len(eps), answered+pendingPuts, pendingPuts, took, resultName(res))
+		step, c.ops, c.ok, c.unknown, c.dropped, c.why, len(acked), len(eps), answered+pendingPuts, pendingPuts, took, resultName(res))
 }
 
 func resultName(r porcupine.CheckResult) string {

@@ -114,6 +114,10 @@ type procKubelet struct {
 	mu    sync.Mutex
 	procs map[int]*workerProc
 	pvcs  map[int]bool
+	// terminating are the pods sent SIGTERM and not yet exited, by
+	// ordinal: closed once the process is gone. Their ordinal starts no
+	// new pod and their claim is not wiped until then.
+	terminating map[int]chan struct{}
 
 	// eps are the data-plane URLs of the ready pods (sorted).
 	eps atomic.Pointer[[]string]
@@ -162,7 +166,7 @@ func startProcKubelet(t *testing.T, ns, name string, maxPods int) *procKubelet {
 	t.Helper()
 	k := &procKubelet{t: t, ns: ns, name: name, bin: workerBinary(t), root: t.TempDir(),
 		peerPorts: freePorts(t, maxPods), probe: &http.Client{Timeout: time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
-		procs: map[int]*workerProc{}, pvcs: map[int]bool{}, done: make(chan struct{})}
+		procs: map[int]*workerProc{}, pvcs: map[int]bool{}, terminating: map[int]chan struct{}{}, done: make(chan struct{})}
 	k.eps.Store(&[]string{})
 	ctx, cancel := context.WithCancel(context.Background())
 	k.cancel = cancel
@@ -177,6 +181,9 @@ func (k *procKubelet) stop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.killLocked(slices.Collect(maps.Keys(k.procs))...)
+	for _, gone := range k.terminating {
+		<-gone
+	}
 	k.probe.CloseIdleConnections()
 }
 
@@ -203,6 +210,13 @@ func (k *procKubelet) pass(ctx context.Context) {
 	vols, volErr := k.volumes(ctx)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	for ord, gone := range k.terminating {
+		select {
+		case <-gone:
+			delete(k.terminating, ord)
+		default:
+		}
+	}
 	var gone []int
 	for ord := range k.procs {
 		if ord >= want {
@@ -223,7 +237,7 @@ func (k *procKubelet) pass(ctx context.Context) {
 				continue
 			}
 		}
-		if volErr != nil {
+		if _, busy := k.terminating[ord]; busy || volErr != nil {
 			continue
 		}
 		if err := k.startLocked(ctx, ord, vols); err != nil {
@@ -233,6 +247,9 @@ func (k *procKubelet) pass(ctx context.Context) {
 	// Claims: one per started pod; a claim the operator deleted wipes the
 	// pod's data directory (the pod is gone by then).
 	for ord := range k.pvcs {
+		if _, busy := k.terminating[ord]; busy {
+			continue // its data directory is wiped once the process is gone
+		}
 		var pvc corev1.PersistentVolumeClaim
 		err := k8s.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: fmt.Sprintf("data-%s-%d", k.name, ord)}, &pvc)
 		if apierrors.IsNotFound(err) || (err == nil && !pvc.DeletionTimestamp.IsZero()) {
@@ -247,6 +264,7 @@ func (k *procKubelet) pass(ctx context.Context) {
 					continue
 				}
 				k.killLocked(ord)
+				continue
 			}
 			os.RemoveAll(filepath.Join(k.root, "data", strconv.Itoa(ord)))
 			delete(k.pvcs, ord)
@@ -447,26 +465,27 @@ func (k *procKubelet) forgetLocked(ord int) {
 	k.publishLocked()
 }
 
-// killLocked ends pods: out of the endpoints, then SIGTERM to all at once,
-// as the kubelet does on a scale-down, and a SIGKILL for one still running
-// past a grace.
+// killLocked ends pods as the kubelet does on a scale-down: out of the
+// endpoints, SIGTERM, and SIGKILL for one still running past the pod's
+// grace period. It does not wait: the passes go on probing and updating
+// the other pods while these drain.
 func (k *procKubelet) killLocked(ords ...int) {
-	var ps []*workerProc
 	for _, ord := range ords {
-		ps = append(ps, k.procs[ord])
+		p := k.procs[ord]
 		k.forgetLocked(ord)
-	}
-	for _, p := range ps {
 		_ = p.cmd.Process.Signal(os.Interrupt)
-	}
-	for _, p := range ps {
-		select {
-		case <-p.exited:
-		case <-time.After(time.Duration(operator.TerminationGracePeriodSeconds) * time.Second):
-			k.t.Logf("pod %s still runs %ds after SIGTERM: SIGKILL", p.pod, operator.TerminationGracePeriodSeconds)
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
+		gone := make(chan struct{})
+		k.terminating[ord] = gone
+		go func() {
+			defer close(gone)
+			select {
+			case <-p.exited:
+			case <-time.After(time.Duration(operator.TerminationGracePeriodSeconds) * time.Second):
+				k.t.Logf("pod %s still runs %ds after SIGTERM: SIGKILL", p.pod, operator.TerminationGracePeriodSeconds)
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+			}
+		}()
 	}
 }
 
