@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -207,6 +208,31 @@ func TestThreeMembers(t *testing.T) {
 		}
 		if err := dbs[li].Promote(f, 12345); !errors.Is(err, node.ErrUnknownMember) {
 			t.Fatalf("promote an unknown member: %v, want ErrUnknownMember", err)
+		}
+
+		// Demotion, asked on a follower (it forwards the change): the
+		// member is a learner in the status of the one asked, writes go
+		// on, the leader refuses to be demoted, and promotion brings the
+		// member back.
+		if err := dbs[other].Demote(f, ids[fo]); err != nil {
+			t.Fatalf("demote a follower: %v", err)
+		}
+		st := status(dbs[other])
+		if st.Voters != 2 || !slices.ContainsFunc(st.Members, func(m node.Member) bool { return m.ID == ids[fo] && m.Learner }) {
+			t.Fatalf("status after the demotion: %+v", st)
+		}
+		if _, err := dbs[li].Insert(f, "kv", kv("after-demote", 1)); err != nil {
+			t.Fatalf("write after the demotion: %v", err)
+		}
+		waitFor(t, f, "the demoted member to apply the write", func() bool {
+			_, err := dbs[fo].Stale().Get(f, "kv", engine.String("after-demote"))
+			return err == nil
+		})
+		if err := dbs[fo].Demote(f, leader); !errors.Is(err, node.ErrConflict) {
+			t.Fatalf("demote the leader: %v, want ErrConflict", err)
+		}
+		if err := dbs[li].Promote(f, ids[fo]); err != nil {
+			t.Fatalf("promote back: %v", err)
 		}
 		return 0
 	})

@@ -345,6 +345,14 @@ func (d *DB) Promote(f *runtime.Fiber, id uint64) error {
 	return d.call(f, request{kind: reqPromote, op: "promote", id: id}).err
 }
 
+// Demote makes voter id a learner (it keeps replicating, it no longer
+// votes); a learner already is answered nil. Errors wrap
+// node.ErrUnknownMember or node.ErrConflict (id leads: transfer leadership
+// away first; id is the last voter).
+func (d *DB) Demote(f *runtime.Fiber, id uint64) error {
+	return d.call(f, request{kind: reqDemote, op: "demote", id: id}).err
+}
+
 // RemoveMember removes member id from the group. Errors wrap
 // node.ErrUnknownMember.
 func (d *DB) RemoveMember(f *runtime.Fiber, id uint64) error {
@@ -534,6 +542,7 @@ const (
 	reqStatus
 	reqAddLearner
 	reqPromote
+	reqDemote
 	reqRemove
 	reqTransfer
 )

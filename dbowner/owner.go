@@ -133,7 +133,7 @@ func (o *owner) serve(f *runtime.Fiber, req *request, sp trace.Span) response {
 		}
 		st := o.node.Status(f)
 		return response{status: &st}
-	case reqAddLearner, reqPromote, reqRemove, reqTransfer:
+	case reqAddLearner, reqPromote, reqDemote, reqRemove, reqTransfer:
 		return response{err: o.membership(f, req)}
 	case reqClose:
 		return response{err: o.close(f)}
@@ -343,6 +343,10 @@ func (o *owner) membership(f *runtime.Fiber, req *request) error {
 			return fmt.Errorf("dbowner: promote %x: %w: the learner is not caught up (match %d, commit %d)", req.id, node.ErrConflict, m.Match, st.Commit)
 		}
 		err = o.node.Promote(f, req.id, to)
+	case reqDemote:
+		// The node checks the membership itself (unknown, a learner
+		// already, the leader, the last voter).
+		err = o.node.Demote(f, req.id, to)
 	case reqRemove:
 		if _, ok := find(req.id); !ok {
 			return fmt.Errorf("dbowner: remove %x: %w", req.id, node.ErrUnknownMember)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writeonce/wo/internal/adminapi"
 )
@@ -47,6 +48,35 @@ func TestAdminAPI(t *testing.T) {
 			t.Errorf("/metrics lacks %s:\n%s", m, grep(metrics, "wo_raft"))
 		}
 	}
+
+	// Rotation with no restart: {adm1n} -> {adm1n, r0tated} -> {r0tated}.
+	rotate := func(content string) {
+		if err := os.WriteFile(tok+".tmp", []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tok+".tmp", tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accepted := func(token string, want bool) {
+		t.Helper()
+		c := &adminapi.Client{Base: w.ops, Token: token, HTTP: client}
+		for range 500 {
+			_, err := c.Cluster(context.Background())
+			var se *adminapi.StatusError
+			if want && err == nil || !want && errors.As(err, &se) && se.Code == 401 {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("token %q: accepted is never %v", token, want)
+	}
+	rotate("adm1n\n# the next one\nr0tated\n")
+	accepted("r0tated", true)
+	accepted("adm1n", true)
+	rotate("r0tated\n")
+	accepted("adm1n", false)
+	accepted("r0tated", true)
 	w.stop(t)
 	if strings.Contains(w.logs.String(), "admin API is not authenticated") {
 		t.Errorf("warned of an open admin API with a token set:\n%s", w.logs)

@@ -20,7 +20,7 @@
 //	            7070 chat line protocol over TCP (WO_CHAT_ADDR); 9090 ops (WO_OPS_ADDR);
 //	            7080 peer port (WO_PEER_ADDR) is parsed but not opened: replication is not wired yet
 //	ops         /healthz, /readyz, /metrics, /debug/runtime; /debug/pprof/ when ops.pprof is on;
-//	            with auth.token_file set, /debug/... and the data plane want a bearer token
+//	            with auth.token_file set, /debug/... and the data plane want one of its bearer tokens
 //	signals     SIGTERM/SIGINT drain and exit 0; a second signal exits at once (status 1)
 //	telemetry   standard OTEL_* variables; no endpoint means tracing off, a malformed
 //	            one exits 2; telemetry.flush_timeout (1s) bounds the flush at exit (docs/tracing.md)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/writeonce/wo/internal/ops"
 	"github.com/writeonce/wo/internal/records"
 	"github.com/writeonce/wo/internal/telemetry"
+	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -46,17 +46,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Lines logged with a traced context carry trace_id and span_id.
 	log := slog.New(telemetry.LogHandler(cfg.Logger(stderr).Handler()))
 	slog.SetDefault(log)
-	token, err := readToken("auth.token_file", cfg.TokenFile)
+	// The token files are read now (a bad one stops the start, naming the
+	// file and line) and again whenever they change (tokenfile).
+	token, err := tokenfile.Load("auth.token_file", cfg.TokenFile, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
 	}
-	adminToken, err := readToken("admin.token_file", cfg.AdminTokenFile)
+	adminToken, err := tokenfile.Load("admin.token_file", cfg.AdminTokenFile, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
 	}
-	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != "")
+	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != nil)
 
 	tracing, err := telemetry.Setup(context.Background(), telemetry.Options{FlushTimeout: cfg.TraceFlushTimeout, Logger: log})
 	if err != nil {
@@ -83,8 +85,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// The admin API (raft membership) is served on the ops port once the
 	// database is open; without admin.token_file it is open, and says so.
-	adminSrv := admin.New(admin.Options{Token: adminToken, Timeout: cfg.RequestTimeout, Logger: log})
-	opsSrv := ops.New(ops.Options{Pprof: cfg.Pprof, Token: token, Admin: adminSrv})
+	adminSrv := admin.New(admin.Options{Tokens: adminToken, Timeout: cfg.RequestTimeout, Logger: log})
+	opsSrv := ops.New(ops.Options{Pprof: cfg.Pprof, Tokens: token, Admin: adminSrv})
 	opsHTTP := &http.Server{Handler: opsSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	opsDone := make(chan struct{})
 	go func() {
@@ -142,7 +144,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // mainFiber is fiber 0: it opens the database, serves the data plane on
 // every shard, marks the worker ready, parks until a signal and drains.
-func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token string, opsSrv *ops.Server, adminSrv *admin.Server, opsAddr string,
+func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tokenfile.Tokens, opsSrv *ops.Server, adminSrv *admin.Server, opsAddr string,
 	stopper chan<- runtime.Reply[struct{}]) int {
 	rt := f.Runtime()
 	opsSrv.Attach(rt, nil)
@@ -192,7 +194,7 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token stri
 		IdleTimeout:    cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
 		MaxBody:        cfg.HTTP.MaxBody,
-		Token:          token,
+		Tokens:         token,
 		Logger:         log,
 	})
 	api := records.Register(srv, db, log)
@@ -270,24 +272,4 @@ func autoMaxConns(shards int) int {
 	}
 	n := int(min(lim.Cur, 1<<24)) - fdReserve
 	return max(16, n/max(1, shards))
-}
-
-// readToken reads a bearer token file, the setting key's ("" when none is
-// configured): auth.token_file and admin.token_file follow the same rules.
-func readToken(key, path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", key, err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("%s %s: the file is empty", key, path)
-	}
-	if strings.ContainsAny(t, " \t\r\n") {
-		return "", fmt.Errorf("%s %s: the token has whitespace inside", key, path)
-	}
-	return t, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 )
@@ -28,6 +29,8 @@ type DB interface {
 	ClusterStatus(f *runtime.Fiber) (node.Status, error)
 	AddLearner(f *runtime.Fiber, id uint64, addr string) error
 	Promote(f *runtime.Fiber, id uint64) error
+	// Demote makes voter id a learner (nil for a learner already).
+	Demote(f *runtime.Fiber, id uint64) error
 	RemoveMember(f *runtime.Fiber, id uint64) error
 	// TransferLeader to 0 picks the most caught-up voter other than the
 	// leader.
@@ -40,9 +43,10 @@ const DefaultTimeout = 5 * time.Second
 
 // Options configure the admin API.
 type Options struct {
-	// Token is the bearer token every request needs; "" serves the API
-	// open (New logs a warning).
-	Token string
+	// Tokens are the bearer tokens a request may carry (admin.token_file,
+	// re-read when it changes); nil serves the API open (New logs a
+	// warning).
+	Tokens *tokenfile.Tokens
 	// Timeout bounds each request's wait for the database
 	// (cluster.request_timeout); then 503. Default DefaultTimeout.
 	Timeout time.Duration
@@ -75,7 +79,7 @@ func New(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
-	if opts.Token == "" {
+	if opts.Tokens == nil {
 		s.log.Warn("admin API is not authenticated: anyone who reaches the ops port can change the group's membership; set admin.token_file")
 	}
 	s.routes()
@@ -164,6 +168,7 @@ const (
 	opStatus opKind = iota
 	opAddLearner
 	opPromote
+	opDemote
 	opRemove
 	opTransfer
 )
@@ -200,6 +205,8 @@ func (b *bridge) Receive(f *runtime.Fiber, c call) {
 			ans.err = b.db.AddLearner(f, c.id, c.addr)
 		case opPromote:
 			ans.err = b.db.Promote(f, c.id)
+		case opDemote:
+			ans.err = b.db.Demote(f, c.id)
 		case opRemove:
 			ans.err = b.db.RemoveMember(f, c.id)
 		case opTransfer:

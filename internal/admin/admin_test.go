@@ -19,6 +19,7 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 )
@@ -111,6 +112,21 @@ func (d *fakeDB) Promote(f *runtime.Fiber, id uint64) error {
 	})
 }
 
+func (d *fakeDB) Demote(f *runtime.Fiber, id uint64) error {
+	return d.change(f, func() error {
+		m, ok := d.members[id]
+		switch {
+		case !ok:
+			return fmt.Errorf("demote %016x: %w", id, errUnknownMember)
+		case id == d.leader:
+			return fmt.Errorf("demote %016x: %w: member %016x leads: transfer leadership away first", id, errConflict, id)
+		}
+		m.Learner = true
+		d.members[id] = m
+		return nil
+	})
+}
+
 func (d *fakeDB) RemoveMember(f *runtime.Fiber, id uint64) error {
 	return d.change(f, func() error {
 		if _, ok := d.members[id]; !ok {
@@ -197,7 +213,7 @@ func statusOfErr(t *testing.T, err error) (int, string) {
 // the changes that cannot be made.
 func TestMembershipThroughTheClient(t *testing.T) {
 	db := newFake()
-	_, url, stop := serve(t, Options{Token: "s3cret"}, db)
+	_, url, stop := serve(t, Options{Tokens: tokenfile.Static("s3cret")}, db)
 	defer stop()
 	ctx := context.Background()
 	c := &adminapi.Client{Base: url, Token: "s3cret"}
@@ -239,6 +255,32 @@ func TestMembershipThroughTheClient(t *testing.T) {
 	_, err = c.Promote(ctx, 9<<48|1)
 	if code, msg := statusOfErr(t, err); code != 404 || !strings.Contains(msg, "0009000000000001") {
 		t.Fatalf("promote unknown: %d %q", code, msg)
+	}
+	// Demote: the member as a learner, and the cluster view says so; a
+	// learner already is answered as it is; the leader and an unknown
+	// member are refused.
+	m, err = c.Demote(ctx, newID)
+	if err != nil || m.Role != adminapi.RoleLearner || m.ID != newID || m.Addr != "wo-4.wo:7080" {
+		t.Fatalf("demote: %+v %v", m, err)
+	}
+	if cl, err = c.Cluster(ctx); err != nil || cl.Voters != 3 || !slices.ContainsFunc(cl.Members, func(m adminapi.Member) bool {
+		return m.ID == newID && m.Role == adminapi.RoleLearner
+	}) {
+		t.Fatalf("cluster after demote: %+v %v", cl, err)
+	}
+	if m, err = c.Demote(ctx, newID); err != nil || m.Role != adminapi.RoleLearner {
+		t.Fatalf("demote a learner: %+v %v", m, err)
+	}
+	_, err = c.Demote(ctx, cl.Self)
+	if code, msg := statusOfErr(t, err); code != 409 || !strings.Contains(msg, "leads: transfer leadership away first") {
+		t.Fatalf("demote the leader: %d %q", code, msg)
+	}
+	_, err = c.Demote(ctx, 9<<48|1)
+	if code, _ := statusOfErr(t, err); code != 404 {
+		t.Fatalf("demote unknown: %d", code)
+	}
+	if m, err = c.Promote(ctx, newID); err != nil || m.Role != adminapi.RoleVoter {
+		t.Fatalf("promote back: %+v %v", m, err)
 	}
 	cl, err = c.TransferLeader(ctx, 0)
 	if err != nil || cl.Leader != 2<<48|1 || cl.Term != 4 {
@@ -305,7 +347,7 @@ func raw(t *testing.T, method, url, token, body string) (int, http.Header, strin
 // Bad requests are 400 naming what was wrong; the token is checked in
 // every route and before the route itself; the mux's 404 and 405 are JSON.
 func TestBadRequestsAndToken(t *testing.T) {
-	_, url, stop := serve(t, Options{Token: "s3cret"}, newFake())
+	_, url, stop := serve(t, Options{Tokens: tokenfile.Static("s3cret")}, newFake())
 	defer stop()
 	defer http.DefaultClient.CloseIdleConnections()
 	for _, tc := range []struct {
@@ -330,6 +372,9 @@ func TestBadRequestsAndToken(t *testing.T) {
 		{"POST", "/admin/members", "s3cret", `{"id":"0004000000000001","addr":"wo-4:7080"} {}`, 400, "data after"},
 		{"POST", "/admin/members/zz/promote", "s3cret", ``, 400, `path: member id "zz"`},
 		{"DELETE", "/admin/members/00000000000000000001", "s3cret", ``, 400, "1 to 16 hex digits"},
+		{"POST", "/admin/members/zz/demote", "s3cret", ``, 400, `path: member id "zz"`},
+		{"POST", "/admin/members/0002000000000001/demote", "", ``, 401, "bearer token"},
+		{"GET", "/admin/members/0002000000000001/demote", "s3cret", ``, 405, "method not allowed"},
 		{"POST", "/admin/leader", "s3cret", `{"to":"-1"}`, 400, `member id "-1"`},
 		{"POST", "/admin/leader", "s3cret", `{"to":5}`, 400, `"to": want a string, got a number`},
 		{"POST", "/admin/leader", "s3cret", `{"too":"1"}`, 400, `unknown field "too"`},
@@ -350,7 +395,7 @@ func TestBadRequestsAndToken(t *testing.T) {
 		if code == 401 && hdr.Get("WWW-Authenticate") == "" {
 			t.Errorf("%s %s: 401 without WWW-Authenticate", tc.method, tc.path)
 		}
-		if code == 405 && hdr.Get("Allow") != "GET, HEAD" {
+		if code == 405 && tc.path == "/admin/cluster" && hdr.Get("Allow") != "GET, HEAD" {
 			t.Errorf("405 Allow = %q", hdr.Get("Allow"))
 		}
 	}
@@ -463,6 +508,14 @@ func TestOneMemberDatabase(t *testing.T) {
 	err = c.Remove(ctx, 9<<48|1)
 	if code, _ := statusOfErr(t, err); code != 404 {
 		t.Errorf("remove unknown: %d", code)
+	}
+	_, err = c.Demote(ctx, 9<<48|1)
+	if code, _ := statusOfErr(t, err); code != 404 {
+		t.Errorf("demote unknown: %d", code)
+	}
+	_, err = c.Demote(ctx, cl.Self)
+	if code, msg := statusOfErr(t, err); code != 409 || !strings.Contains(msg, "last voter") {
+		t.Errorf("demote the only voter: %d %q", code, msg)
 	}
 	_, err = c.AddLearner(ctx, cl.Self, "127.0.0.1:1")
 	if code, msg := statusOfErr(t, err); code != 409 || !strings.Contains(msg, "already a member") {

@@ -6,14 +6,16 @@
 //	GET    /admin/cluster                 -> adminapi.Cluster
 //	POST   /admin/members                 adminapi.AddMember -> adminapi.Member (learner)
 //	POST   /admin/members/{id}/promote    -> adminapi.Member (voter)
+//	POST   /admin/members/{id}/demote     -> adminapi.Member (learner)
 //	DELETE /admin/members/{id}            -> 204
 //	POST   /admin/leader                  adminapi.TransferLeader -> adminapi.Cluster
 //
 // # Authentication
 //
-// With a token (admin.token_file) every /admin request needs
-// "Authorization: Bearer <token>", compared in constant time
-// (httpd.BearerOK); a missing or wrong one is 401. Without a token the API
+// With tokens (admin.token_file: one or more, one a line, re-read when the
+// file changes; package tokenfile) every /admin request needs
+// "Authorization: Bearer <token>" with one of them, compared in constant
+// time (httpd.BearerOK); a missing or wrong one is 401. Without a token the API
 // is open and New logs the warning "admin API is not authenticated": fine
 // for a single worker on a laptop, never for a cluster.
 //
@@ -38,7 +40,8 @@
 // object, a missing or bad member ID or address) or a bad ID in the path,
 // naming what was wrong; 401 the token; 404 an unknown member
 // (node.ErrUnknownMember); 409 a conflicting change (node.ErrConflict:
-// already a member, a conf change in flight, a learner not caught up); 503
+// already a member, a conf change in flight, a learner not caught up, the
+// leader or the last voter asked to be demoted); 503
 // no quorum or no leader within the wait, this member joining, removed or
 // stopped, or the database not open yet.
 package admin

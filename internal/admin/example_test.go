@@ -9,13 +9,14 @@ import (
 
 	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/tokenfile"
 )
 
 // The worker mounts the admin API under /admin/ on its ops port and
 // attaches the database once it is open (admin.Server.Attach, from main's
 // fiber); until then every route answers 503.
 func Example() {
-	adm := admin.New(admin.Options{Token: "s3cret"})
+	adm := admin.New(admin.Options{Tokens: tokenfile.Static("s3cret")})
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", adm)
 	srv := httptest.NewServer(mux)

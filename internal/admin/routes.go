@@ -18,6 +18,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+adminapi.PathCluster, s.getCluster)
 	s.mux.HandleFunc("POST "+adminapi.PathMembers, s.addMember)
 	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/promote", s.promote)
+	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/demote", s.demote)
 	s.mux.HandleFunc("DELETE "+adminapi.PathMembers+"/{id}", s.remove)
 	s.mux.HandleFunc("POST "+adminapi.PathLeader, s.transfer)
 }
@@ -25,7 +26,7 @@ func (s *Server) routes() {
 // ServeHTTP serves /admin/...: the token first, then the routes; the mux's
 // own 404 and 405 come out in the JSON error shape too.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !httpd.BearerOK(r, s.opts.Token) {
+	if !httpd.BearerOK(r, s.opts.Tokens) {
 		httpd.Unauthorized(w)
 		return
 	}
@@ -89,49 +90,34 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ans, err := s.call(r.Context(), call{op: opAddLearner, id: uint64(req.ID), addr: req.Addr})
-	if err == nil {
-		err = ans.err
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	m, ok := ans.find(uint64(req.ID))
-	if !ok { // applied, but the status after it failed: answer what was asked
-		m = adminapi.Member{ID: req.ID, Ordinal: req.ID.Ordinal(), Addr: req.Addr, Role: adminapi.RoleLearner}
-	}
-	s.log.Info("admin: learner added", "member", req.ID.String(), "addr", req.Addr)
-	writeJSON(w, http.StatusOK, m)
+	s.change(w, r, call{op: opAddLearner, id: uint64(req.ID), addr: req.Addr}, "learner added", adminapi.RoleLearner)
 }
 
 func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
-	if !ok {
-		return
+	if id, ok := pathID(w, r); ok {
+		s.change(w, r, call{op: opPromote, id: uint64(id)}, "member promoted to voter", adminapi.RoleVoter)
 	}
-	ans, err := s.call(r.Context(), call{op: opPromote, id: uint64(id)})
-	if err == nil {
-		err = ans.err
+}
+
+func (s *Server) demote(w http.ResponseWriter, r *http.Request) {
+	if id, ok := pathID(w, r); ok {
+		s.change(w, r, call{op: opDemote, id: uint64(id)}, "member demoted to learner", adminapi.RoleLearner)
 	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	m, ok := ans.find(uint64(id))
-	if !ok {
-		m = adminapi.Member{ID: id, Ordinal: id.Ordinal(), Role: adminapi.RoleVoter}
-	}
-	s.log.Info("admin: member promoted to voter", "member", id.String())
-	writeJSON(w, http.StatusOK, m)
 }
 
 func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
-	if !ok {
-		return
+	if id, ok := pathID(w, r); ok {
+		s.change(w, r, call{op: opRemove, id: uint64(id)}, "member removed", "")
 	}
-	ans, err := s.call(r.Context(), call{op: opRemove, id: uint64(id)})
+}
+
+// change makes the membership change c and answers it: the error's
+// status, or the member c names as the status after the change lists it,
+// or 204 when role is "" (a removal: nothing left to show). When the
+// change applied but the status after it failed, the answer is what was
+// asked (the member with role). done is the log line of a success.
+func (s *Server) change(w http.ResponseWriter, r *http.Request, c call, done, role string) {
+	ans, err := s.call(r.Context(), c)
 	if err == nil {
 		err = ans.err
 	}
@@ -139,8 +125,21 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info("admin: member removed", "member", id.String())
-	w.WriteHeader(http.StatusNoContent)
+	id := adminapi.ID(c.id)
+	args := []any{"member", id.String()}
+	if c.addr != "" {
+		args = append(args, "addr", c.addr)
+	}
+	s.log.Info("admin: "+done, args...)
+	if role == "" {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	m, ok := ans.find(c.id)
+	if !ok {
+		m = adminapi.Member{ID: id, Ordinal: id.Ordinal(), Addr: c.addr, Role: role}
+	}
+	writeJSON(w, http.StatusOK, m)
 }
 
 func (s *Server) transfer(w http.ResponseWriter, r *http.Request) {

@@ -51,9 +51,11 @@ type Config struct {
 	Chat          ChatLimits // chat.queue, chat.line_max, chat.rate, chat.history
 	HTTP          HTTP       // http.*: the data plane's limits and drain
 	Pprof         bool       // ops.pprof: serve /debug/pprof on the ops port
-	TokenFile     string     // auth.token_file: bearer token for the data plane and the ops debug endpoints
-	// AdminTokenFile is admin.token_file: the bearer token of the ops
-	// port's admin API (raft membership); "" serves it open (logged).
+	TokenFile     string     // auth.token_file: bearer tokens for the data plane and the ops debug endpoints
+	// AdminTokenFile is admin.token_file: the bearer tokens of the ops
+	// port's admin API (raft membership); "" serves it open (logged). Both
+	// files are read by package tokenfile (several tokens, re-read on
+	// change).
 	AdminTokenFile string
 	LogLevel       slog.Level // log.level
 	LogFormat      string     // log.format: "text" or "json"
@@ -254,13 +256,13 @@ var settings = []setting{
 		help:  "after the grace, `duration` in-flight requests have to finish before their connections are cut",
 		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.DrainTimeout = d })},
 	{key: "auth.token_file", flag: "auth-token-file", env: "WO_AUTH_TOKEN_FILE", def: "",
-		help: "`file` holding a bearer token; when set, the data plane and the ops port's /debug endpoints require Authorization: Bearer <token>",
+		help: "`file` holding bearer tokens, one a line (# comments; any one accepted; re-read when it changes); when set, the data plane and the ops port's /debug endpoints require Authorization: Bearer <token>",
 		apply: func(c *Config, s string) error {
 			c.TokenFile = strings.TrimSpace(s)
 			return nil
 		}},
 	{key: "admin.token_file", flag: "admin-token-file", env: "WO_ADMIN_TOKEN_FILE", def: "",
-		help: "`file` holding the bearer token of the ops port's admin API (/admin: raft membership and leadership); unset = the admin API is open (logged at start)",
+		help: "`file` holding the bearer tokens of the ops port's admin API (/admin: raft membership and leadership), as auth.token_file; unset = the admin API is open (logged at start)",
 		apply: func(c *Config, s string) error {
 			c.AdminTokenFile = strings.TrimSpace(s)
 			return nil

@@ -46,6 +46,12 @@
 //
 // The replication settings are described in docs/replication.md.
 //
+// auth.token_file and admin.token_file hold one or more bearer tokens, one a
+// line (blank lines and # comments ignored), any one accepted; the worker
+// reads them again when they change, so a token is rotated without a
+// restart (package tokenfile). A file with no token, or a token with
+// whitespace inside, stops the start (exit 2) naming the file and line.
+//
 // The file's keys are the dotted names above as TOML tables, which is what the
 // operator renders into its ConfigMap:
 //

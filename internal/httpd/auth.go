@@ -1,23 +1,24 @@
 package httpd
 
 import (
-	"crypto/subtle"
 	"net/http"
 	"strings"
+
+	"github.com/writeonce/wo/internal/tokenfile"
 )
 
 // BearerOK says the request carries "Authorization: Bearer <token>" with
-// this token (compared in constant time). An empty token allows every
-// request.
-func BearerOK(r *http.Request, token string) bool {
-	if token == "" {
+// one of tokens (tokenfile.Tokens.Allows: constant time, the file looked
+// at again when it is due). Nil tokens allow every request.
+func BearerOK(r *http.Request, tokens *tokenfile.Tokens) bool {
+	if tokens == nil {
 		return true
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
 		got, ok = strings.CutPrefix(r.Header.Get("Authorization"), "bearer ")
 	}
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+	return ok && tokens.Allows(strings.TrimSpace(got))
 }
 
 // Unauthorized answers 401 with the challenge, in the JSON error shape.

@@ -6,7 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/writeonce/wo/internal/httpd"
+	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -172,7 +177,7 @@ func TestHijack(t *testing.T) {
 // Keep-alive: many requests on one connection, and a drain closes an idle
 // one.
 func TestKeepAliveAndToken(t *testing.T) {
-	addr := serve(t, httpd.Options{Token: "t0k"}, hello)
+	addr := serve(t, httpd.Options{Tokens: tokenfile.Static("t0k")}, hello)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -309,4 +314,90 @@ func TestServerSpan(t *testing.T) {
 		t.Errorf("hijacked request's span attributes %v", attrs)
 	}
 	_ = tp.Shutdown(context.Background())
+}
+
+// Token rotation on the data plane, as the operator does it: the file goes
+// {old} -> {old, new} -> {new} while a client keeps calling with a token
+// that the file holds at every moment; it is never refused, and at the end
+// the old token is.
+func TestTokenRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	writeFile := func(s string) {
+		if err := os.WriteFile(path+".tmp", []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile("old\n")
+	tokens, err := tokenfile.Load("auth.token_file", path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, httpd.Options{Tokens: tokens}, hello)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	call := func(tok string) int {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/hello/x", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// until polls (bounded) until tok gets code.
+	until := func(tok string, code int) {
+		t.Helper()
+		for range 500 {
+			if call(tok) == code {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("token %q never got %d", tok, code)
+	}
+	var current atomic.Pointer[string]
+	old, new := "old", "new"
+	current.Store(&old)
+	stop := make(chan struct{})
+	var refused, calls atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tok := current.Load()
+			// A refusal counts unless the client was moved to the new
+			// token while the call was in flight (the old one may then be
+			// gone from the file already).
+			if code := call(*tok); code != 200 && current.Load() == tok {
+				refused.Add(1)
+				t.Errorf("the client's token %q got %d", *tok, code)
+			}
+			calls.Add(1)
+		}
+	}()
+	writeFile("# rotation in progress\nold\nnew\n")
+	until(new, 200)
+	current.Store(&new)
+	writeFile("new\n")
+	until(old, 401)
+	close(stop)
+	wg.Wait()
+	if refused.Load() != 0 || calls.Load() == 0 {
+		t.Fatalf("%d of %d calls refused during the rotation", refused.Load(), calls.Load())
+	}
+	if call(old) != 401 || call(new) != 200 {
+		t.Fatal("after the rotation: want the old token refused and the new one accepted")
+	}
 }

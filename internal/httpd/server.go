@@ -21,6 +21,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -54,9 +55,10 @@ type Options struct {
 	// MaxBody caps a request body; over it the answer is 413 and the
 	// connection closes.
 	MaxBody int64
-	// Token, when set, is the bearer token every request must carry
-	// (Authorization: Bearer <token>); others get 401.
-	Token string
+	// Tokens, when set, are the bearer tokens a request may carry
+	// (Authorization: Bearer <token>; any one of them, auth.token_file,
+	// re-read when it changes); others get 401.
+	Tokens *tokenfile.Tokens
 	// Logger receives connection-level problems (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -475,7 +477,7 @@ func (c *conn) runHandler(w *response, req *http.Request) {
 		}
 		w.close = true
 	}()
-	if !BearerOK(req, c.s.opts.Token) {
+	if !BearerOK(req, c.s.opts.Tokens) {
 		Unauthorized(w)
 		return
 	}

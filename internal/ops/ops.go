@@ -16,6 +16,7 @@ import (
 	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/httpd"
+	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -64,9 +65,10 @@ type Options struct {
 	// Pprof serves /debug/pprof (off by default: profiles expose internals
 	// and cost CPU).
 	Pprof bool
-	// Token, when set, is the bearer token /debug/... requires. /healthz,
-	// /readyz and /metrics stay open: the kubelet and Prometheus probe them.
-	Token string
+	// Tokens, when set, are the bearer tokens /debug/... accepts
+	// (auth.token_file). /healthz, /readyz and /metrics stay open: the
+	// kubelet and Prometheus probe them.
+	Tokens *tokenfile.Tokens
 	// Admin, when set, is served under /admin/ (it checks its own token,
 	// admin.token_file), and readiness and the wo_raft_* metrics follow the
 	// raft member it is attached to.
@@ -106,7 +108,7 @@ func New(opts Options) *Server {
 // endpoint.
 func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !httpd.BearerOK(r, s.opts.Token) {
+		if !httpd.BearerOK(r, s.opts.Tokens) {
 			httpd.Unauthorized(w)
 			return
 		}

@@ -15,14 +15,16 @@
 // Proposals carry a 16-byte header (proposer ID, sequence number) so the
 // proposing member can answer its caller when the entry applies; the state
 // machine sees only the payload. Membership changes (AddLearner, Promote,
-// Remove) are ConfChangeV2 entries whose context carries the new member's
-// peer address; TransferLeader asks the leader to hand over.
+// Demote, Remove) are ConfChangeV2 entries whose context carries the
+// member's peer address; a follower forwards them to the leader as raft
+// forwards any proposal. Demote is AddLearner on a voter (raft makes a
+// voter a learner in a simple change); it refuses the leader and the last
+// voter. TransferLeader asks the leader to hand over.
 //
 // Storage is an interface so the WAL can implement it; MemStorage (raft's
 // MemoryStorage plus a fake durable log that survives a simulated crash) is
 // what the tests use today.
 //
-// Status: this package is complete and tested on its own, but the worker
-// does not use it yet (its cluster.* and peer.* settings are parsed, not
-// acted on); docs/replication.md says what remains.
+// The worker runs it under dbowner (the database's raft log);
+// docs/replication.md says what remains.
 package node

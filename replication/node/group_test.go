@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -388,6 +389,111 @@ func TestRestartFromSnapshotAndLog(t *testing.T) {
 		g.waitFor("the restarted member to catch up", func() bool { return m.sm.len() == 36 })
 		if v, _ := m.sm.get("k0"); v != "0" {
 			t.Errorf("k0 = %q after the restart, want the snapshot's 0", v)
+		}
+		return 0
+	})
+}
+
+// TestDemotion: a voter made a learner keeps receiving entries and stops
+// counting toward the quorum; the leader and the last voter are refused;
+// the learner is promoted back.
+func TestDemotion(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(3)
+		lead := g.leader()
+		g.mustPropose(lead, "before=1")
+		victim, asker := uint64(0), uint64(0)
+		for _, id := range sortedIDs(g.members) {
+			switch {
+			case id == lead:
+			case victim == 0:
+				victim = id
+			default:
+				asker = id
+			}
+		}
+		demote := func(on, id uint64) (err error) {
+			m := g.members[on]
+			shardtest.On(f, m.shard, func(f *runtime.Fiber) { err = m.node.Demote(f, id, opWait) })
+			return err
+		}
+		// The leader refuses to demote itself, and a follower refuses to
+		// demote the leader it knows.
+		for _, on := range []uint64{lead, asker} {
+			err := demote(on, lead)
+			if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("member %x leads: transfer leadership away first", lead)) {
+				fatalf(t, "demote the leader on %d: %v", on, err)
+			}
+		}
+		if err := demote(lead, 99); !errors.Is(err, ErrUnknownMember) {
+			fatalf(t, "demote an unknown member: %v", err)
+		}
+		// Asked on a follower, which forwards the change to the leader.
+		if err := demote(asker, victim); err != nil {
+			fatalf(t, "demote %d on %d: %v", victim, asker, err)
+		}
+		g.waitFor("the demoted member to be a learner everywhere", func() bool {
+			for _, m := range g.members {
+				st := g.status(m)
+				if st.Voters != 2 || !slices.ContainsFunc(st.Members, func(mm Member) bool { return mm.ID == victim && mm.Learner }) {
+					return false
+				}
+			}
+			return true
+		})
+		if st := g.status(g.members[victim]); st.Role != RoleLearner {
+			fatalf(t, "the demoted member's role is %s, want learner", st.Role)
+		}
+		// A learner already: nothing proposed, nil.
+		before := g.status(g.members[lead]).Commit
+		if err := demote(lead, victim); err != nil {
+			fatalf(t, "demote a learner: %v", err)
+		}
+		if after := g.status(g.members[lead]).Commit; after != before {
+			fatalf(t, "demoting a learner proposed something: commit %d -> %d", before, after)
+		}
+		// Writes commit on the two voters alone: the learner is cut off,
+		// then catches up once healed.
+		g.faults.Partition([]uint64{victim}, []uint64{lead, asker})
+		g.mustPropose(lead, "with-two=1")
+		g.faults.Heal()
+		g.waitFor("the learner to receive the entries after its demotion", func() bool {
+			_, ok := g.members[victim].sm.get("with-two")
+			return ok
+		})
+		// Promote it back.
+		shardtest.On(f, g.members[lead].shard, func(f *runtime.Fiber) {
+			if err := g.members[lead].node.Promote(f, victim, opWait); err != nil {
+				t.Errorf("promote back: %v", err)
+			}
+		})
+		g.waitFor("three voters again", func() bool {
+			for _, m := range g.members {
+				if g.status(m).Voters != 3 {
+					return false
+				}
+			}
+			return true
+		})
+		g.mustPropose(victim, "after=1")
+		return 0
+	})
+}
+
+// The last voter cannot be demoted: the group would have none.
+func TestDemoteTheLastVoter(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(1)
+		g.leader()
+		m := g.members[1]
+		var err error
+		shardtest.On(f, m.shard, func(f *runtime.Fiber) { err = m.node.Demote(f, 1, opWait) })
+		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "last voter") {
+			fatalf(t, "demote the only voter: %v", err)
 		}
 		return 0
 	})

@@ -604,6 +604,35 @@ func (n *Node) Promote(f *runtime.Fiber, id uint64, timeout time.Duration) error
 	return n.confChange(f, raftpb.ConfChangeAddNode, id, n.members[id], timeout)
 }
 
+// Demote makes voter id a learner: it keeps its data and its place in the
+// group and goes on receiving entries, but no longer counts toward a
+// quorum. Raft turns a voter into a learner in a simple conf change
+// (ConfChangeAddLearnerNode on a voter). Demoting a learner returns nil
+// at once, proposing nothing. Errors wrap ErrUnknownMember (id is not a
+// member) or ErrConflict: id is the last voter, or id is the leader this
+// member knows (a leader demoted steps down and the group goes without one
+// for an election: transfer leadership away first). A follower forwards
+// the change to the leader, as it does any proposal; between its check and
+// the leader's append leadership may move to id, which then steps down
+// (raft's StepDownOnRemoval) and the group elects another leader.
+func (n *Node) Demote(f *runtime.Fiber, id uint64, timeout time.Duration) error {
+	if f.Shard() != n.shard {
+		return ErrWrongShard
+	}
+	voters := n.confState.GetVoters()
+	switch {
+	case slices.Contains(n.confState.GetLearners(), id):
+		return nil
+	case !slices.Contains(voters, id):
+		return fmt.Errorf("node: demote %x: %w", id, ErrUnknownMember)
+	case len(voters) == 1:
+		return fmt.Errorf("node: demote %x: %w: it is the last voter (a group needs one)", id, ErrConflict)
+	case id == n.lead || id == n.cfg.ID && n.role == raft.StateLeader:
+		return fmt.Errorf("node: demote %x: %w: member %x leads: transfer leadership away first", id, ErrConflict, id)
+	}
+	return n.confChange(f, raftpb.ConfChangeAddLearnerNode, id, n.members[id], timeout)
+}
+
 // Remove removes member id from the group.
 func (n *Node) Remove(f *runtime.Fiber, id uint64, timeout time.Duration) error {
 	return n.confChange(f, raftpb.ConfChangeRemoveNode, id, "", timeout)
