@@ -6,7 +6,9 @@
 // adds each new pod as a learner through the worker's admin API, promotes
 // it once caught up until spec.voters vote, and on a scale-down removes the
 // members on the highest ordinals (moving leadership off them first) before
-// the StatefulSet shrinks, never below a quorum.
+// the StatefulSet shrinks, never below a quorum. Lowering spec.voters on the
+// same pods demotes the voters on the highest ordinals to learners, the same
+// way (leadership moved first, never below a quorum).
 //
 // Membership is decided by Decide, a pure function of the Worker (spec and
 // previous status), the StatefulSet's pod count and each pod's

@@ -45,9 +45,9 @@ func testAdminURL(w *wov1.Worker, ordinal int) string {
 // the raft group those pods form (configuration, leader, commit index) and
 // of each pod's volume (the member ID on it), reports the pods in the
 // StatefulSet's status, and fails the test on any step a real group would
-// suffer from: a pod stopped while still a member, the leader removed, a
-// change while the leader cannot reach a quorum, a removal that leaves the
-// quorum unreachable.
+// suffer from: a pod stopped while still a member, the leader removed or
+// asked to demote itself, a change while the leader cannot reach a quorum, a
+// removal or demotion that leaves the quorum unreachable.
 type fakeGroup struct {
 	t     *testing.T
 	ns    string
@@ -365,6 +365,30 @@ func (g *fakeGroup) serve(p *fakePod, w http.ResponseWriter, r *http.Request) {
 		}
 		g.members[i].Role = adminapi.RoleVoter
 		g.ops = append(g.ops, fmt.Sprintf("promote %d", id.Ordinal()))
+		answer(http.StatusOK, g.members[i])
+	case r.Method == http.MethodPost && strings.HasSuffix(rest, "/demote"):
+		id, err := adminapi.ParseID(strings.TrimSuffix(rest, "/demote"))
+		i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == id })
+		if err != nil || i < 0 {
+			answer(http.StatusNotFound, adminapi.Error{Error: "no such member"})
+			return
+		}
+		if id == g.leader {
+			// The worker refuses too (409); asking is already a
+			// mistake: leadership is to be moved first.
+			g.fail("the leader %s was asked to demote itself without handing over first", id)
+			answer(http.StatusConflict, adminapi.Error{Error: "the leader cannot demote itself: transfer leadership first"})
+			return
+		}
+		after := slices.Clone(g.members)
+		after[i].Role = adminapi.RoleLearner
+		if v, reach := g.quorumLocked(after); reach < v/2+1 {
+			g.fail("demoting %s leaves %d voters of which %d are reachable", id, v, reach)
+		}
+		if g.members[i].Role == adminapi.RoleVoter {
+			g.ops = append(g.ops, fmt.Sprintf("demote %d", id.Ordinal()))
+		}
+		g.members = after
 		answer(http.StatusOK, g.members[i])
 	case r.Method == http.MethodDelete:
 		id, err := adminapi.ParseID(rest)

@@ -213,6 +213,8 @@ func (r *Reconciler) act(ctx context.Context, w *wov1.Worker, a Action, token st
 		_, err = c.AddLearner(ctx, a.ID, PeerAddr(w, a.Ordinal))
 	case ActionPromote:
 		_, err = c.Promote(ctx, a.ID)
+	case ActionDemote:
+		_, err = c.Demote(ctx, a.ID)
 	case ActionRemove:
 		err = c.Remove(ctx, a.ID)
 	case ActionTransferLeader:

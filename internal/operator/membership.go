@@ -88,8 +88,12 @@ const (
 	ActionRemove
 	// ActionTransferLeader moves leadership to voter ID.
 	ActionTransferLeader
+	// ActionDemote makes voter ID a learner (spec.voters was lowered).
+	ActionDemote
 	// ActionBlocked: the next step would lose the quorum, so the operator
-	// waits; Reason says why and what would unblock it.
+	// waits; Reason says why and what would unblock it, Blocked which kind
+	// of step waits (ActionRemove for a scale-down, ActionDemote for a
+	// lowered spec.voters).
 	ActionBlocked
 )
 
@@ -105,6 +109,8 @@ func (k ActionKind) String() string {
 		return "remove"
 	case ActionTransferLeader:
 		return "transfer-leader"
+	case ActionDemote:
+		return "demote"
 	case ActionBlocked:
 		return "blocked"
 	}
@@ -124,6 +130,8 @@ type Action struct {
 	Via int
 	// Reason is a sentence for the event and the log.
 	Reason string
+	// Blocked is, for ActionBlocked, the kind of step that waits.
+	Blocked ActionKind
 }
 
 // Membership is Decide's answer: the next step and everything the status
@@ -299,16 +307,16 @@ func Decide(in MembershipInput) Membership {
 				break
 			}
 			if m.ID == L.Self {
-				to, ok := transferTarget(members, desired)
+				to, ok := transferTarget(members, func(o adminapi.Member) bool { return int32(o.Ordinal) < desired })
 				if !ok {
-					return act(Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
+					return act(Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
 						Reason: fmt.Sprintf("pod %s leads and is to be removed, but no reachable voter on pods 0..%d can take over: the scale-down waits for one", out.Leader, desired-1)})
 				}
 				return act(Action{Kind: ActionTransferLeader, ID: to.ID, Ordinal: to.Ordinal,
 					Reason: fmt.Sprintf("pod %s leads and is to be removed: transferring leadership to %s first", out.Leader, PodName(w, to.Ordinal))})
 			}
 			if why, safe := removalKeepsQuorum(L, members, m); !safe {
-				return act(Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
+				return act(Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
 					Reason: fmt.Sprintf("scale-down to %d waits: removing %s %s", desired, PodName(w, m.Ordinal), why)})
 			}
 			return act(Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
@@ -357,6 +365,14 @@ func Decide(in MembershipInput) Membership {
 		}
 	}
 
+	// 5. Demotion: spec.voters was lowered on the same pods. The voters on
+	// the highest ordinals become learners, one a reconcile, leadership
+	// moved off first. The scale-down above has already removed the
+	// voters of pods that go, so only voters on pods that stay are left.
+	if out.Voters > out.TargetVoters {
+		return act(decideDemotion(w, L, members, out.Voters, out.TargetVoters, out.Leader))
+	}
+
 	// Nothing to do now; say what, if anything, is still awaited.
 	var waits []string
 	if len(lagging) > 0 {
@@ -374,12 +390,7 @@ func Decide(in MembershipInput) Membership {
 				PodName(w, v.Ordinal), v.Cluster.Self, DataVolume+"-"+PodName(w, v.Ordinal)))
 		}
 	}
-	if out.Voters > out.TargetVoters && len(out.Draining) == 0 {
-		// The worker has no demotion: lowering spec.voters takes effect
-		// as the pods holding the extra voters are scaled away.
-		waits = append(waits, fmt.Sprintf("%d voters, %d wanted: the extra voters stay until a scale-down removes their pods (a voter is never demoted)", out.Voters, out.TargetVoters))
-	}
-	out.InStep = len(waits) == 0 && len(out.Draining) == 0 && out.Voters >= out.TargetVoters && reach >= quorum
+	out.InStep = len(waits) == 0 && len(out.Draining) == 0 && out.Voters == out.TargetVoters && reach >= quorum
 	if len(waits) > 0 {
 		out.Next = Action{Kind: ActionNone, Via: lv.Ordinal, Reason: strings.Join(waits, "; ")}
 	}
@@ -499,13 +510,13 @@ func removalKeepsQuorum(L adminapi.Cluster, members []adminapi.Member, m adminap
 }
 
 // transferTarget is the voter that takes over from a leader being scaled
-// away: reachable, on a pod that stays, the most caught up (then the lowest
-// ordinal).
-func transferTarget(members []adminapi.Member, desired int32) (adminapi.Member, bool) {
+// away or demoted: reachable, one that stays a voter (stays says which), the
+// most caught up (then the lowest ordinal).
+func transferTarget(members []adminapi.Member, stays func(adminapi.Member) bool) (adminapi.Member, bool) {
 	var best adminapi.Member
 	found := false
 	for _, m := range members {
-		if m.Role != adminapi.RoleVoter || !m.Reachable || int32(m.Ordinal) >= desired {
+		if m.Role != adminapi.RoleVoter || !m.Reachable || !stays(m) {
 			continue
 		}
 		if !found || m.Match > best.Match || (m.Match == best.Match && m.Ordinal < best.Ordinal) {
@@ -513,6 +524,47 @@ func transferTarget(members []adminapi.Member, desired int32) (adminapi.Member, 
 		}
 	}
 	return best, found
+}
+
+// decideDemotion is the next step of lowering the voters from have to want:
+// the voter on the highest ordinal becomes a learner; when it leads,
+// leadership moves first to a reachable voter that stays one. A demotion
+// whose remaining voters the leader could not reach a majority of waits,
+// as does any change while the leader reaches no quorum now (the change
+// itself could not commit). members is sorted by ordinal, highest first.
+func decideDemotion(w *wov1.Worker, L adminapi.Cluster, members []adminapi.Member, have, want int32, leader string) Action {
+	// The voters that become learners: the have-want highest ordinals.
+	demoted := map[adminapi.ID]bool{}
+	var next adminapi.Member
+	for _, m := range members {
+		if m.Role != adminapi.RoleVoter || int32(len(demoted)) == have-want {
+			continue
+		}
+		if len(demoted) == 0 {
+			next = m
+		}
+		demoted[m.ID] = true
+	}
+	blocked := func(why string) Action {
+		return Action{Kind: ActionBlocked, Blocked: ActionDemote, ID: next.ID, Ordinal: next.Ordinal,
+			Reason: fmt.Sprintf("lowering the voters from %d to %d waits: demoting %s %s", have, want, PodName(w, next.Ordinal), why)}
+	}
+	if q := L.Voters/2 + 1; L.Reachable < q {
+		return blocked(fmt.Sprintf("needs the quorum now, and the leader reaches %d of %d voters (quorum %d)", L.Reachable, L.Voters, q))
+	}
+	if next.ID == L.Self {
+		to, ok := transferTarget(members, func(o adminapi.Member) bool { return !demoted[o.ID] })
+		if !ok {
+			return blocked("needs leadership moved first, and no reachable voter that stays one can take over")
+		}
+		return Action{Kind: ActionTransferLeader, ID: to.ID, Ordinal: to.Ordinal,
+			Reason: fmt.Sprintf("pod %s leads and is to become a learner (voters %d -> %d): transferring leadership to %s first", leader, have, want, PodName(w, to.Ordinal))}
+	}
+	if why, safe := removalKeepsQuorum(L, members, next); !safe {
+		return blocked(why)
+	}
+	return Action{Kind: ActionDemote, ID: next.ID, Ordinal: next.Ordinal,
+		Reason: fmt.Sprintf("spec.voters is %d and the group has %d: demoting voter %s (%s) to a learner; it keeps its data and its place in the group", want, have, PodName(w, next.Ordinal), next.ID)}
 }
 
 // carryDraining merges the members draining now with the pods the previous

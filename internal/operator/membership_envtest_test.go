@@ -266,6 +266,93 @@ func TestScaleDownBelowQuorumWaits(t *testing.T) {
 	waitGroup(t, g, w, 1, "0:voter")
 }
 
+// TestLoweringVotersDemotes: spec.voters 5 -> 3 -> 5 at replicas 5. The
+// voters on pods 4 and 3 become learners, highest ordinal first, after
+// leadership moved off pod 4, which leads; raising voters again promotes
+// them back. The fake fails the test on a demoted leader or a lost quorum.
+func TestLoweringVotersDemotes(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, operatorConfig)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
+	w.Spec.Replicas, w.Spec.Voters = ptr.To(int32(5)), ptr.To(int32(5))
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	getStatefulSet(t, ns, w.Name)
+	g := startFakeGroup(t, ns, w.Name)
+	waitGroup(t, g, w, 5, "0:voter", "1:voter", "2:voter", "3:voter", "4:voter")
+	g.setLeader(4)
+	eventually(t, "status shows pod 4 leading", func() error {
+		if l := getWorker(t, w).Status.Leader; l != w.Name+"-4" {
+			return fmt.Errorf("leader %q", l)
+		}
+		return nil
+	})
+
+	before := len(g.opLog())
+	runKubectl(t, "-n", ns, "patch", "worker/"+w.Name, "--type=merge", "-p", `{"spec":{"voters":3}}`)
+	waitGroup(t, g, w, 5, "0:voter", "1:voter", "2:voter", "3:learner", "4:learner")
+	steps := g.opLog()[before:]
+	if d := filterOps(steps, "demote"); !slices.Equal(d, []string{"demote 4", "demote 3"}) {
+		t.Errorf("demotions %v, want pod 4 then pod 3", d)
+	}
+	if i, j := slices.IndexFunc(steps, func(s string) bool { return strings.HasPrefix(s, "leader ") }), slices.Index(steps, "demote 4"); i < 0 || i > j {
+		t.Errorf("steps %v: leadership must move off pod 4 before it is demoted", steps)
+	}
+	if l := getWorker(t, w).Status.Leader; l == w.Name+"-3" || l == w.Name+"-4" {
+		t.Errorf("leader %s is a learner now", l)
+	}
+	if r := filterOps(steps, "remove"); len(r) != 0 {
+		t.Errorf("a demotion removed members: %v", r)
+	}
+	eventually(t, "a MemberDemoted event", func() error { return findEvent(ns, w.Name, "MemberDemoted") })
+
+	before = len(g.opLog())
+	runKubectl(t, "-n", ns, "patch", "worker/"+w.Name, "--type=merge", "-p", `{"spec":{"voters":5}}`)
+	waitGroup(t, g, w, 5, "0:voter", "1:voter", "2:voter", "3:voter", "4:voter")
+	if p := filterOps(g.opLog()[before:], "promote"); !slices.Equal(p, []string{"promote 3", "promote 4"}) {
+		t.Errorf("promotions %v, want pod 3 then pod 4", p)
+	}
+}
+
+// TestLoweringVotersBelowQuorumWaits: with two of five voters dead, the
+// first demotion would leave four voters of which two answer. The operator
+// waits and says so (DemotionBlocked), and finishes once they are back.
+func TestLoweringVotersBelowQuorumWaits(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, operatorConfig)
+	ctx := context.Background()
+
+	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
+	w.Spec.Replicas, w.Spec.Voters = ptr.To(int32(5)), ptr.To(int32(5))
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	getStatefulSet(t, ns, w.Name)
+	g := startFakeGroup(t, ns, w.Name)
+	waitGroup(t, g, w, 5, "0:voter", "1:voter", "2:voter", "3:voter", "4:voter")
+	g.setDown(1, true)
+	g.setDown(2, true)
+	runKubectl(t, "-n", ns, "patch", "worker/"+w.Name, "--type=merge", "-p", `{"spec":{"voters":3}}`)
+	eventually(t, "the demotion waits and says why", func() error {
+		c := condition(getWorker(t, w), wov1.ConditionProgressing)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "DemotionBlocked" || !strings.Contains(c.Message, "fewer than their quorum") {
+			return fmt.Errorf("Progressing %+v", c)
+		}
+		return findEvent(ns, w.Name, "DemotionBlocked")
+	})
+	if got := g.config(); !slices.Equal(got, []string{"0:voter", "1:voter", "2:voter", "3:voter", "4:voter"}) {
+		t.Fatalf("a voter was demoted while blocked: %v", got)
+	}
+	g.setDown(1, false)
+	g.setDown(2, false)
+	waitGroup(t, g, w, 5, "0:voter", "1:voter", "2:voter", "3:learner", "4:learner")
+}
+
 // TestSpecVotersRules: the API server refuses an even or too large
 // spec.voters with a message that says what to do, and accepts voters above
 // replicas when replicas is below 3.

@@ -105,6 +105,7 @@ func TestEffectiveVoters(t *testing.T) {
 
 func TestDecide(t *testing.T) {
 	three := []adminapi.Member{voter(0, true), voter(1, true), voter(2, true)}
+	five := append(slices.Clone(three), voter(3, true), voter(4, true))
 	for _, c := range []struct {
 		name     string
 		w        *wov1.Worker
@@ -233,6 +234,70 @@ func TestDecide(t *testing.T) {
 			want: ActionNone, wantSts: 2, inStep: true, quorum: metav1.ConditionTrue,
 		},
 		{
+			name: "voters 5 -> 3 on 5 pods: the voter on the highest ordinal is demoted first",
+			w:    worker(5, 3), sts: 5,
+			g:    group{leader: 0, commit: 100, members: five, pods: 5},
+			want: ActionDemote, wantID: id(4, 1), wantSts: 5, reason: "demoting voter chat-4", quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "voters 5 -> 3, one demoted: the next highest follows",
+			w:    worker(5, 3), sts: 5,
+			g:    group{leader: 0, commit: 100, members: append(slices.Clone(five[:4]), learner(4, 100)), pods: 5},
+			want: ActionDemote, wantID: id(3, 1), wantSts: 5, reason: "the group has 4", quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "voters 5 -> 3, done: in step with two learners",
+			w:    worker(5, 3), sts: 5,
+			g:    group{leader: 0, commit: 100, members: append(slices.Clone(three), learner(3, 100), learner(4, 100)), pods: 5},
+			want: ActionNone, wantSts: 5, inStep: true, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "voters 5 -> 3 with the leader on pod 4: leadership moves to a voter that stays",
+			w:    worker(5, 3), sts: 5,
+			g:    group{leader: 4, commit: 100, members: five, pods: 5},
+			want: ActionTransferLeader, wantID: id(0, 1), wantVia: 4, wantSts: 5, reason: "transferring leadership to chat-0 first", quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "voters 5 -> 1 with the leader on pod 3: not handed to pod 4, which is demoted too",
+			w:    worker(5, 1), sts: 5,
+			g:    group{leader: 3, commit: 100, members: []adminapi.Member{voter(0, true), learner(1, 100), learner(2, 100), voter(3, true), voter(4, true)}, pods: 5},
+			want: ActionDemote, wantID: id(4, 1), wantVia: 3, wantSts: 5, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "voters 3 -> 1 with the leader on pod 2, the last to go: leadership moves to pod 0",
+			w:    worker(3, 1), sts: 3,
+			g:    group{leader: 2, commit: 100, members: []adminapi.Member{voter(0, true), learner(1, 100), voter(2, true)}, pods: 3},
+			want: ActionTransferLeader, wantID: id(0, 1), wantVia: 2, wantSts: 3, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "a demotion whose remaining voters are not a reachable majority waits and says why",
+			w:    worker(5, 3), sts: 5,
+			g: group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), voter(1, false), voter(2, false), voter(3, true), voter(4, true)}, pods: 5,
+				down: map[int]bool{1: true, 2: true}},
+			want: ActionBlocked, wantID: id(4, 1), wantSts: 5, reason: "would leave 4 voters of which the leader reaches 2, fewer than their quorum of 3",
+			quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "a dead voter is demoted when the rest keep a quorum",
+			w:    worker(5, 3), sts: 5,
+			g: group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), voter(1, true), voter(2, true), voter(3, true), voter(4, false)}, pods: 5,
+				down: map[int]bool{4: true}},
+			want: ActionDemote, wantID: id(4, 1), wantSts: 5, quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "no demotion while the leader reaches no quorum",
+			w:    worker(5, 3), sts: 5,
+			g: group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), voter(1, false), voter(2, false), voter(3, false), voter(4, true)}, pods: 5,
+				down: map[int]bool{1: true, 2: true, 3: true}},
+			want: ActionBlocked, wantSts: 5, reason: "needs the quorum now", quorum: metav1.ConditionFalse,
+		},
+		{
+			name: "voters 3 -> 5 again: the lowest learner is promoted",
+			w:    worker(5, 5), sts: 5,
+			g:    group{leader: 0, commit: 100, members: append(slices.Clone(three), learner(3, 100), learner(4, 100)), pods: 5},
+			want: ActionPromote, wantID: id(3, 7), wantSts: 5, quorum: metav1.ConditionTrue,
+		},
+		{
 			name: "a pod holding a removed member says what to do",
 			w:    worker(2, 3), sts: 2,
 			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true)}, pods: 2, removed: map[int]adminapi.ID{1: id(1, 1)}},
@@ -243,6 +308,9 @@ func TestDecide(t *testing.T) {
 			m := Decide(MembershipInput{Worker: c.w, StatefulSetReplicas: c.sts, Pods: c.g.views()})
 			if m.Next.Kind != c.want || (c.wantID != 0 && m.Next.ID != c.wantID) {
 				t.Fatalf("next = %v %s (%s), want %v %s", m.Next.Kind, m.Next.ID, m.Next.Reason, c.want, c.wantID)
+			}
+			if c.want == ActionBlocked && strings.Contains(c.name, "demotion") && m.Next.Blocked != ActionDemote {
+				t.Errorf("blocked step is %v, want demote", m.Next.Blocked)
 			}
 			if c.want != ActionNone && m.Next.Via != c.wantVia {
 				t.Errorf("sent via pod %d, want the leader %d", m.Next.Via, c.wantVia)
@@ -318,12 +386,32 @@ func TestDecideDeletesDrainedVolumes(t *testing.T) {
 // nothing is left to do, reaches the spec from any of the sizes the issue
 // walks through, and the StatefulSet never drops a pod that is a member.
 func TestDecideConverges(t *testing.T) {
-	sizes := []int32{1, 3, 5, 3, 1, 2, 5, 1}
+	var steps []spec
+	for _, size := range []int32{1, 3, 5, 3, 1, 2, 5, 1} {
+		steps = append(steps, spec{size, 3})
+	}
+	converge(t, steps)
+}
+
+// Lowering and raising spec.voters on the same pods, with scales in
+// between, including a leader on a pod whose voter is demoted.
+func TestDecideConvergesVoters(t *testing.T) {
+	converge(t, []spec{{5, 5}, {5, 3}, {5, 5}, {5, 1}, {3, 3}, {5, 5}, {3, 1}, {1, 1}, {5, 3}})
+}
+
+type spec struct{ replicas, voters int32 }
+
+func converge(t *testing.T, specs []spec) {
+	t.Helper()
 	g := &modelGroup{members: []adminapi.Member{voter(0, true)}, leader: 0, commit: 1}
 	w := worker(1, 3)
 	sts := int32(1)
-	for _, size := range sizes {
-		w.Spec.Replicas = ptr.To(size)
+	for _, sp := range specs {
+		size := sp.replicas
+		w.Spec.Replicas, w.Spec.Voters = ptr.To(size), ptr.To(sp.voters)
+		// The leader moves to the highest voter, the one a demotion
+		// takes first, so the transfer path is walked.
+		g.leader = g.highestVoter()
 		for step := 0; ; step++ {
 			if step > 50 {
 				t.Fatalf("scale to %d: no convergence after 50 steps", size)
@@ -350,8 +438,8 @@ func TestDecideConverges(t *testing.T) {
 			}
 			g.apply(t, m.Next)
 		}
-		if v := g.voters(); int32(v) != EffectiveVoters(3, size) {
-			t.Errorf("scale to %d: %d voters, want %d", size, v, EffectiveVoters(3, size))
+		if v := g.voters(); int32(v) != EffectiveVoters(sp.voters, size) {
+			t.Errorf("%+v: %d voters, want %d", sp, v, EffectiveVoters(sp.voters, size))
 		}
 	}
 }
@@ -373,6 +461,32 @@ func (g *modelGroup) voters() int {
 		}
 	}
 	return n
+}
+
+func (g *modelGroup) highestVoter() int {
+	best := -1
+	for _, m := range g.members {
+		if m.Role == adminapi.RoleVoter {
+			best = max(best, m.Ordinal)
+		}
+	}
+	return best
+}
+
+// checkQuorum fails the test when the voters after a change would be no
+// majority or would not include the leader.
+func (g *modelGroup) checkQuorum(t *testing.T, what string, after []adminapi.Member) {
+	t.Helper()
+	voters, leads := 0, false
+	for _, m := range after {
+		if m.Role == adminapi.RoleVoter {
+			voters++
+			leads = leads || m.Ordinal == g.leader
+		}
+	}
+	if voters == 0 || !leads {
+		t.Fatalf("%s leaves %d voters, the leader among them: %t", what, voters, leads)
+	}
 }
 
 func (g *modelGroup) views(sts int32) []PodView {
@@ -407,7 +521,24 @@ func (g *modelGroup) apply(t *testing.T, a Action) {
 			t.Fatalf("removing the leader %s", a.ID)
 		}
 		g.members = slices.DeleteFunc(g.members, func(m adminapi.Member) bool { return m.ID == a.ID })
+		g.checkQuorum(t, "removing "+a.ID.String(), g.members)
+	case ActionDemote:
+		if a.Ordinal == g.leader {
+			t.Fatalf("demoting the leader %s", a.ID)
+		}
+		for i := range g.members {
+			if g.members[i].ID == a.ID {
+				if g.members[i].Role != adminapi.RoleVoter {
+					t.Fatalf("demoting %s, a %s", a.ID, g.members[i].Role)
+				}
+				g.members[i].Role = adminapi.RoleLearner
+			}
+		}
+		g.checkQuorum(t, "demoting "+a.ID.String(), g.members)
 	case ActionTransferLeader:
+		if a.Via != g.leader {
+			t.Fatalf("transfer sent to pod %d, the leader is %d", a.Via, g.leader)
+		}
 		g.leader = a.Ordinal
 	case ActionNone:
 	default:

@@ -166,7 +166,7 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a Action, token s
 	case ActionNone:
 		return nil
 	case ActionBlocked:
-		r.event(w, nil, corev1.EventTypeWarning, "ScaleDownBlocked", "Membership", a.Reason)
+		r.event(w, nil, corev1.EventTypeWarning, blockedReason(a), "Membership", a.Reason)
 		return nil
 	}
 	if err := r.act(ctx, w, a, token); err != nil {
@@ -176,9 +176,20 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a Action, token s
 	reason := map[ActionKind]string{
 		ActionAddLearner: "MemberAdded", ActionPromote: "MemberPromoted",
 		ActionRemove: "MemberRemoved", ActionTransferLeader: "LeaderTransferred",
+		ActionDemote: "MemberDemoted",
 	}[a.Kind]
 	r.event(w, nil, corev1.EventTypeNormal, reason, "Membership", a.Reason)
 	return nil
+}
+
+// blockedReason is the event and condition reason of a step that waits
+// for the quorum: ScaleDownBlocked for a scale-down, DemotionBlocked for a
+// lowered spec.voters.
+func blockedReason(a Action) string {
+	if a.Blocked == ActionDemote {
+		return "DemotionBlocked"
+	}
+	return "ScaleDownBlocked"
 }
 
 // syncObjects brings every object of the Worker to what its spec and the
@@ -478,7 +489,7 @@ func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *Membe
 	}
 	switch {
 	case m != nil && m.Next.Kind == ActionBlocked:
-		set(wov1.ConditionProgressing, metav1.ConditionFalse, "ScaleDownBlocked", m.Next.Reason)
+		set(wov1.ConditionProgressing, metav1.ConditionFalse, blockedReason(m.Next), m.Next.Reason)
 	case podsReady && !inStep:
 		set(wov1.ConditionProgressing, metav1.ConditionTrue, "MembershipChanging", m.Next.Reason)
 	case ready:
