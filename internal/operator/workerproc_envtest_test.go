@@ -29,8 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/config"
 	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/tokenfile"
 )
 
 // The process tests run real worker processes in place of the pods the
@@ -489,6 +491,28 @@ func (k *procKubelet) killLocked(ords ...int) {
 	}
 }
 
+// admin is a client of pod ord's admin API with the token the admin
+// Secret holds now (its first, when a rotation lists several).
+func (k *procKubelet) admin(ctx context.Context, ord int) (*adminapi.Client, error) {
+	var sec corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: k.name + "-admin-token"}, &sec); err != nil {
+		return nil, err
+	}
+	tokens, err := tokenfile.Parse(sec.Data[operator.AdminTokenFile])
+	if err != nil {
+		return nil, fmt.Errorf("admin token Secret %s: %w", sec.Name, err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p := k.procs[ord]
+	if p == nil {
+		return nil, fmt.Errorf("pod %d does not run", ord)
+	}
+	// The probes' transport, a longer timeout: a leader transfer waits
+	// for the target to catch up.
+	return &adminapi.Client{Base: p.ops, Token: tokens[0], HTTP: &http.Client{Timeout: 15 * time.Second, Transport: k.probe.Transport}}, nil
+}
+
 // endpoints are the data-plane URLs of the ready pods.
 func (k *procKubelet) endpoints() []string { return *k.eps.Load() }
 
@@ -499,14 +523,16 @@ func (k *procKubelet) running() int {
 	return len(k.procs)
 }
 
-// TestRealWorkersFollowKubectlScale is the issue's end-to-end test: kubectl
-// scale 1 -> 3 -> 5 -> 3 -> 1 with real worker processes as the pods, under
-// a steady load of concurrent clients (procLoad). After every step the
-// group serves, no acknowledged write is lost on any pod, and the whole
-// history of register writes and linearizable reads so far is
-// linearizable. In the middle of the scale-down 5 -> 3 the operator is
+// TestRealWorkersFollowKubectlScale is the issue's end-to-end test with
+// real worker processes as the pods, under a steady load of concurrent
+// clients (procLoad): kubectl scale 1 -> 3 -> 5; voters 3 -> 5 -> 3 at 5
+// pods (the demotion with pod 4 leading, so leadership moves first); kubectl
+// scale 5 -> 3 -> 1. In the middle of the scale-down 5 -> 3 the operator is
 // stopped as soon as status shows pods draining, stays down while the load
-// goes on, and a new operator finishes the scale-down.
+// goes on, and a new operator finishes the scale-down. After every step
+// the members are what the spec asks for, the group serves, no
+// acknowledged write is lost on any pod, and the whole history of register
+// writes and linearizable reads so far is linearizable.
 func TestRealWorkersFollowKubectlScale(t *testing.T) {
 	needEnv(t)
 	if missing := workerSettingsMissing(); len(missing) > 0 {
@@ -527,48 +553,104 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 	k := startProcKubelet(t, ns, w.Name, 5)
 	l := startProcLoad(t, k, 5)
 
+	scale := func(n int) []string { return []string{"scale", "worker/" + w.Name, "--replicas=" + strconv.Itoa(n)} }
+	voters := func(n int) []string {
+		return []string{"patch", "worker/" + w.Name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"voters":%d}}`, n)}
+	}
 	steps := []struct {
-		replicas int
-		want     []string
+		name   string
+		before func() // what the test does before the change
+		change []string
+		want   []string // the members, ORDINAL:ROLE, sorted
 		// restart: stop the operator once status shows pods draining,
 		// start a new one after the load made progress without it.
 		restart bool
+		after   func() // more checks once the step is done
 	}{
-		{1, []string{"0:voter"}, false},
-		{3, []string{"0:voter", "1:voter", "2:voter"}, false},
-		{5, []string{"0:voter", "1:voter", "2:voter", "3:learner", "4:learner"}, false},
-		{3, []string{"0:voter", "1:voter", "2:voter"}, true},
-		{1, []string{"0:voter"}, false},
+		{name: "at 1 pod", change: scale(1), want: []string{"0:voter"}},
+		{name: "at 3 pods", change: scale(3), want: []string{"0:voter", "1:voter", "2:voter"}},
+		{name: "at 5 pods", change: scale(5), want: []string{"0:voter", "1:voter", "2:voter", "3:learner", "4:learner"}},
+		{name: "at 5 voters", change: voters(5), want: []string{"0:voter", "1:voter", "2:voter", "3:voter", "4:voter"}},
+		{
+			name: "at 3 voters (demoted)", change: voters(3),
+			before: func() { moveLeader(t, k, 4) },
+			want:   []string{"0:voter", "1:voter", "2:voter", "3:learner", "4:learner"},
+			after: func() {
+				if l := getWorker(t, w).Status.Leader; l == w.Name+"-3" || l == w.Name+"-4" {
+					t.Errorf("leader %s is a learner now", l)
+				}
+				eventually(t, "a MemberDemoted event", func() error { return findEvent(ns, w.Name, "MemberDemoted") })
+			},
+		},
+		{name: "at 3 pods again", change: scale(3), want: []string{"0:voter", "1:voter", "2:voter"}, restart: true},
+		{name: "at 1 pod again", change: scale(1), want: []string{"0:voter"}},
 	}
 	for _, s := range steps {
-		name := fmt.Sprintf("at %d pods", s.replicas)
-		l.beginStep(name)
-		stepStart := time.Now()
-		runKubectl(t, "-n", ns, "scale", "worker/"+w.Name, "--replicas="+strconv.Itoa(s.replicas))
-		if s.restart {
-			op = restartMidScaleDown(t, l, op, w, ns, s.replicas)
+		l.beginStep(s.name)
+		if s.before != nil {
+			s.before()
 		}
-		eventually(t, fmt.Sprintf("scale to %d", s.replicas), func() error {
+		stepStart := time.Now()
+		runKubectl(t, append([]string{"-n", ns}, s.change...)...)
+		if s.restart {
+			op = restartMidScaleDown(t, l, op, w, ns, len(s.want))
+		}
+		eventually(t, s.name, func() error {
 			got := getWorker(t, w)
 			var roles []string
 			for _, m := range got.Status.Members {
 				roles = append(roles, strings.TrimPrefix(m.Pod, w.Name+"-")+":"+m.Role)
 			}
 			slices.Sort(roles)
-			if !slices.Equal(roles, s.want) || len(got.Status.Draining) != 0 || k.running() != s.replicas || len(k.endpoints()) != s.replicas {
+			if !slices.Equal(roles, s.want) || len(got.Status.Draining) != 0 || k.running() != len(s.want) || len(k.endpoints()) != len(s.want) {
 				return fmt.Errorf("members %v draining %v pods %d ready %d", roles, got.Status.Draining, k.running(), len(k.endpoints()))
 			}
 			return nil
 		})
-		t.Logf("%s: in step after %s", name, time.Since(stepStart).Round(time.Millisecond))
+		t.Logf("%s: kubectl %s done after %s", s.name, strings.Join(s.change, " "), time.Since(stepStart).Round(time.Millisecond))
+		if s.after != nil {
+			s.after()
+		}
 		// The group serves in its new shape before it is judged.
-		l.waitAnswered(t, name+": the load is answered", 200)
-		l.check(t, name)
+		l.waitAnswered(t, s.name+": the load is answered", 200)
+		l.check(t, s.name)
 	}
 	l.stop()
 	l.beginStep("after the load")
 	l.check(t, "after the load")
-	t.Logf("scale 1 -> 3 -> 5 -> 3 -> 1 with an operator restart, under %d clients: %s", l.clients, time.Since(began).Round(time.Second))
+	t.Logf("%d steps under %d clients, with an operator restart: %s", len(steps), l.clients, time.Since(began).Round(time.Second))
+}
+
+// moveLeader makes pod ord the group's leader through the admin API (as a
+// person would, to test the operator's handling of a leader it must
+// move), retrying a transfer that did not take.
+func moveLeader(t *testing.T, k *procKubelet, ord int) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, fmt.Sprintf("pod %d leads", ord), func() error {
+		target, err := k.admin(ctx, ord)
+		if err != nil {
+			return err
+		}
+		v, err := target.Cluster(ctx)
+		if err != nil {
+			return err
+		}
+		if v.Role == "leader" {
+			return nil
+		}
+		if v.Leader == 0 {
+			return fmt.Errorf("pod %d knows no leader", ord)
+		}
+		leader, err := k.admin(ctx, v.Leader.Ordinal())
+		if err != nil {
+			return err
+		}
+		if _, err := leader.TransferLeader(ctx, v.Self); err != nil {
+			return fmt.Errorf("transfer to pod %d: %w", ord, err)
+		}
+		return fmt.Errorf("pod %d was %s, transfer asked", ord, v.Role)
+	})
 }
 
 // restartMidScaleDown stops the operator as soon as the Worker's status
