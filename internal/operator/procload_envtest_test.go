@@ -118,10 +118,13 @@ func (l *procLoad) client(ctx context.Context, id int) {
 		case r < 55:
 			key := fmt.Sprintf("f%02d-%06d", id, seq)
 			a := doRecord(ctx, hc, http.MethodPut, base, key, "1")
-			if l.count(a.putOutcome(), a) == outcomeOK {
+			switch l.count(a.putOutcome(), a) {
+			case outcomeOK:
 				l.mu.Lock()
 				l.fresh = append(l.fresh, key)
 				l.mu.Unlock()
+			case outcomeOdd:
+				l.odd("put "+key, a)
 			}
 		default:
 			key := loadRegister(rng.IntN(loadRegisters))
@@ -146,6 +149,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // recordAnswer is what one records API request got: a status and the
 // body, or no answer (err).
 type recordAnswer struct {
+	req  string // "METHOD URL"
 	code int
 	body []byte
 	err  error
@@ -153,13 +157,15 @@ type recordAnswer struct {
 
 // doRecord sends a PUT of {"v": value} to /v1/records/key, or a
 // linearizable GET of it.
-func doRecord(ctx context.Context, hc *http.Client, method, base, key, value string) recordAnswer {
+func doRecord(ctx context.Context, hc *http.Client, method, base, key, value string) (a recordAnswer) {
+	u := base + "/v1/records/" + url.PathEscape(key)
+	defer func() { a.req = method + " " + u }()
 	var body io.Reader
 	if method == http.MethodPut {
 		b, _ := json.Marshal(map[string]string{"v": value})
 		body = strings.NewReader(string(b))
 	}
-	req, err := http.NewRequestWithContext(ctx, method, base+"/v1/records/"+url.PathEscape(key), body)
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return recordAnswer{err: err}
 	}
@@ -174,7 +180,7 @@ func doRecord(ctx context.Context, hc *http.Client, method, base, key, value str
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		// The status came, the body did not: as good as no answer.
-		return recordAnswer{err: fmt.Errorf("%s %s: reading the body: %w", method, req.URL, err)}
+		return recordAnswer{err: fmt.Errorf("reading the body: %w", err)}
 	}
 	return recordAnswer{code: resp.StatusCode, body: b}
 }
@@ -192,9 +198,9 @@ func (a recordAnswer) message() string {
 
 func (a recordAnswer) String() string {
 	if a.err != nil {
-		return a.err.Error()
+		return a.req + ": " + a.err.Error()
 	}
-	return fmt.Sprintf("%d %s", a.code, a.message())
+	return fmt.Sprintf("%s: %d %s", a.req, a.code, a.message())
 }
 
 type outcome int
@@ -404,6 +410,9 @@ func (l *procLoad) check(t *testing.T, step string) {
 	for _, o := range l.oddity {
 		t.Errorf("%s: unexpected answer: %s", step, o)
 	}
+	if len(l.oddity) > 0 {
+		l.k.logErrors()
+	}
 	l.oddity = nil
 	c := l.counts[l.step]
 	c.why = maps.Clone(c.why) // the clients go on counting
@@ -459,7 +468,7 @@ func listKeys(hc *http.Client, base, prefix string) (map[string]bool, error) {
 			return nil, fmt.Errorf("list %s: reading the body: %w", base, err)
 		}
 		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("list %s: %s", base, recordAnswer{code: resp.StatusCode, body: b})
+			return nil, errors.New(recordAnswer{req: "GET " + resp.Request.URL.String(), code: resp.StatusCode, body: b}.String())
 		}
 		var page struct {
 			Records []struct {

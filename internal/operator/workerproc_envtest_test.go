@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -26,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
@@ -116,6 +114,7 @@ type procKubelet struct {
 	mu    sync.Mutex
 	procs map[int]*workerProc
 	pvcs  map[int]bool
+	all   []*workerProc // every process started, for their logs
 	// terminating are the pods sent SIGTERM and not yet exited, by
 	// ordinal: closed once the process is gone. Their ordinal starts no
 	// new pod and their claim is not wiped until then.
@@ -133,7 +132,8 @@ type workerProc struct {
 	cmd       *exec.Cmd
 	http, ops string
 	exited    chan error
-	logs      *bytes.Buffer
+	logMu     sync.Mutex
+	logs      bytes.Buffer // its stderr
 	ready     bool
 	// mounted is what each volume shows now; pending, a change the
 	// pod's volume shows once its due time passes.
@@ -230,7 +230,7 @@ func (k *procKubelet) pass(ctx context.Context) {
 		if p := k.procs[ord]; p != nil {
 			select {
 			case err := <-p.exited:
-				k.t.Logf("pod %s exited: %v\n%s", p.pod, err, p.logs)
+				k.t.Logf("pod %s exited: %v\n%s", p.pod, err, p.log())
 				k.forgetLocked(ord)
 			default:
 				if volErr == nil {
@@ -380,19 +380,19 @@ func (k *procKubelet) startLocked(ctx context.Context, ord int, vols map[string]
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	p := &workerProc{pod: pod, cmd: cmd, exited: make(chan error, 1), logs: &bytes.Buffer{},
+	p := &workerProc{pod: pod, cmd: cmd, exited: make(chan error, 1),
 		mounted: maps.Clone(vols), pending: map[string]*pendingVolume{}}
+	k.all = append(k.all, p)
 	addrs := make(chan [2]string, 1)
-	var logMu sync.Mutex
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			logMu.Lock()
+			p.logMu.Lock()
 			p.logs.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
+			p.logMu.Unlock()
 			if m := listeningLine.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case addrs <- [2]string{m[1], m[2]}:
@@ -410,7 +410,7 @@ func (k *procKubelet) startLocked(ctx context.Context, ord int, vols map[string]
 		p.ops, p.http = "http://"+a[0], "http://"+a[1]
 		podURLs.Store(k.ns+"/"+pod, p.ops)
 	case err := <-p.exited:
-		return fmt.Errorf("pod %s exited before listening: %v\n%s", pod, err, p.logs)
+		return fmt.Errorf("pod %s exited before listening: %v\n%s", pod, err, p.log())
 	case <-time.After(2 * time.Minute):
 		_ = cmd.Process.Kill()
 		<-p.exited
@@ -513,6 +513,27 @@ func (k *procKubelet) admin(ctx context.Context, ord int) (*adminapi.Client, err
 	return &adminapi.Client{Base: p.ops, Token: tokens[0], HTTP: &http.Client{Timeout: 15 * time.Second, Transport: k.probe.Transport}}, nil
 }
 
+func (p *workerProc) log() string {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	return p.logs.String()
+}
+
+// logErrors logs the error lines of every worker the kubelet started:
+// what to read when a pod gave an answer no correct member gives.
+func (k *procKubelet) logErrors() {
+	k.mu.Lock()
+	all := slices.Clone(k.all)
+	k.mu.Unlock()
+	for _, p := range all {
+		for line := range strings.Lines(p.log()) {
+			if strings.Contains(line, "level=ERROR") {
+				k.t.Logf("pod %s: %s", p.pod, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
 // endpoints are the data-plane URLs of the ready pods.
 func (k *procKubelet) endpoints() []string { return *k.eps.Load() }
 
@@ -528,8 +549,9 @@ func (k *procKubelet) running() int {
 // clients (procLoad): kubectl scale 1 -> 3 -> 5; voters 3 -> 5 -> 3 at 5
 // pods (the demotion with pod 4 leading, so leadership moves first); kubectl
 // scale 5 -> 3 -> 1. In the middle of the scale-down 5 -> 3 the operator is
-// stopped as soon as status shows pods draining, stays down while the load
-// goes on, and a new operator finishes the scale-down. After every step
+// stopped (right after its first member removal took effect, before it
+// heard so), stays down while the load goes on, and a new operator
+// finishes the scale-down. After every step
 // the members are what the spec asks for, the group serves, no
 // acknowledged write is lost on any pod, and the whole history of register
 // writes and linearizable reads so far is linearizable.
@@ -542,10 +564,10 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 	}
 	began := time.Now()
 	ns := newNamespace(t)
-	op := startOperator(t, ns, operatorConfig)
 	ctx := context.Background()
-
 	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
+	hold := newRemovalHold(t, w)
+	op := startOperator(t, ns, operatorConfig, hold.tune)
 	if err := k8s.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
@@ -562,8 +584,8 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 		before func() // what the test does before the change
 		change []string
 		want   []string // the members, ORDINAL:ROLE, sorted
-		// restart: stop the operator once status shows pods draining,
-		// start a new one after the load made progress without it.
+		// restart: stop the operator right after the first removal
+		// (restartMidScaleDown), start a new one.
 		restart bool
 		after   func() // more checks once the step is done
 	}{
@@ -591,9 +613,10 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 			s.before()
 		}
 		stepStart := time.Now()
-		runKubectl(t, append([]string{"-n", ns}, s.change...)...)
 		if s.restart {
-			op = restartMidScaleDown(t, l, op, w, ns, len(s.want))
+			op = restartMidScaleDown(t, l, hold, op, w, ns, s.change)
+		} else {
+			runKubectl(t, append([]string{"-n", ns}, s.change...)...)
 		}
 		eventually(t, s.name, func() error {
 			got := getWorker(t, w)
@@ -651,32 +674,4 @@ func moveLeader(t *testing.T, k *procKubelet, ord int) {
 		}
 		return fmt.Errorf("pod %d was %s, transfer asked", ord, v.Role)
 	})
-}
-
-// restartMidScaleDown stops the operator as soon as the Worker's status
-// names pods draining (the status is written before the step that removes
-// the first of them), checks the StatefulSet has not shrunk yet (the
-// restart must fall in the middle), lets the load go on without an
-// operator, and starts a new one, which finds the scale-down from the
-// status and the pods' views alone.
-func restartMidScaleDown(t *testing.T, l *procLoad, op *runningOperator, w *wov1.Worker, ns string, replicas int) *runningOperator {
-	t.Helper()
-	var draining []string
-	eventually(t, "status shows pods draining", func() error {
-		if draining = getWorker(t, w).Status.Draining; len(draining) == 0 {
-			return errors.New("no pod draining")
-		}
-		return nil
-	})
-	op.stop()
-	var sts appsv1.StatefulSet
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &sts); err != nil {
-		t.Fatal(err)
-	}
-	if int(*sts.Spec.Replicas) == replicas {
-		t.Errorf("the StatefulSet shrank to %d before the operator stopped: the restart did not fall mid-scale-down", replicas)
-	}
-	t.Logf("operator stopped mid-scale-down: draining %v, StatefulSet at %d pods", draining, *sts.Spec.Replicas)
-	l.waitAnswered(t, "the load is answered while no operator runs", 100)
-	return startOperator(t, ns, operatorConfig)
 }
