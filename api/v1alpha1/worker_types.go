@@ -68,6 +68,21 @@ const (
 	// when the next membership change (a scale-down) would leave the group
 	// without one and the operator is therefore waiting.
 	ConditionQuorum = "Quorum"
+	// ConditionAdminTokenRotating is True while the admin API token is
+	// being rotated; its reason names the phase (NewTokenTrusted: the
+	// pods' file holds the new token beside the old and the operator still
+	// uses the old; NewTokenInUse: every pod accepted the new one, the
+	// operator uses it, the old is dropped next) and its message which pods
+	// are awaited. False (reason Current) otherwise.
+	ConditionAdminTokenRotating = "AdminTokenRotating"
+)
+
+// Annotations a person sets on a Worker.
+const (
+	// AnnotationRotateAdminToken on a Worker asks for a new admin API
+	// token when its value changes (any value; the date is a good one):
+	// kubectl annotate worker w wo.writeonce.dev/rotate-admin-token="$(date +%s)" --overwrite
+	AnnotationRotateAdminToken = "wo.writeonce.dev/rotate-admin-token"
 )
 
 // Member roles reported in MemberStatus.Role. Voter and learner are raft's;

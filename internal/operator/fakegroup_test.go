@@ -22,6 +22,7 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/operator"
 )
 
 var resourceOneGi = resource.MustParse("1Gi")
@@ -49,10 +50,16 @@ func testAdminURL(w *wov1.Worker, ordinal int) string {
 // asked to demote itself, a change while the leader cannot reach a quorum, a
 // removal or demotion that leaves the quorum unreachable.
 type fakeGroup struct {
-	t     *testing.T
-	ns    string
-	name  string
-	token string
+	t    *testing.T
+	ns   string
+	name string
+	// tokens is the admin token file in the Secret, as the pods would
+	// mount it; each pod holds its own copy (fakePod.tokens), which the
+	// kubelet loop updates unless the pod is in frozenTokens.
+	tokens       []string
+	frozenTokens map[int]bool
+	// tlsView is what every pod reports as its peer TLS; nil: TLS off.
+	tlsView func(ord int) *adminapi.PeerTLS
 
 	mu       sync.Mutex
 	members  []adminapi.Member // the configuration
@@ -75,16 +82,17 @@ type fakeGroup struct {
 }
 
 type fakePod struct {
-	ord int
-	id  adminapi.ID
-	srv *httptest.Server
+	ord    int
+	id     adminapi.ID
+	srv    *httptest.Server
+	tokens []string // the pod's token file
 }
 
 // startFakeGroup runs the fake kubelet for Worker ns/name until the test
 // ends. The admin token is read from the Secret the operator creates.
 func startFakeGroup(t *testing.T, ns, name string) *fakeGroup {
 	t.Helper()
-	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, done: make(chan struct{})}
+	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	go g.run(ctx)
@@ -129,15 +137,18 @@ func (g *fakeGroup) pass(ctx context.Context) {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name}, &sts); err != nil {
 		return
 	}
-	if g.token == "" {
-		var s corev1.Secret
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-admin-token"}, &s); err != nil {
-			return
-		}
-		g.mu.Lock()
-		g.token = string(s.Data["token"])
-		g.mu.Unlock()
+	var s corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-admin-token"}, &s); err != nil {
+		return
 	}
+	g.mu.Lock()
+	g.tokens = operator.ParseTokenFile(s.Data["token"])
+	for ord, p := range g.pods {
+		if !g.frozenTokens[ord] {
+			p.tokens = g.tokens
+		}
+	}
+	g.mu.Unlock()
 	want := int(*sts.Spec.Replicas)
 	var cm corev1.ConfigMap
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-config"}, &cm); err != nil {
@@ -265,7 +276,7 @@ func (g *fakeGroup) startPodLocked(ord int) {
 		}
 		g.volumes[ord] = id
 	}
-	p := &fakePod{ord: ord, id: id}
+	p := &fakePod{ord: ord, id: id, tokens: g.tokens}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(p, w, r) }))
 	g.pods[ord] = p
 	podURLs.Store(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord), p.srv.URL)
@@ -318,7 +329,13 @@ func (g *fakeGroup) serve(p *fakePod, w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusServiceUnavailable, adminapi.Error{Error: "the node is down"})
 		return
 	}
-	if g.token == "" || r.Header.Get("Authorization") != "Bearer "+g.token {
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if bearer == "" || !slices.Contains(p.tokens, bearer) {
+		if r.Method != http.MethodGet {
+			// The operator only probes with a token a pod may not know
+			// yet (a GET); a change must go with one it accepts.
+			g.fail("%s %s to pod %d with a token it does not accept", r.Method, r.URL.Path, p.ord)
+		}
 		answer(http.StatusUnauthorized, adminapi.Error{Error: "bad or missing admin token"})
 		return
 	}
@@ -431,6 +448,9 @@ func (g *fakeGroup) serve(p *fakePod, w http.ResponseWriter, r *http.Request) {
 // viewLocked is GET /admin/cluster as pod p would answer it.
 func (g *fakeGroup) viewLocked(p *fakePod) adminapi.Cluster {
 	c := adminapi.Cluster{Self: p.id, Term: g.term, Commit: g.commit, Applied: g.commit}
+	if g.tlsView != nil {
+		c.PeerTLS = g.tlsView(p.ord)
+	}
 	i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == p.id })
 	switch {
 	case i < 0 && g.removed[p.id]:
@@ -515,4 +535,15 @@ func (g *fakeGroup) opLog() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.ops)
+}
+
+// freezeTokens stops (true) or resumes the kubelet's updates of pod ord's
+// token file; with tokens set, the pod's file is replaced by them.
+func (g *fakeGroup) freezeTokens(ord int, frozen bool, tokens ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.frozenTokens[ord] = frozen
+	if p := g.pods[ord]; p != nil && tokens != nil {
+		p.tokens = tokens
+	}
 }

@@ -50,37 +50,6 @@ func (r *Reconciler) adminClient(w *wov1.Worker, ordinal int, token string) *adm
 	return &adminapi.Client{Base: url(w, ordinal), Token: token, HTTP: hc}
 }
 
-// syncAdminToken returns the Worker's admin token, creating its Secret the
-// first time. The token never changes by itself: deleting the Secret makes
-// a new one, which the pods read at their next start.
-func (r *Reconciler) syncAdminToken(ctx context.Context, w *wov1.Worker) (string, error) {
-	var s corev1.Secret
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: adminTokenName(w)}, &s)
-	switch {
-	case err == nil:
-		if err := r.ownSecret(w, &s); err != nil {
-			return "", err
-		}
-		if len(s.Data[AdminTokenFile]) == 0 {
-			return "", fmt.Errorf("secret %s has no %q key: delete it and the operator makes a new token", s.Name, AdminTokenFile)
-		}
-		return string(s.Data[AdminTokenFile]), nil
-	case !apierrors.IsNotFound(err):
-		return "", fmt.Errorf("get secret %s: %w", adminTokenName(w), err)
-	}
-	tok, err := NewAdminToken()
-	if err != nil {
-		return "", err
-	}
-	s = corev1.Secret{ObjectMeta: objectMeta(w, adminTokenName(w)), Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{AdminTokenFile: tok}}
-	if err := r.Client.Create(ctx, &s); err != nil {
-		return "", fmt.Errorf("create secret %s: %w", s.Name, err)
-	}
-	r.event(w, &s, corev1.EventTypeNormal, "Created", "Create", "created the admin API token in Secret "+s.Name)
-	return string(tok), nil
-}
-
 func (r *Reconciler) ownSecret(w *wov1.Worker, s *corev1.Secret) error {
 	if s.Labels[LabelManagedBy] != ManagedBy || !metav1.IsControlledBy(s, w) {
 		err := &conflictError{"Secret", s.Name}

@@ -128,11 +128,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	sts, shards, m, token, syncErr := r.syncObjects(ctx, &w)
+	res, syncErr := r.syncObjects(ctx, &w)
 	if syncErr != nil {
 		logger.Error(syncErr, "reconcile failed")
 	}
-	if err := r.updateStatus(ctx, &w, sts, shards, m, syncErr); err != nil {
+	m := res.m
+	if err := r.updateStatus(ctx, &w, res, syncErr); err != nil {
 		return ctrl.Result{}, errors.Join(syncErr, err)
 	}
 	if syncErr != nil || m == nil {
@@ -141,11 +142,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The status above already names what is about to happen (a draining
 	// pod is listed before its member is removed), so an operator that
 	// stops after the step finds it recorded.
-	if err := r.step(ctx, &w, m.Next, token); err != nil {
+	if err := r.step(ctx, &w, m.Next, res.token); err != nil {
 		logger.Error(err, "membership step failed", "step", m.Next.Kind.String())
 		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
 	}
-	if m.Next.Kind != ActionNone || !m.InStep {
+	if m.Next.Kind != ActionNone || !m.InStep || res.rotating() {
 		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: SteadyInterval}, nil
@@ -192,19 +193,33 @@ func blockedReason(a Action) string {
 	return "ScaleDownBlocked"
 }
 
+// synced is what syncObjects brought about: the StatefulSet (nil when it
+// could not be synced), the shard count, the membership decision (nil when
+// none was made), the admin token the operator calls the pods with, and the
+// conditions of rotations under way.
+type synced struct {
+	sts    *appsv1.StatefulSet
+	shards int
+	m      *Membership
+	token  string
+	conds  []metav1.Condition
+}
+
+// rotating is true while a rotation waits for the pods: the operator looks
+// again soon rather than at the steady interval.
+func (s synced) rotating() bool {
+	return slices.ContainsFunc(s.conds, func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
+}
+
 // syncObjects brings every object of the Worker to what its spec and the
-// group's state render to, and returns the StatefulSet, the shard count, the
-// membership decision and the admin token.
-func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.StatefulSet, int, *Membership, string, error) {
+// group's state render to.
+func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, error) {
+	var out synced
 	if _, err := Render(w, r.Options, Cluster{}); err != nil {
 		r.event(w, nil, corev1.EventTypeWarning, "InvalidSpec", "Render", err.Error())
 		// Retrying cannot help: only a change of the Worker (which
 		// triggers a reconcile) or of the operator's flags can.
-		return nil, 0, nil, "", reconcile.TerminalError(fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err))
-	}
-	token, err := r.syncAdminToken(ctx, w)
-	if err != nil {
-		return nil, 0, nil, "", err
+		return out, reconcile.TerminalError(fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err))
 	}
 	// The group as the pods see it: the pods the StatefulSet runs now.
 	current := int32(-1)
@@ -213,23 +228,30 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.S
 	case err == nil:
 		current = derefReplicas(existing.Spec.Replicas)
 	case !apierrors.IsNotFound(err):
-		return nil, 0, nil, "", fmt.Errorf("get StatefulSet %s: %w", statefulSetName(w), err)
+		return out, fmt.Errorf("get StatefulSet %s: %w", statefulSetName(w), err)
 	}
+	token, tokenCond, err := r.syncAdminToken(ctx, w, current)
+	if err != nil {
+		return out, err
+	}
+	out.token, out.conds = token, append(out.conds, tokenCond)
 	m := Decide(MembershipInput{
 		Worker:              w,
 		StatefulSetReplicas: current,
 		Pods:                r.observe(ctx, w, current, token),
 		CatchUpEntries:      r.CatchUpEntries,
 	})
+	out.m = &m
 	// Certificates first: a pod the StatefulSet is about to create must
 	// find its own in the Secret it mounts.
 	if err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current))); err != nil {
-		return nil, 0, &m, token, err
+		return out, err
 	}
 	objs, err := Render(w, r.Options, Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped})
 	if err != nil {
-		return nil, 0, &m, token, err
+		return out, err
 	}
+	out.shards = objs.Shards
 	// The ConfigMap first: the pods mount it.
 	for _, o := range []struct{ desired, existing client.Object }{
 		{objs.ConfigMap, &corev1.ConfigMap{}},
@@ -237,25 +259,25 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (*appsv1.S
 		{objs.Client, &corev1.Service{}},
 	} {
 		if _, err := r.sync(ctx, w, o.desired, o.existing); err != nil {
-			return nil, objs.Shards, &m, token, err
+			return out, err
 		}
 	}
 	res, err := r.sync(ctx, w, objs.StatefulSet, &appsv1.StatefulSet{})
 	if err != nil {
-		return nil, objs.Shards, &m, token, err
+		return out, err
 	}
-	sts := res.current.(*appsv1.StatefulSet)
-	r.explainStatefulSet(w, objs, sts, res)
+	out.sts = res.current.(*appsv1.StatefulSet)
+	r.explainStatefulSet(w, objs, out.sts, res)
 	if len(m.DeleteVolumes) > 0 {
 		done, err := r.deleteDrainedVolumes(ctx, w, m.DeleteVolumes)
 		for _, ord := range done {
 			m.Draining = slices.DeleteFunc(m.Draining, func(p string) bool { return p == PodName(w, ord) })
 		}
 		if err != nil {
-			return sts, objs.Shards, &m, token, err
+			return out, err
 		}
 	}
-	return sts, objs.Shards, &m, token, nil
+	return out, nil
 }
 
 func (r *Reconciler) now() time.Time {
@@ -406,8 +428,12 @@ func (r *Reconciler) event(w *wov1.Worker, related runtime.Object, typ, reason, 
 }
 
 // updateStatus writes the Worker's status if it differs from what is stored.
-func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *Membership, syncErr error) error {
-	next := ComputeStatus(w, sts, shards, m, syncErr)
+func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, res synced, syncErr error) error {
+	next := ComputeStatus(w, res.sts, res.shards, res.m, syncErr)
+	for _, c := range res.conds {
+		c.ObservedGeneration = w.Generation
+		setCondition(&next.Conditions, c)
+	}
 	if equality.Semantic.DeepEqual(w.Status, next) {
 		return nil
 	}
