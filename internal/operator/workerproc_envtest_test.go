@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -24,6 +25,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
@@ -491,17 +493,32 @@ func (k *procKubelet) killLocked(ords ...int) {
 	}
 }
 
-// admin is a client of pod ord's admin API with the token the admin
-// Secret holds now (its first, when a rotation lists several).
-func (k *procKubelet) admin(ctx context.Context, ord int) (*adminapi.Client, error) {
+// tokens are the admin tokens the Secret holds now (newest first) and
+// the Secret's annotations.
+func (k *procKubelet) tokens(ctx context.Context) ([]string, map[string]string, error) {
 	var sec corev1.Secret
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: k.name + "-admin-token"}, &sec); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tokens, err := tokenfile.Parse(sec.Data[operator.AdminTokenFile])
 	if err != nil {
-		return nil, fmt.Errorf("admin token Secret %s: %w", sec.Name, err)
+		return nil, nil, fmt.Errorf("admin token Secret %s: %w", sec.Name, err)
 	}
+	return tokens, sec.Annotations, nil
+}
+
+// admin is a client of pod ord's admin API with the newest token the admin
+// Secret holds now.
+func (k *procKubelet) admin(ctx context.Context, ord int) (*adminapi.Client, error) {
+	tokens, _, err := k.tokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return k.adminWith(ord, tokens[0])
+}
+
+// adminWith is a client of pod ord's admin API with a given token.
+func (k *procKubelet) adminWith(ord int, token string) (*adminapi.Client, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p := k.procs[ord]
@@ -510,7 +527,7 @@ func (k *procKubelet) admin(ctx context.Context, ord int) (*adminapi.Client, err
 	}
 	// The probes' transport, a longer timeout: a leader transfer waits
 	// for the target to catch up.
-	return &adminapi.Client{Base: p.ops, Token: tokens[0], HTTP: &http.Client{Timeout: 15 * time.Second, Transport: k.probe.Transport}}, nil
+	return &adminapi.Client{Base: p.ops, Token: token, HTTP: &http.Client{Timeout: 15 * time.Second, Transport: k.probe.Transport}}, nil
 }
 
 func (p *workerProc) log() string {
@@ -579,6 +596,7 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 	voters := func(n int) []string {
 		return []string{"patch", "worker/" + w.Name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"voters":%d}}`, n)}
 	}
+	var oldToken string
 	steps := []struct {
 		name   string
 		before func() // what the test does before the change
@@ -604,6 +622,13 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 				eventually(t, "a MemberDemoted event", func() error { return findEvent(ns, w.Name, "MemberDemoted") })
 			},
 		},
+		{
+			name: "admin token rotated", change: []string{"annotate", "worker/" + w.Name, wov1.AnnotationRotateAdminToken + "=e2e-1", "--overwrite"},
+			before: func() { oldToken = currentToken(t, k) },
+			want:   []string{"0:voter", "1:voter", "2:voter", "3:learner", "4:learner"},
+			after:  func() { waitTokenRotated(t, k, w, oldToken, "e2e-1") },
+		},
+		// The operator drives membership with the new token.
 		{name: "at 3 pods again", change: scale(3), want: []string{"0:voter", "1:voter", "2:voter"}, restart: true},
 		{name: "at 1 pod again", change: scale(1), want: []string{"0:voter"}},
 	}
@@ -642,6 +667,67 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 	l.beginStep("after the load")
 	l.check(t, "after the load")
 	t.Logf("%d steps under %d clients, with an operator restart: %s", len(steps), l.clients, time.Since(began).Round(time.Second))
+}
+
+func currentToken(t *testing.T, k *procKubelet) string {
+	t.Helper()
+	tokens, _, err := k.tokens(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens) != 1 {
+		t.Fatalf("admin token Secret holds %d tokens before a rotation, want 1", len(tokens))
+	}
+	return tokens[0]
+}
+
+// waitTokenRotated waits until the rotation asked for by the annotation
+// value is done (the Secret says it handled it, holds one token, not old,
+// and no phase, in the annotations docs/kubernetes.md names; the Worker's
+// AdminTokenRotating is False), then until every
+// running pod refuses the old token (its file updated) and accepts the
+// new.
+func waitTokenRotated(t *testing.T, k *procKubelet, w *wov1.Worker, old, value string) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	var newToken string
+	eventually(t, "the admin token rotation is done", func() error {
+		tokens, ann, err := k.tokens(ctx)
+		if err != nil {
+			return err
+		}
+		c := condition(getWorker(t, w), wov1.ConditionAdminTokenRotating)
+		if len(tokens) != 1 || tokens[0] == old || ann["wo.writeonce.dev/rotate-admin-token-handled"] != value || ann["wo.writeonce.dev/admin-token-phase"] != "" ||
+			c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("%d tokens (the old one first: %v), annotations %v, condition %+v", len(tokens), len(tokens) > 0 && tokens[0] == old, ann, c)
+		}
+		newToken = tokens[0]
+		return nil
+	})
+	done := time.Since(start)
+	for ord := range k.peerPorts {
+		if _, err := k.adminWith(ord, old); err != nil {
+			continue // not running
+		}
+		eventually(t, fmt.Sprintf("pod %d refuses the old admin token and accepts the new", ord), func() error {
+			withOld, err := k.adminWith(ord, old)
+			if err != nil {
+				return err
+			}
+			var se *adminapi.StatusError
+			if _, err := withOld.Cluster(ctx); !errors.As(err, &se) || se.Code != http.StatusUnauthorized {
+				return fmt.Errorf("the old token: %v, want 401", err)
+			}
+			withNew, err := k.adminWith(ord, newToken)
+			if err != nil {
+				return err
+			}
+			_, err = withNew.Cluster(ctx)
+			return err
+		})
+	}
+	t.Logf("admin token rotated in %s; every pod refuses the old token %s after the annotation", done.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
 // moveLeader makes pod ord the group's leader through the admin API (as a
