@@ -233,26 +233,19 @@ type snapReader struct {
 	err error
 }
 
-func (r *snapReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, k := binary.Uvarint(r.p)
-	if k <= 0 {
-		r.err = errors.New("bad uvarint")
-		return 0
-	}
-	r.p = r.p[k:]
-	return v
-}
+func (r *snapReader) uvarint() uint64 { return readVarint(r, binary.Uvarint, "uvarint") }
 
-func (r *snapReader) varint() int64 {
+func (r *snapReader) varint() int64 { return readVarint(r, binary.Varint, "varint") }
+
+// readVarint reads one number with decode (binary.Uvarint or
+// binary.Varint); what names the encoding in the sticky error.
+func readVarint[T uint64 | int64](r *snapReader, decode func([]byte) (T, int), what string) T {
 	if r.err != nil {
 		return 0
 	}
-	v, k := binary.Varint(r.p)
+	v, k := decode(r.p)
 	if k <= 0 {
-		r.err = errors.New("bad varint")
+		r.err = errors.New("bad " + what)
 		return 0
 	}
 	r.p = r.p[k:]

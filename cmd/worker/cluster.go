@@ -25,8 +25,12 @@ import (
 // member.id restarts from its log (the rule no longer matters). With no
 // cluster.peers and cluster.state new, the worker is a one-member group
 // and no peer port is opened.
-func clusterOptions(cfg config.Config, log *slog.Logger) (dbowner.Cluster, error) {
+//
+// The peer TLS files, when set, are returned too: the admin API reports
+// what they hold (GET /admin/cluster's peer_tls).
+func clusterOptions(cfg config.Config, log *slog.Logger) (dbowner.Cluster, *transport.TLSFiles, error) {
 	var c dbowner.Cluster
+	var files *transport.TLSFiles
 	c.RequestTimeout = cfg.RequestTimeout
 	single := len(cfg.Peers) == 0 && cfg.ClusterState == "new"
 	ord := cfg.Ordinal
@@ -39,26 +43,26 @@ func clusterOptions(cfg config.Config, log *slog.Logger) (dbowner.Cluster, error
 		case single:
 			ord = 0 // a single worker on a laptop: no pod ordinal needed
 		default:
-			return c, fmt.Errorf("cluster.ordinal is not set and the host name %q has no -N suffix: %w", host, err)
+			return c, files, fmt.Errorf("cluster.ordinal is not set and the host name %q has no -N suffix: %w", host, err)
 		}
 	}
 	listed := slices.ContainsFunc(cfg.Peers, func(p config.Peer) bool { return p.Ordinal == ord })
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return c, fmt.Errorf("data dir: %w", err)
+		return c, files, fmt.Errorf("data dir: %w", err)
 	}
 	_, had, err := identity.Load(cfg.DataDir)
 	if err != nil {
-		return c, err
+		return c, files, err
 	}
 	bootstrap := single || (listed && cfg.ClusterState == "new")
 	m, created, err := identity.Ensure(cfg.DataDir, ord, bootstrap, time.Now())
 	if err != nil {
-		return c, err
+		return c, files, err
 	}
 	c.ID = m.ID()
 	if single {
 		log.Info("worker: a one-member group (no cluster.peers)", "member", fmt.Sprintf("%x", c.ID))
-		return c, nil
+		return c, files, nil
 	}
 	c.Peers = map[uint64]string{}
 	for _, p := range cfg.Peers {
@@ -68,10 +72,11 @@ func clusterOptions(cfg config.Config, log *slog.Logger) (dbowner.Cluster, error
 	c.PeerAddr = cfg.PeerAddr
 	c.DialMap = cfg.PeerDialMap
 	if cfg.PeerCert != "" {
-		c.TLS, err = transport.LoadTLS(cfg.PeerCert, cfg.PeerKey, cfg.PeerCA)
+		files, err = transport.OpenTLS(cfg.PeerCert, cfg.PeerKey, cfg.PeerCA)
 		if err != nil {
-			return c, err
+			return c, nil, err
 		}
+		c.TLS = files.Config()
 	}
 	state := "restarts from its log"
 	switch {
@@ -84,5 +89,5 @@ func clusterOptions(cfg config.Config, log *slog.Logger) (dbowner.Cluster, error
 	}
 	log.Info("worker: raft member", "member", fmt.Sprintf("%x", c.ID), "ordinal", ord, "incarnation", m.Incarnation,
 		"peers", len(cfg.Peers), "tls", c.TLS != nil, "state", state)
-	return c, nil
+	return c, files, nil
 }

@@ -149,10 +149,13 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 	rt := f.Runtime()
 	opsSrv.Attach(rt, nil)
 	walHook := opsSrv.WAL()
-	cluster, err := clusterOptions(cfg, log)
+	cluster, peerTLS, err := clusterOptions(cfg, log)
 	if err != nil {
 		log.Error("worker: replication settings", "dir", cfg.DataDir, "err", err)
 		return 1
+	}
+	if peerTLS != nil {
+		adminSrv.SetPeerTLS(peerTLS)
 	}
 	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, WAL: cfg.WAL(), TracerProvider: otel.GetTracerProvider(), Logger: log,
 		OnGroupCommit: walHook, Cluster: cluster})

@@ -13,6 +13,7 @@ import (
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -60,7 +61,19 @@ type Server struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	att  atomic.Pointer[attached] // nil until Attach: the routes answer 503
+	tls  atomic.Pointer[PeerTLS]  // nil: peer TLS is off
 }
+
+// PeerTLS is the peer port's TLS material as Cluster reports it:
+// *transport.TLSFiles, whose Info looks at the files first.
+type PeerTLS interface {
+	Info() transport.TLSInfo
+}
+
+// SetPeerTLS makes Cluster (GET /admin/cluster) report p's material as
+// peer_tls; p must not be a nil pointer (leave it unset when peer TLS is
+// off). Safe from any goroutine.
+func (s *Server) SetPeerTLS(p PeerTLS) { s.tls.Store(&p) }
 
 // attached is what Attach publishes, read by the handler goroutines.
 type attached struct {
@@ -123,13 +136,31 @@ func (s *Server) NotReady() string {
 
 // Cluster is this member's view of the group, as GET /admin/cluster answers
 // it, within ctx and the Timeout. It is also what /metrics and
-// /debug/runtime report. errNotOpen before Attach.
+// /debug/runtime report. errNotOpen before Attach. PeerTLS is read on the
+// calling goroutine (a stat of each file, a read of a changed one), never
+// on a shard.
 func (s *Server) Cluster(ctx context.Context) (adminapi.Cluster, error) {
 	ans, err := s.call(ctx, call{op: opStatus})
 	if err != nil {
 		return adminapi.Cluster{}, err
 	}
-	return ans.cluster()
+	c, err := ans.cluster()
+	if err != nil {
+		return c, err
+	}
+	if p := s.tls.Load(); p != nil {
+		c.PeerTLS = peerTLS((*p).Info())
+	}
+	return c, nil
+}
+
+// peerTLS is the wire form of the material: fingerprints, RFC 3339.
+func peerTLS(info transport.TLSInfo) *adminapi.PeerTLS {
+	out := &adminapi.PeerTLS{Cert: adminapi.Fingerprint(info.Cert), CertNotAfter: info.NotAfter.UTC().Format(time.RFC3339), CAs: []string{}}
+	for _, der := range info.CAs {
+		out.CAs = append(out.CAs, adminapi.Fingerprint(der))
+	}
+	return out
 }
 
 // errNotOpen: a request before Attach (the database is still opening:

@@ -21,6 +21,7 @@ import (
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -234,6 +235,9 @@ func TestMembershipThroughTheClient(t *testing.T) {
 	}
 	if lm, ok := cl.LeaderMember(); !ok || lm.ID != cl.Self {
 		t.Fatalf("leader member: %+v %v", lm, ok)
+	}
+	if cl.PeerTLS != nil {
+		t.Fatalf("peer_tls without peer TLS: %+v", cl.PeerTLS)
 	}
 
 	newID := adminapi.ID(4<<48 | 1764659000000)
@@ -520,5 +524,53 @@ func TestOneMemberDatabase(t *testing.T) {
 	_, err = c.AddLearner(ctx, cl.Self, "127.0.0.1:1")
 	if code, msg := statusOfErr(t, err); code != 409 || !strings.Contains(msg, "already a member") {
 		t.Errorf("add self: %d %q", code, msg)
+	}
+}
+
+// fakeTLS is peer TLS material that changes when the test says.
+type fakeTLS struct {
+	mu   sync.Mutex
+	info transport.TLSInfo
+}
+
+func (f *fakeTLS) Info() transport.TLSInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.info
+}
+
+// GET /admin/cluster reports the peer TLS material as the contract names
+// it: the leaf's fingerprint and expiry, every CA's fingerprint in bundle
+// order; a change shows at the next GET.
+func TestPeerTLSView(t *testing.T) {
+	s, url, stop := serve(t, Options{}, newFake())
+	defer stop()
+	defer http.DefaultClient.CloseIdleConnections()
+	exp := time.Date(2027, 3, 1, 12, 30, 0, 0, time.FixedZone("CET", 3600))
+	p := &fakeTLS{info: transport.TLSInfo{Cert: []byte("leaf-1"), NotAfter: exp, CAs: [][]byte{[]byte("ca-old"), []byte("ca-new")}}}
+	s.SetPeerTLS(p)
+	c := &adminapi.Client{Base: url}
+	cl, err := c.Cluster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &adminapi.PeerTLS{Cert: adminapi.Fingerprint([]byte("leaf-1")), CertNotAfter: "2027-03-01T11:30:00Z",
+		CAs: []string{adminapi.Fingerprint([]byte("ca-old")), adminapi.Fingerprint([]byte("ca-new"))}}
+	if got := cl.PeerTLS; got == nil || got.Cert != want.Cert || got.CertNotAfter != want.CertNotAfter || !slices.Equal(got.CAs, want.CAs) {
+		t.Fatalf("peer_tls: %+v, want %+v", got, want)
+	}
+	if len(want.Cert) != 64 {
+		t.Fatalf("fingerprint %q: want 64 hex digits", want.Cert)
+	}
+	_, _, body := raw(t, "GET", url+"/admin/cluster", "", "")
+	if !strings.Contains(body, `"peer_tls":{"cert":"`+want.Cert+`","cert_not_after":"2027-03-01T11:30:00Z","cas":["`) {
+		t.Fatalf("the wire form: %s", body)
+	}
+	p.mu.Lock()
+	p.info.CAs = p.info.CAs[1:]
+	p.mu.Unlock()
+	cl, err = c.Cluster(context.Background())
+	if err != nil || cl.PeerTLS == nil || !slices.Equal(cl.PeerTLS.CAs, want.CAs[1:]) {
+		t.Fatalf("after the bundle changed: %+v %v", cl.PeerTLS, err)
 	}
 }

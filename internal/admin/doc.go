@@ -3,7 +3,7 @@
 // paths, the JSON shapes, the error codes; the operator's client is
 // adminapi.Client).
 //
-//	GET    /admin/cluster                 -> adminapi.Cluster
+//	GET    /admin/cluster                 -> adminapi.Cluster (peer_tls from SetPeerTLS)
 //	POST   /admin/members                 adminapi.AddMember -> adminapi.Member (learner)
 //	POST   /admin/members/{id}/promote    -> adminapi.Member (voter)
 //	POST   /admin/members/{id}/demote     -> adminapi.Member (learner)

@@ -67,12 +67,7 @@ func (j *jsonMuxError) Write(p []byte) (int, error) {
 }
 
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
-	ans, err := s.call(r.Context(), call{op: opStatus})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	c, err := ans.cluster()
+	c, err := s.Cluster(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return

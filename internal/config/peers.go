@@ -30,32 +30,26 @@ func ParsePeers(s string) ([]Peer, error) {
 	var peers []Peer
 	byOrdinal := map[int]int{}
 	byAddr := map[string]int{}
-	for i, raw := range strings.Split(s, ",") {
-		n := i + 1
-		entry := strings.TrimSpace(raw)
-		if entry == "" {
-			return nil, fmt.Errorf("peer %d is empty (a stray comma?); want ordinal=host:port,...", n)
-		}
-		id, addr, ok := strings.Cut(entry, "=")
-		if !ok {
-			return nil, fmt.Errorf("peer %d (%q): want ordinal=host:port", n, entry)
-		}
-		id, addr = strings.TrimSpace(id), strings.TrimSpace(addr)
+	err := eachPair(s, "peer", "ordinal=host:port", func(n int, id, addr string) error {
 		ord, err := strconv.Atoi(id)
 		if err != nil || ord < 0 || ord > MaxOrdinal || id != strconv.Itoa(ord) {
-			return nil, fmt.Errorf("peer %d (%q): ordinal %q: want an integer from 0 to %d without sign or leading zeros", n, entry, id, MaxOrdinal)
+			return fmt.Errorf("ordinal %q: want an integer from 0 to %d without sign or leading zeros", id, MaxOrdinal)
 		}
 		if err := checkPeerAddr(addr); err != nil {
-			return nil, fmt.Errorf("peer %d (%q): address %q: %w", n, entry, addr, err)
+			return fmt.Errorf("address %q: %w", addr, err)
 		}
 		if j, dup := byOrdinal[ord]; dup {
-			return nil, fmt.Errorf("peer %d (%q): ordinal %d is also peer %d", n, entry, ord, j)
+			return fmt.Errorf("ordinal %d is also peer %d", ord, j)
 		}
 		if j, dup := byAddr[addr]; dup {
-			return nil, fmt.Errorf("peer %d (%q): address %s is also peer %d", n, entry, addr, j)
+			return fmt.Errorf("address %s is also peer %d", addr, j)
 		}
 		byOrdinal[ord], byAddr[addr] = n, n
 		peers = append(peers, Peer{Ordinal: ord, Addr: addr})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return peers, nil
 }
@@ -90,29 +84,44 @@ func ParseDialMap(s string) (map[string]string, error) {
 	}
 	m := map[string]string{}
 	at := map[string]int{}
+	err := eachPair(s, "dial map entry", "host:port=host:port", func(n int, from, to string) error {
+		for _, a := range []string{from, to} {
+			if err := checkPeerAddr(a); err != nil {
+				return fmt.Errorf("address %q: %w", a, err)
+			}
+		}
+		if j, dup := at[from]; dup {
+			return fmt.Errorf("%s is also entry %d", from, j)
+		}
+		at[from], m[from] = n, to
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// eachPair calls fn on each entry of a comma-separated list of key=value
+// entries (cluster.peers, peer.dial_map) with its position from 1 and its
+// two sides, spaces trimmed. Errors name the entry as "<what> <n>
+// (<entry>)"; want is the entry's form, for the messages.
+func eachPair(s, what, want string, fn func(n int, key, value string) error) error {
 	for i, raw := range strings.Split(s, ",") {
 		n := i + 1
 		entry := strings.TrimSpace(raw)
 		if entry == "" {
-			return nil, fmt.Errorf("dial map entry %d is empty (a stray comma?); want host:port=host:port,...", n)
+			return fmt.Errorf("%s %d is empty (a stray comma?); want %s,...", what, n, want)
 		}
-		from, to, ok := strings.Cut(entry, "=")
+		k, v, ok := strings.Cut(entry, "=")
 		if !ok {
-			return nil, fmt.Errorf("dial map entry %d (%q): want host:port=host:port", n, entry)
+			return fmt.Errorf("%s %d (%q): want %s", what, n, entry, want)
 		}
-		from, to = strings.TrimSpace(from), strings.TrimSpace(to)
-		if err := checkPeerAddr(from); err != nil {
-			return nil, fmt.Errorf("dial map entry %d (%q): address %q: %w", n, entry, from, err)
+		if err := fn(n, strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return fmt.Errorf("%s %d (%q): %w", what, n, entry, err)
 		}
-		if err := checkPeerAddr(to); err != nil {
-			return nil, fmt.Errorf("dial map entry %d (%q): address %q: %w", n, entry, to, err)
-		}
-		if j, dup := at[from]; dup {
-			return nil, fmt.Errorf("dial map entry %d (%q): %s is also entry %d", n, entry, from, j)
-		}
-		at[from], m[from] = n, to
 	}
-	return m, nil
+	return nil
 }
 
 // CheckPeerAddr says what is wrong with a peer address (host:port, a host

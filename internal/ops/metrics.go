@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/writeonce/wo/internal/adminapi"
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -12,47 +14,60 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	descReady                              = desc("wo_ready", "1 when the worker is ready (database recovered, services serving), 0 while starting or draining.")
-	descInfo                               = desc("wo_runtime_info", "The runtime's I/O backend, why the probe chose it, and the shard count; always 1.", "backend", "reason", "shards")
-	descShards                             = desc("wo_runtime_shards", "Number of shards.")
-	descDropped                            = desc("wo_runtime_dropped_messages_total", "Messages sent to dead actors, the zero address, or a stopping runtime.")
-	descDeaths                             = desc("wo_runtime_actor_deaths_total", "Actors whose Receive panicked.")
-	descPanics                             = desc("wo_runtime_panics_total", "Panics logged, in fibers and actors.")
-	descSpawned                            = desc("wo_runtime_actors_spawned_total", "Actors spawned.")
-	descWakeWrites                         = desc("wo_runtime_wake_writes_total", "Cross-shard wake-ups written to a sleeping shard.")
-	descWatchdog                           = desc("wo_runtime_watchdog_reports_total", "Scheduler slices that ran past the watchdog threshold without a safepoint.")
-	descShardCPU                           = desc("wo_shard_cpu", "The CPU a shard is pinned to, or -1.", "shard")
-	descSyscalls                           = desc("wo_shard_backend_syscalls_total", "Syscalls made by a shard's I/O backend.", "shard")
-	descEnters                             = desc("wo_shard_backend_enters_total", "io_uring_enter or epoll_wait calls of a shard's backend.", "shard")
-	descSubmitted                          = desc("wo_shard_backend_submitted_total", "Operations a shard's backend started.", "shard")
-	descCompleted                          = desc("wo_shard_backend_completed_total", "Completions a shard's backend returned.", "shard")
-	descBEWake                             = desc("wo_shard_backend_wake_writes_total", "eventfd writes to wake a shard.", "shard")
-	descBEDrain                            = desc("wo_shard_backend_wake_drains_total", "eventfd reads by a shard.", "shard")
-	descRunQueue                           = desc("wo_shard_run_queue", "Fibers runnable at the start of the shard's last tick.", "shard")
-	descFibers                             = desc("wo_shard_fibers", "Live fibers on the shard (finished ones kept for reuse not counted).", "shard")
-	descActors                             = desc("wo_shard_actors", "Actors placed on the shard and not dead.", "shard")
-	descInbox                              = desc("wo_shard_inbox_depth", "Cross-shard items waiting in the shard's inbox.", "shard")
-	descReductions                         = desc("wo_shard_reductions_total", "Reductions spent by the shard's slices.", "shard")
-	descOverruns                           = desc("wo_shard_slice_overruns_total", "The shard's slices that ran past the watchdog threshold without a safepoint.", "shard")
-	descCommits                            = desc("wo_db_commits_total", "Acknowledged (durable) write transactions.")
-	descGroups                             = desc("wo_db_group_commits_total", "Group commits: one WAL write and one fdatasync each.")
-	descFailed                             = desc("wo_db_failed_commits_total", "Commits failed by the WAL (no space, fatal).")
-	descSnapshots                          = desc("wo_db_snapshots_total", "Snapshots taken.")
-	descGroupBytes                         = desc("wo_db_group_commit_bytes_total", "Bytes written by group commits.")
-	descLastLSN                            = desc("wo_db_last_lsn", "Sequence number of the last durable WAL record.")
-	descRecovered                          = desc("wo_db_recovered_records", "WAL records replayed at open.")
-	descMaxGroup                           = desc("wo_db_max_group_commit_size", "The largest number of commits made durable by one fsync.")
-	descRaftInfo                           = desc("wo_raft_info", "This raft member: its ID, state (joining, member, removed, stopped), role and the leader it knows (ID 0: none); always 1.", "member", "state", "role", "leader")
-	descRaftTerm                           = desc("wo_raft_term", "The member's raft term.")
-	descRaftCommit                         = desc("wo_raft_commit_index", "The highest log index the member knows committed.")
-	descRaftApplied                        = desc("wo_raft_applied_index", "The highest log index applied to the member's database.")
-	descRaftVoters                         = desc("wo_raft_voters", "Voters in the group's configuration.")
-	descRaftReachable                      = desc("wo_raft_reachable_voters", "Voters the member heard from within an election timeout, itself included (below a majority: no quorum).")
-	descRaftLeader                         = desc("wo_raft_is_leader", "1 when this member is the leader.")
-	raftDescriptors                        = []*prometheus.Desc{descRaftInfo, descRaftTerm, descRaftCommit, descRaftApplied, descRaftVoters, descRaftReachable, descRaftLeader}
-	allDescriptors                         = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
-	_                 prometheus.Collector = (*collector)(nil)
+	descReady                           = desc("wo_ready", "1 when the worker is ready (database recovered, services serving), 0 while starting or draining.")
+	descInfo                            = desc("wo_runtime_info", "The runtime's I/O backend, why the probe chose it, and the shard count; always 1.", "backend", "reason", "shards")
+	descShards                          = desc("wo_runtime_shards", "Number of shards.")
+	descDropped                         = desc("wo_runtime_dropped_messages_total", "Messages sent to dead actors, the zero address, or a stopping runtime.")
+	descDeaths                          = desc("wo_runtime_actor_deaths_total", "Actors whose Receive panicked.")
+	descPanics                          = desc("wo_runtime_panics_total", "Panics logged, in fibers and actors.")
+	descSpawned                         = desc("wo_runtime_actors_spawned_total", "Actors spawned.")
+	descWakeWrites                      = desc("wo_runtime_wake_writes_total", "Cross-shard wake-ups written to a sleeping shard.")
+	descWatchdog                        = desc("wo_runtime_watchdog_reports_total", "Scheduler slices that ran past the watchdog threshold without a safepoint.")
+	descShardCPU                        = desc("wo_shard_cpu", "The CPU a shard is pinned to, or -1.", "shard")
+	descSyscalls                        = desc("wo_shard_backend_syscalls_total", "Syscalls made by a shard's I/O backend.", "shard")
+	descEnters                          = desc("wo_shard_backend_enters_total", "io_uring_enter or epoll_wait calls of a shard's backend.", "shard")
+	descSubmitted                       = desc("wo_shard_backend_submitted_total", "Operations a shard's backend started.", "shard")
+	descCompleted                       = desc("wo_shard_backend_completed_total", "Completions a shard's backend returned.", "shard")
+	descBEWake                          = desc("wo_shard_backend_wake_writes_total", "eventfd writes to wake a shard.", "shard")
+	descBEDrain                         = desc("wo_shard_backend_wake_drains_total", "eventfd reads by a shard.", "shard")
+	descRunQueue                        = desc("wo_shard_run_queue", "Fibers runnable at the start of the shard's last tick.", "shard")
+	descFibers                          = desc("wo_shard_fibers", "Live fibers on the shard (finished ones kept for reuse not counted).", "shard")
+	descActors                          = desc("wo_shard_actors", "Actors placed on the shard and not dead.", "shard")
+	descInbox                           = desc("wo_shard_inbox_depth", "Cross-shard items waiting in the shard's inbox.", "shard")
+	descReductions                      = desc("wo_shard_reductions_total", "Reductions spent by the shard's slices.", "shard")
+	descOverruns                        = desc("wo_shard_slice_overruns_total", "The shard's slices that ran past the watchdog threshold without a safepoint.", "shard")
+	descCommits                         = desc("wo_db_commits_total", "Acknowledged (durable) write transactions.")
+	descGroups                          = desc("wo_db_group_commits_total", "Group commits: one WAL write and one fdatasync each.")
+	descFailed                          = desc("wo_db_failed_commits_total", "Commits failed by the WAL (no space, fatal).")
+	descSnapshots                       = desc("wo_db_snapshots_total", "Snapshots taken.")
+	descGroupBytes                      = desc("wo_db_group_commit_bytes_total", "Bytes written by group commits.")
+	descLastLSN                         = desc("wo_db_last_lsn", "Sequence number of the last durable WAL record.")
+	descRecovered                       = desc("wo_db_recovered_records", "WAL records replayed at open.")
+	descMaxGroup                        = desc("wo_db_max_group_commit_size", "The largest number of commits made durable by one fsync.")
+	descRaftInfo                        = desc("wo_raft_info", "This raft member: its ID, state (joining, member, removed, stopped), role and the leader it knows (ID 0: none); always 1.", "member", "state", "role", "leader")
+	allDescriptors                      = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
+	_              prometheus.Collector = (*collector)(nil)
 )
+
+// raftGauges are the member's wo_raft_* gauges after wo_raft_info, each a
+// number of its view of the group (GET /admin/cluster).
+var raftGauges = []struct {
+	desc  *prometheus.Desc
+	value func(cl *adminapi.Cluster) float64
+}{
+	{desc("wo_raft_term", "The member's raft term."), func(cl *adminapi.Cluster) float64 { return float64(cl.Term) }},
+	{desc("wo_raft_commit_index", "The highest log index the member knows committed."), func(cl *adminapi.Cluster) float64 { return float64(cl.Commit) }},
+	{desc("wo_raft_applied_index", "The highest log index applied to the member's database."), func(cl *adminapi.Cluster) float64 { return float64(cl.Applied) }},
+	{desc("wo_raft_voters", "Voters in the group's configuration."), func(cl *adminapi.Cluster) float64 { return float64(cl.Voters) }},
+	{desc("wo_raft_reachable_voters", "Voters the member heard from within an election timeout, itself included (below a majority: no quorum)."),
+		func(cl *adminapi.Cluster) float64 { return float64(cl.Reachable) }},
+	{desc("wo_raft_is_leader", "1 when this member is the leader."), func(cl *adminapi.Cluster) float64 {
+		if cl.Leader != 0 && cl.Leader == cl.Self {
+			return 1
+		}
+		return 0
+	}},
+}
 
 // collector reads the runtime's and the database's atomic Stats at scrape
 // time: no counter is mirrored, so nothing on a shard's hot path pays for
@@ -63,8 +78,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescriptors {
 		ch <- d
 	}
-	for _, d := range raftDescriptors {
-		ch <- d
+	ch <- descRaftInfo
+	for _, g := range raftGauges {
+		ch <- g.desc
 	}
 }
 
@@ -123,16 +139,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	// member that does not answer in time is left out of this scrape.
 	if cl := c.s.cluster(); cl != nil {
 		gauge(descRaftInfo, 1, cl.Self.String(), cl.State, cl.Role, cl.Leader.String())
-		gauge(descRaftTerm, float64(cl.Term))
-		gauge(descRaftCommit, float64(cl.Commit))
-		gauge(descRaftApplied, float64(cl.Applied))
-		gauge(descRaftVoters, float64(cl.Voters))
-		gauge(descRaftReachable, float64(cl.Reachable))
-		leader := 0.0
-		if cl.Leader != 0 && cl.Leader == cl.Self {
-			leader = 1
+		for _, g := range raftGauges {
+			gauge(g.desc, g.value(cl))
 		}
-		gauge(descRaftLeader, leader)
 	}
 }
 

@@ -15,7 +15,9 @@
 // line; nothing a peer sends can crash the member.
 //
 // Members authenticate each other with mutual TLS (crypto/tls over the fiber
-// connection; LoadTLS reads the PEM files named in the settings). Without
+// connection; OpenTLS reads the PEM files named in the settings, and reads
+// them again when they change, at the next handshake: the key pair and the
+// CA bundle, so both a renewal and a CA rotation need no restart). Without
 // certificates the peer port is plaintext and New logs a warning saying so:
 // that is for a single machine only.
 //
@@ -25,7 +27,5 @@
 //
 // The wire format is specified in docs/replication.md.
 //
-// Status: this package is complete and tested on its own, but the worker
-// does not use it yet (its cluster.* and peer.* settings are parsed, not
-// acted on); docs/replication.md says what remains.
+// The worker runs it under dbowner; docs/replication.md says what remains.
 package transport

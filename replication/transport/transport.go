@@ -409,12 +409,8 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 	c = raw
 	_ = raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	if t.cfg.TLS != nil {
-		cfg := t.cfg.TLS.Clone()
-		if cfg.ServerName == "" {
-			host, _, _ := net.SplitHostPort(addr)
-			cfg.ServerName = host
-		}
-		tc := tls.Client(raw, cfg)
+		host, _, _ := net.SplitHostPort(addr)
+		tc := tls.Client(raw, clientConfig(t.cfg.TLS, host))
 		if err := tc.Handshake(); err != nil {
 			return raw, nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 		}
