@@ -7,7 +7,7 @@ GO ?= go
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 
-.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-chat bench-replication envtest-binaries helm fuzz fmt image manifests verify-manifests
+.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-chat bench-replication envtest-binaries helm cert-manager-crds fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -20,8 +20,8 @@ run:
 ## the sharded packages again at one shard, the runtime and replication
 ## (fiber sockets, timers) with epoll forced, the traces end to end in Jaeger
 ## (e2e-traces), and then test-seccomp (the whole suite with io_uring denied).
-test: vet envtest-binaries helm
-	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" $(GO) test -race -count=1 -timeout 30m ./...
+test: vet envtest-binaries helm cert-manager-crds
+	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" WO_CERT_MANAGER_CRDS="$$(bash hack/cert-manager-crds.sh)" $(GO) test -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GO) test -race -count=1 -timeout 20m $(SHARDED)
 	WO_IO=epoll $(GO) test -race -count=1 -timeout 20m ./runtime/... ./replication/...
 	bash hack/e2e-traces.sh
@@ -41,9 +41,9 @@ e2e-traces:
 ## WO_REQUIRE_URING is cleared: here io_uring is meant to be unavailable.
 ## The test binaries are the ones `make test` just built (same flags), so
 ## this costs their run time, not a second build.
-test-seccomp: envtest-binaries helm
+test-seccomp: envtest-binaries helm cert-manager-crds
 	$(GO) build -o bin/seccomp-deny-uring ./hack/seccomp-deny-uring
-	env -u WO_REQUIRE_URING KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" \
+	env -u WO_REQUIRE_URING KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" WO_CERT_MANAGER_CRDS="$$(bash hack/cert-manager-crds.sh)" \
 		$(GO) test -race -count=1 -timeout 30m -exec $(CURDIR)/bin/seccomp-deny-uring ./...
 
 ## vet: go vet, then wo's own analyzer (cmd/wovet): WO-E222, a message type
@@ -61,6 +61,11 @@ envtest-binaries:
 ## helm: build (or reuse from the cache) helm; the chart tests need it.
 helm:
 	bash hack/helm-binary.sh >/dev/null
+
+## cert-manager-crds: cert-manager's CRDs from the Go module proxy (cached);
+## the operator's cert-manager test installs them into an envtest API server.
+cert-manager-crds:
+	bash hack/cert-manager-crds.sh >/dev/null
 
 # Build outputs (gitignored). VERSION, the image tag, is the chart's
 # appVersion unless given: the chart's default image tag says the same.

@@ -14,4 +14,6 @@ export KUBEBUILDER_ASSETS
 echo "operator-test: KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS}" >&2
 WO_HELM="$(hack/helm-binary.sh)"
 export WO_HELM
+WO_CERT_MANAGER_CRDS="$(hack/cert-manager-crds.sh)"
+export WO_CERT_MANAGER_CRDS
 exec go test -race -count=1 "$@" ./internal/operator/... ./api/... ./cmd/operator/...

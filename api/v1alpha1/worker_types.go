@@ -75,6 +75,11 @@ const (
 	// operator uses it, the old is dropped next) and its message which pods
 	// are awaited. False (reason Current) otherwise.
 	ConditionAdminTokenRotating = "AdminTokenRotating"
+	// ConditionPeerTLS is True when the members' peer certificates are in
+	// place; its reason names the provider (Operator, CertManager). False
+	// when cert-manager is required but its CRDs are not served, or while
+	// the operator waits for cert-manager to write the Secret.
+	ConditionPeerTLS = "PeerTLS"
 )
 
 // Annotations a person sets on a Worker.
@@ -182,6 +187,14 @@ type WorkerSpec struct {
 	// +optional
 	Seccomp *SeccompSpec `json:"seccomp,omitempty"`
 
+	// PeerTLS chooses who issues the members' peer certificates: the
+	// operator (its own CA per Worker) or cert-manager. Unset is provider
+	// auto: cert-manager when the cluster serves its Certificate and
+	// Issuer kinds, the operator otherwise.
+	//
+	// +optional
+	PeerTLS *PeerTLSSpec `json:"peerTLS,omitempty"`
+
 	// Env is extra environment for the worker container, appended after the
 	// variables the operator sets.
 	//
@@ -189,6 +202,66 @@ type WorkerSpec struct {
 	// +listType=atomic
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
+}
+
+// PeerTLSProvider is who issues the peer certificates.
+//
+// +kubebuilder:validation:Enum=auto;operator;cert-manager
+type PeerTLSProvider string
+
+const (
+	// PeerTLSAuto is cert-manager when the cluster serves cert-manager.io/v1
+	// Certificate and Issuer, the operator otherwise. The choice is made
+	// once, when the Worker's peer TLS Secret is first made, and kept: a
+	// group whose pods trust different CAs cannot talk.
+	PeerTLSAuto PeerTLSProvider = "auto"
+	// PeerTLSOperator: the operator's own CA and leaves, always.
+	PeerTLSOperator PeerTLSProvider = "operator"
+	// PeerTLSCertManager: cert-manager, required; without its CRDs the
+	// Worker is not Ready and says why.
+	PeerTLSCertManager PeerTLSProvider = "cert-manager"
+)
+
+// PeerTLSSpec is who issues the peer certificates.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.issuerRef) || !has(self.provider) || self.provider != 'operator'",message="peerTLS.issuerRef names a cert-manager issuer, so peerTLS.provider cannot be operator: remove issuerRef, or set provider to cert-manager (or auto)",fieldPath=".issuerRef"
+type PeerTLSSpec struct {
+	// Provider is auto (cert-manager when present), operator or
+	// cert-manager.
+	//
+	// +kubebuilder:default=auto
+	// +optional
+	Provider PeerTLSProvider `json:"provider,omitempty"`
+
+	// IssuerRef is the cert-manager issuer that signs the members'
+	// certificate. Unset, the operator renders a self-signed Issuer, a CA
+	// Certificate and a CA Issuer of the Worker's own.
+	//
+	// +optional
+	IssuerRef *IssuerRef `json:"issuerRef,omitempty"`
+}
+
+// IssuerRef names a cert-manager issuer (cert-manager's ObjectReference).
+type IssuerRef struct {
+	// Name of the Issuer (in the Worker's namespace) or ClusterIssuer.
+	//
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+
+	// Kind is Issuer or ClusterIssuer.
+	//
+	// +kubebuilder:default=Issuer
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Group is the issuer's API group: cert-manager.io for cert-manager's
+	// own issuers, another for an external issuer.
+	//
+	// +kubebuilder:default=cert-manager.io
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	Group string `json:"group,omitempty"`
 }
 
 // StorageSpec sizes the per-pod persistent volume.

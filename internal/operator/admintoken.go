@@ -208,7 +208,7 @@ func (r *Reconciler) syncAdminToken(ctx context.Context, w *wov1.Worker, pods in
 			return "", metav1.Condition{}, err
 		}
 		next := adminToken{tokens: []string{string(tok), st.tokens[0]}, phase: TokenPhaseTrusted, issued: now,
-				handled: cmp.Or(w.Annotations[wov1.AnnotationRotateAdminToken], st.handled)}
+			handled: cmp.Or(w.Annotations[wov1.AnnotationRotateAdminToken], st.handled)}
 		if err := update(next, "AdminTokenRotationStarted", "rotating the admin API token because "+why+
 			": the new token is in Secret "+s.Name+" beside the old one; the operator keeps using the old one until every pod accepts the new"); err != nil {
 			return "", metav1.Condition{}, err

@@ -1,10 +1,13 @@
 package operator
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -57,8 +60,43 @@ func UpToDate(existing, desired client.Object) bool {
 			}
 		}
 		return equality.Semantic.DeepDerivative(*spec, e.Spec)
+	case *unstructured.Unstructured:
+		e, ok := existing.(*unstructured.Unstructured)
+		return ok && subsetJSON(d.Object["spec"], e.Object["spec"])
 	}
 	return false
+}
+
+// subsetJSON says whether every value in want (decoded JSON) is in have:
+// what the API server defaulted into have does not count as a difference.
+func subsetJSON(want, have any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range w {
+			if !subsetJSON(v, h[k]) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !subsetJSON(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		// Numbers come back from the API server as int64 or float64.
+		return fmt.Sprint(want) == fmt.Sprint(have)
+	}
 }
 
 // MergeInto writes what desired decides onto existing, keeping what others
@@ -94,6 +132,9 @@ func MergeInto(existing, desired client.Object) {
 		e.Spec.Selector = d.Spec.Selector
 		e.Spec.Ports = d.Spec.Ports
 		e.Spec.PublishNotReadyAddresses = d.Spec.PublishNotReadyAddresses
+	case *unstructured.Unstructured:
+		e := existing.(*unstructured.Unstructured)
+		e.Object["spec"] = d.Object["spec"]
 	case *appsv1.StatefulSet:
 		e := existing.(*appsv1.StatefulSet)
 		e.Spec.Replicas = d.Spec.Replicas

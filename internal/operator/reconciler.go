@@ -42,6 +42,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=services;configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wo-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Reconciler turns Workers into their StatefulSet, Services, ConfigMap and
@@ -136,8 +137,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.updateStatus(ctx, &w, res, syncErr); err != nil {
 		return ctrl.Result{}, errors.Join(syncErr, err)
 	}
-	if syncErr != nil || m == nil {
+	if syncErr != nil {
 		return ctrl.Result{}, syncErr
+	}
+	if m == nil {
+		// Waiting for the cluster (cert-manager required and absent):
+		// look again, nothing else would trigger a reconcile.
+		return ctrl.Result{RequeueAfter: SteadyInterval}, nil
 	}
 	// The status above already names what is about to happen (a draining
 	// pod is listed before its member is removed), so an operator that
@@ -235,6 +241,15 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 		return out, err
 	}
 	out.token, out.conds = token, append(out.conds, tokenCond)
+	certManager, tlsCond, err := r.useCertManager(ctx, w)
+	if err != nil {
+		return out, err
+	}
+	if tlsCond.Type != "" {
+		// Required and absent: nothing may start without certificates.
+		out.conds = append(out.conds, tlsCond)
+		return out, nil
+	}
 	m := Decide(MembershipInput{
 		Worker:              w,
 		StatefulSetReplicas: current,
@@ -244,10 +259,20 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 	out.m = &m
 	// Certificates first: a pod the StatefulSet is about to create must
 	// find its own in the Secret it mounts.
-	if err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current))); err != nil {
-		return out, err
+	if certManager {
+		tlsCond, err = r.syncCertManager(ctx, w)
+		if err != nil {
+			return out, err
+		}
+	} else {
+		if err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current))); err != nil {
+			return out, err
+		}
+		tlsCond = condition(wov1.ConditionPeerTLS, metav1.ConditionTrue, "Operator",
+			"the operator issues the members' certificates from its CA in the Secret "+peerCAName(w))
 	}
-	objs, err := Render(w, r.Options, Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped})
+	out.conds = append(out.conds, tlsCond)
+	objs, err := Render(w, r.Options, Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped, CertManager: certManager})
 	if err != nil {
 		return out, err
 	}
@@ -261,6 +286,11 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 		if _, err := r.sync(ctx, w, o.desired, o.existing); err != nil {
 			return out, err
 		}
+	}
+	if tlsCond.Status != metav1.ConditionTrue && current < 0 {
+		// The pods would not start without their certificate's Secret:
+		// the StatefulSet waits for it.
+		return out, nil
 	}
 	res, err := r.sync(ctx, w, objs.StatefulSet, &appsv1.StatefulSet{})
 	if err != nil {
@@ -433,6 +463,11 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, res synce
 	for _, c := range res.conds {
 		c.ObservedGeneration = w.Generation
 		setCondition(&next.Conditions, c)
+		if c.Type == wov1.ConditionPeerTLS && c.Status == metav1.ConditionFalse {
+			// Without certificates nothing is ready; say why there.
+			c.Type = wov1.ConditionReady
+			setCondition(&next.Conditions, c)
+		}
 	}
 	if equality.Semantic.DeepEqual(w.Status, next) {
 		return nil

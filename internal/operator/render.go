@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -110,6 +111,10 @@ type Cluster struct {
 	// Bootstrapped renders cluster.state = "existing": pod 0 made the group
 	// already, so no pod may bootstrap another one.
 	Bootstrapped bool
+	// CertManager points the peer certificate at the one cert-manager
+	// writes for every member (tls.crt, tls.key) instead of the pod's own
+	// leaf from the operator.
+	CertManager bool
 }
 
 // Objects is everything one Worker renders to.
@@ -246,6 +251,18 @@ func Render(w *wov1.Worker, opts Options, c Cluster) (*Objects, error) {
 		sts.Spec.Replicas = ptr.To(*c.StatefulSetReplicas)
 	}
 	sts.Spec.Template.Spec.Containers[0].ImagePullPolicy = opts.ImagePullPolicy
+	if c.CertManager {
+		// cert-manager's one certificate for every member, in the same
+		// Secret name and mount; ca.crt is where it always is.
+		for i, e := range sts.Spec.Template.Spec.Containers[0].Env {
+			switch e.Name {
+			case "WO_PEER_CERT":
+				sts.Spec.Template.Spec.Containers[0].Env[i].Value = PeerTLSDir + "/" + corev1.TLSCertKey
+			case "WO_PEER_KEY":
+				sts.Spec.Template.Spec.Containers[0].Env[i].Value = PeerTLSDir + "/" + corev1.TLSPrivateKeyKey
+			}
+		}
+	}
 	objs := &Objects{
 		Shards:      shards,
 		ConfigMap:   cm,
@@ -608,6 +625,8 @@ func desiredHash(o metav1.Object) (string, error) {
 		body = v.Spec
 	case *appsv1.StatefulSet:
 		body = v.Spec
+	case *unstructured.Unstructured:
+		body = v.Object["spec"]
 	default:
 		return "", fmt.Errorf("desired hash: unexpected %T", o)
 	}

@@ -160,26 +160,34 @@ func setup(assets string) error {
 // bindOperatorRole installs the generated ClusterRole and binds it to a new
 // user whose config the operator under test uses.
 func bindOperatorRole() error {
+	cfg, err := bindOperatorRoleIn(testEnv, k8s)
+	operatorConfig = cfg
+	return err
+}
+
+// bindOperatorRoleIn is bindOperatorRole for any envtest environment (the
+// cert-manager test runs its own).
+func bindOperatorRoleIn(env *envtest.Environment, k8s client.Client) (*rest.Config, error) {
 	ctx := context.Background()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
 	if err != nil {
-		return fmt.Errorf("read generated role: %w", err)
+		return nil, fmt.Errorf("read generated role: %w", err)
 	}
 	var role *rbacv1.ClusterRole
 	for _, doc := range strings.Split(string(raw), "\n---") {
 		var r rbacv1.ClusterRole
 		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
-			return fmt.Errorf("parse role.yaml: %w", err)
+			return nil, fmt.Errorf("parse role.yaml: %w", err)
 		}
 		if r.Kind == "ClusterRole" {
 			role = &r
 		}
 	}
 	if role == nil {
-		return errors.New("config/rbac/role.yaml has no ClusterRole")
+		return nil, errors.New("config/rbac/role.yaml has no ClusterRole")
 	}
 	if err := k8s.Create(ctx, role); err != nil {
-		return fmt.Errorf("create ClusterRole: %w", err)
+		return nil, fmt.Errorf("create ClusterRole: %w", err)
 	}
 	const userName = "wo-operator-under-test"
 	binding := &rbacv1.ClusterRoleBinding{
@@ -188,14 +196,13 @@ func bindOperatorRole() error {
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: userName}},
 	}
 	if err := k8s.Create(ctx, binding); err != nil {
-		return fmt.Errorf("create ClusterRoleBinding: %w", err)
+		return nil, fmt.Errorf("create ClusterRoleBinding: %w", err)
 	}
-	user, err := testEnv.AddUser(envtest.User{Name: userName}, nil)
+	user, err := env.AddUser(envtest.User{Name: userName}, nil)
 	if err != nil {
-		return fmt.Errorf("add operator user: %w", err)
+		return nil, fmt.Errorf("add operator user: %w", err)
 	}
-	operatorConfig = user.Config()
-	return nil
+	return user.Config(), nil
 }
 
 // needEnv skips a test that needs the API server when there is none, loudly.
