@@ -133,6 +133,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/
 	$(GO) test -run '^$$' -fuzz FuzzPeerSecret -fuzztime 10s ./internal/operator/
+	$(GO) test -run '^$$' -fuzz FuzzParseTokenFile -fuzztime 10s ./internal/operator/
 	$(GO) test -run '^$$' -fuzz FuzzParsePeers -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzParseDialMap -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./replication/transport/

@@ -80,6 +80,13 @@ const (
 	// when cert-manager is required but its CRDs are not served, or while
 	// the operator waits for cert-manager to write the Secret.
 	ConditionPeerTLS = "PeerTLS"
+	// ConditionPeerCARotating is True while the operator's own peer CA is
+	// being rotated; its reason names the phase (NewCATrusted: the bundle
+	// holds the new CA beside the old, leaves still from the old;
+	// LeavesReissued: leaves come from the new CA, the old stays trusted)
+	// and its message which pods are awaited. False (reason Current)
+	// otherwise.
+	ConditionPeerCARotating = "PeerCARotating"
 )
 
 // Annotations a person sets on a Worker.
@@ -88,6 +95,10 @@ const (
 	// token when its value changes (any value; the date is a good one):
 	// kubectl annotate worker w wo.writeonce.dev/rotate-admin-token="$(date +%s)" --overwrite
 	AnnotationRotateAdminToken = "wo.writeonce.dev/rotate-admin-token"
+	// AnnotationRotatePeerCA on a Worker asks for a new peer CA of the
+	// operator's own PKI when its value changes (not used with
+	// cert-manager, which renews its CA itself).
+	AnnotationRotatePeerCA = "wo.writeonce.dev/rotate-peer-ca"
 )
 
 // Member roles reported in MemberStatus.Role. Voter and learner are raft's;

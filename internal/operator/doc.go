@@ -10,6 +10,11 @@
 // same pods demotes the voters on the highest ordinals to learners, the same
 // way (leadership moved first, never below a quorum).
 //
+// The admin token and the peer CA are rotated without downtime, each in
+// phases gated on what every pod reports (admintoken.go, peertls.go), with
+// the state in their Secrets. With cert-manager in the cluster the peer
+// certificates are cert-manager Certificates instead (certmanager.go).
+//
 // Membership is decided by Decide, a pure function of the Worker (spec and
 // previous status), the StatefulSet's pod count and each pod's
 // GET /admin/cluster; it returns one step, which the reconciler performs

@@ -2,7 +2,9 @@ package operator_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -58,8 +60,14 @@ type fakeGroup struct {
 	// kubelet loop updates unless the pod is in frozenTokens.
 	tokens       []string
 	frozenTokens map[int]bool
-	// tlsView is what every pod reports as its peer TLS; nil: TLS off.
-	tlsView func(ord int) *adminapi.PeerTLS
+	// tlsOn makes the pods load the peer TLS Secret as a worker does (the
+	// kubelet updating the files each pass, except for pods in frozenTLS)
+	// and report it in Cluster.PeerTLS; off, they report none.
+	tlsOn     bool
+	frozenTLS map[int]bool
+	// frozenLeaf: the pod loads new bundles but keeps presenting the leaf
+	// it has (its leaf file is not updated).
+	frozenLeaf map[int]bool
 
 	mu       sync.Mutex
 	members  []adminapi.Member // the configuration
@@ -86,13 +94,18 @@ type fakePod struct {
 	id     adminapi.ID
 	srv    *httptest.Server
 	tokens []string // the pod's token file
+	// tls is what the pod loaded from the peer TLS Secret; issuer the
+	// fingerprint of the bundle's CA that signed its leaf ("" if none).
+	tls    *adminapi.PeerTLS
+	leaf   *x509.Certificate
+	issuer string
 }
 
 // startFakeGroup runs the fake kubelet for Worker ns/name until the test
 // ends. The admin token is read from the Secret the operator creates.
 func startFakeGroup(t *testing.T, ns, name string) *fakeGroup {
 	t.Helper()
-	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, done: make(chan struct{})}
+	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, frozenTLS: map[int]bool{}, frozenLeaf: map[int]bool{}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	go g.run(ctx)
@@ -178,6 +191,7 @@ func (g *fakeGroup) pass(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	g.syncVolumes(ctx, want)
+	g.loadTLS(ctx)
 
 	st := appsv1.StatefulSetStatus{
 		ObservedGeneration: sts.Generation, Replicas: int32(want), ReadyReplicas: ready, CurrentReplicas: int32(want),
@@ -448,8 +462,8 @@ func (g *fakeGroup) serve(p *fakePod, w http.ResponseWriter, r *http.Request) {
 // viewLocked is GET /admin/cluster as pod p would answer it.
 func (g *fakeGroup) viewLocked(p *fakePod) adminapi.Cluster {
 	c := adminapi.Cluster{Self: p.id, Term: g.term, Commit: g.commit, Applied: g.commit}
-	if g.tlsView != nil {
-		c.PeerTLS = g.tlsView(p.ord)
+	if g.tlsOn {
+		c.PeerTLS = p.tls
 	}
 	i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == p.id })
 	switch {
@@ -546,4 +560,89 @@ func (g *fakeGroup) freezeTokens(ord int, frozen bool, tokens ...string) {
 	if p := g.pods[ord]; p != nil && tokens != nil {
 		p.tokens = tokens
 	}
+}
+
+// loadTLS is the kubelet updating each pod's peer TLS files and the worker
+// loading them; then it checks what a real group needs to talk: every pod
+// presents a leaf whose CA every other pod trusts.
+func (g *fakeGroup) loadTLS(ctx context.Context) {
+	g.mu.Lock()
+	on := g.tlsOn
+	g.mu.Unlock()
+	if !on {
+		return
+	}
+	var s corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name + "-peer-tls"}, &s); err != nil {
+		return
+	}
+	var bundle []*x509.Certificate
+	for rest := s.Data["ca.crt"]; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			bundle = append(bundle, c)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for ord, p := range g.pods {
+		if g.frozenTLS[ord] && p.tls != nil {
+			continue
+		}
+		leaf := p.leaf
+		if !g.frozenLeaf[ord] || leaf == nil {
+			b, _ := pem.Decode(s.Data[fmt.Sprintf("%s-%d.crt", g.name, ord)])
+			if b == nil {
+				p.tls = nil
+				continue
+			}
+			var err error
+			if leaf, err = x509.ParseCertificate(b.Bytes); err != nil {
+				g.fail("pod %d: unreadable leaf: %v", ord, err)
+				continue
+			}
+		}
+		p.leaf = leaf
+		view := &adminapi.PeerTLS{Cert: adminapi.Fingerprint(leaf.Raw), CertNotAfter: leaf.NotAfter.UTC().Format(time.RFC3339)}
+		p.issuer = ""
+		for _, ca := range bundle {
+			view.CAs = append(view.CAs, adminapi.Fingerprint(ca.Raw))
+			if leaf.CheckSignatureFrom(ca) == nil {
+				p.issuer = adminapi.Fingerprint(ca.Raw)
+			}
+		}
+		p.tls = view
+	}
+	for a, pa := range g.pods {
+		for b, pb := range g.pods {
+			if pa.tls == nil || pb.tls == nil {
+				continue
+			}
+			if pa.issuer == "" || !slices.Contains(pb.tls.CAs, pa.issuer) {
+				g.fail("pod %d presents a leaf (CA %.12s) that pod %d does not trust (bundle %v)", a, pa.issuer, b, pb.tls.CAs)
+			}
+		}
+	}
+}
+
+// freezeTLS stops (true) or resumes the kubelet's updates of pod ord's
+// peer TLS files; leafOnly stops only its leaf's.
+func (g *fakeGroup) freezeTLS(ord int, frozen, leafOnly bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if leafOnly {
+		g.frozenLeaf[ord] = frozen
+	} else {
+		g.frozenTLS[ord] = frozen
+	}
+}
+
+// enableTLS makes the pods report their peer TLS (see tlsOn).
+func (g *fakeGroup) enableTLS() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tlsOn = true
 }

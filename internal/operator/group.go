@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -14,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
@@ -55,98 +53,6 @@ func (r *Reconciler) ownSecret(w *wov1.Worker, s *corev1.Secret) error {
 		err := &conflictError{"Secret", s.Name}
 		r.event(w, nil, corev1.EventTypeWarning, "Conflict", "Update", err.Error())
 		return err
-	}
-	return nil
-}
-
-// syncPeerTLS keeps the CA Secret and the peer TLS Secret: a leaf for each
-// of the pods 0..pods-1, issued or renewed as LeafNeedsRenewal says, and
-// leaves of pods beyond dropped.
-func (r *Reconciler) syncPeerTLS(ctx context.Context, w *wov1.Worker, pods int) error {
-	now := r.now()
-	var caSecret corev1.Secret
-	var ca *CA
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: peerCAName(w)}, &caSecret)
-	switch {
-	case err == nil:
-		if err := r.ownSecret(w, &caSecret); err != nil {
-			return err
-		}
-		if ca, err = ParseCA(caSecret.Data); err != nil {
-			return fmt.Errorf("secret %s: %w (delete it to make a new CA; every pod then gets new certificates)", caSecret.Name, err)
-		}
-	case apierrors.IsNotFound(err):
-		if ca, err = NewCA(w, now); err != nil {
-			return err
-		}
-		caSecret = corev1.Secret{ObjectMeta: objectMeta(w, peerCAName(w)), Type: corev1.SecretTypeTLS,
-			Data: map[string][]byte{caCertKey: ca.CertPEM, caKeyKey: ca.KeyPEM}}
-		if err := r.Client.Create(ctx, &caSecret); err != nil {
-			return fmt.Errorf("create secret %s: %w", caSecret.Name, err)
-		}
-		r.event(w, &caSecret, corev1.EventTypeNormal, "Created", "Create", "created the peer CA in Secret "+caSecret.Name)
-	default:
-		return fmt.Errorf("get secret %s: %w", peerCAName(w), err)
-	}
-
-	validity := r.PeerCertValidity
-	if validity <= 0 {
-		validity = DefaultPeerCertValidity
-	}
-	var s corev1.Secret
-	err = r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: peerTLSName(w)}, &s)
-	exists := err == nil
-	switch {
-	case exists:
-		if err := r.ownSecret(w, &s); err != nil {
-			return err
-		}
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("get secret %s: %w", peerTLSName(w), err)
-	default:
-		s = corev1.Secret{ObjectMeta: objectMeta(w, peerTLSName(w)), Type: corev1.SecretTypeOpaque}
-	}
-	data := maps.Clone(s.Data)
-	if data == nil {
-		data = map[string][]byte{}
-	}
-	data[PeerCAFile] = ca.CertPEM
-	var renewed []string
-	for ord := 0; ord < pods; ord++ {
-		ck, kk := leafKeys(w, ord)
-		if need, why := LeafNeedsRenewal(ca, w, ord, data[ck], data[kk], now); need {
-			c, k, err := ca.IssueLeaf(w, ord, now, validity)
-			if err != nil {
-				return err
-			}
-			data[ck], data[kk] = c, k
-			if why != "missing" {
-				renewed = append(renewed, PodName(w, ord)+" ("+why+")")
-			}
-		}
-	}
-	for k := range data {
-		if ord, ok := leafOrdinal(w, k); ok && ord >= pods {
-			delete(data, k)
-		}
-	}
-	if exists && mapsEqualBytes(data, s.Data) {
-		return nil
-	}
-	s.Data = data
-	if !exists {
-		if err := r.Client.Create(ctx, &s); err != nil {
-			return fmt.Errorf("create secret %s: %w", s.Name, err)
-		}
-		return nil
-	}
-	if err := r.Client.Update(ctx, &s); err != nil {
-		return fmt.Errorf("update secret %s: %w", s.Name, err)
-	}
-	if len(renewed) > 0 {
-		slices.Sort(renewed)
-		r.event(w, &s, corev1.EventTypeNormal, "CertificatesRenewed", "Update",
-			fmt.Sprintf("renewed the peer certificates of %v in Secret %s; the pods read them on their next handshake", renewed, s.Name))
 	}
 	return nil
 }

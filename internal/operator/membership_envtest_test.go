@@ -209,6 +209,25 @@ func TestScaleDrivesMembership(t *testing.T) {
 	}
 }
 
+// startVoters creates a Worker of n pods, all voters, starts fake pods for
+// it and waits until they form the group.
+func startVoters(t *testing.T, ns string, n int32) (*wov1.Worker, *fakeGroup) {
+	t.Helper()
+	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
+	w.Spec.Replicas, w.Spec.Voters = ptr.To(n), ptr.To(n)
+	if err := k8s.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	getStatefulSet(t, ns, w.Name)
+	g := startFakeGroup(t, ns, w.Name)
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("%d:voter", i))
+	}
+	waitGroup(t, g, w, n, want...)
+	return w, g
+}
+
 func filterOps(ops []string, prefix string) []string {
 	var out []string
 	for _, o := range ops {
@@ -227,16 +246,8 @@ func TestScaleDownBelowQuorumWaits(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
 	startOperator(t, ns, operatorConfig)
-	ctx := context.Background()
 
-	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	w.Spec.Replicas = ptr.To(int32(3))
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	getStatefulSet(t, ns, w.Name)
-	g := startFakeGroup(t, ns, w.Name)
-	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	w, g := startVoters(t, ns, 3)
 
 	g.setDown(1, true)
 	eventually(t, "status sees pod 1 unreachable", func() error {
@@ -274,16 +285,8 @@ func TestLoweringVotersDemotes(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
 	startOperator(t, ns, operatorConfig)
-	ctx := context.Background()
 
-	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	w.Spec.Replicas, w.Spec.Voters = ptr.To(int32(5)), ptr.To(int32(5))
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	getStatefulSet(t, ns, w.Name)
-	g := startFakeGroup(t, ns, w.Name)
-	waitGroup(t, g, w, 5, "0:voter", "1:voter", "2:voter", "3:voter", "4:voter")
+	w, g := startVoters(t, ns, 5)
 	g.setLeader(4)
 	eventually(t, "status shows pod 4 leading", func() error {
 		if l := getWorker(t, w).Status.Leader; l != w.Name+"-4" {
@@ -325,16 +328,8 @@ func TestLoweringVotersBelowQuorumWaits(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
 	startOperator(t, ns, operatorConfig)
-	ctx := context.Background()
 
-	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	w.Spec.Replicas, w.Spec.Voters = ptr.To(int32(5)), ptr.To(int32(5))
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	getStatefulSet(t, ns, w.Name)
-	g := startFakeGroup(t, ns, w.Name)
-	waitGroup(t, g, w, 5, "0:voter", "1:voter", "2:voter", "3:voter", "4:voter")
+	w, g := startVoters(t, ns, 5)
 	g.setDown(1, true)
 	g.setDown(2, true)
 	runKubectl(t, "-n", ns, "patch", "worker/"+w.Name, "--type=merge", "-p", `{"spec":{"voters":3}}`)
@@ -391,16 +386,8 @@ func TestWipedPodRejoinsAsNewMember(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
 	startOperator(t, ns, operatorConfig)
-	ctx := context.Background()
 
-	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	w.Spec.Replicas = ptr.To(int32(3))
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	getStatefulSet(t, ns, w.Name)
-	g := startFakeGroup(t, ns, w.Name)
-	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	w, g := startVoters(t, ns, 3)
 	old := getWorker(t, w).Status.Members[0]
 	eventually(t, "the pods see cluster.state existing", func() error {
 		g.mu.Lock()

@@ -24,7 +24,7 @@ import (
 // other both ways). It is renewed once a third of its life is left, into the
 // same Secret: the kubelet updates the mounted files and the worker reads
 // them again on its next handshake, so nothing restarts. The CA lives ten
-// years and is not rotated by the operator.
+// years; peertls.go rotates it.
 
 // Secret keys.
 const (

@@ -250,10 +250,11 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 		out.conds = append(out.conds, tlsCond)
 		return out, nil
 	}
+	views := r.observe(ctx, w, current, token)
 	m := Decide(MembershipInput{
 		Worker:              w,
 		StatefulSetReplicas: current,
-		Pods:                r.observe(ctx, w, current, token),
+		Pods:                views,
 		CatchUpEntries:      r.CatchUpEntries,
 	})
 	out.m = &m
@@ -265,9 +266,11 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 			return out, err
 		}
 	} else {
-		if err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current))); err != nil {
+		caCond, err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current)), views)
+		if err != nil {
 			return out, err
 		}
+		out.conds = append(out.conds, caCond)
 		tlsCond = condition(wov1.ConditionPeerTLS, metav1.ConditionTrue, "Operator",
 			"the operator issues the members' certificates from its CA in the Secret "+peerCAName(w))
 	}

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
@@ -40,16 +39,8 @@ func TestAdminTokenRotation(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
 	op := startOperator(t, ns, operatorConfig)
-	ctx := context.Background()
 
-	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	w.Spec.Replicas = ptr.To(int32(3))
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	getStatefulSet(t, ns, w.Name)
-	g := startFakeGroup(t, ns, w.Name)
-	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	w, g := startVoters(t, ns, 3)
 	old, phase := tokenSecret(t, w)
 	if len(old) != 1 || phase != "" {
 		t.Fatalf("before any rotation: tokens %d, phase %q", len(old), phase)
@@ -157,4 +148,117 @@ func TestAdminTokenRotatesByAge(t *testing.T) {
 	if err := findEvent(ns, w.Name, "AdminTokenRotationStarted"); err != nil {
 		t.Error(err)
 	}
+}
+
+// caSecret returns the Worker's peer CA Secret.
+func caSecret(t *testing.T, w *wov1.Worker) corev1.Secret {
+	t.Helper()
+	var s corev1.Secret
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: w.Namespace, Name: w.Name + "-peer-ca"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// bundleSize counts the certificates in the pods' ca.crt.
+func bundleSize(t *testing.T, w *wov1.Worker) int {
+	t.Helper()
+	var s corev1.Secret
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: w.Namespace, Name: w.Name + "-peer-tls"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(s.Data["ca.crt"]), "BEGIN CERTIFICATE")
+}
+
+// TestPeerCARotation walks a CA rotation with the fake pods loading the
+// Secret's files as workers do and reporting them in Cluster.PeerTLS (the
+// fake fails the test whenever a pod presents a leaf another pod's bundle
+// does not hold the CA of). Pod 2's files are not updated for a while: the
+// new CA is trusted beside the old and leaves stay on the old CA until it
+// loads the new bundle, across an operator restart. A pod that does not
+// answer holds the phase with an event. Pod 1 keeps presenting its old leaf:
+// the old CA stays in the bundle until it presents the new one.
+func TestPeerCARotation(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	op := startOperator(t, ns, operatorConfig)
+
+	w, g := startVoters(t, ns, 3)
+	g.enableTLS()
+	eventually(t, "PeerCARotating False", func() error {
+		if c := condition(getWorker(t, w), wov1.ConditionPeerCARotating); c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("PeerCARotating %+v", c)
+		}
+		return nil
+	})
+	oldCA := string(caSecret(t, w).Data["tls.crt"])
+
+	g.freezeTLS(2, true, false)
+	g.freezeTLS(1, true, true)
+	runKubectl(t, "-n", ns, "annotate", "worker/"+w.Name, wov1.AnnotationRotatePeerCA+"=1", "--overwrite")
+	eventually(t, "the new CA trusted beside the old, pod 2 awaited", func() error {
+		if p := caSecret(t, w).Annotations["wo.writeonce.dev/peer-ca-phase"]; p != operator.CAPhaseTrusting {
+			return fmt.Errorf("phase %q", p)
+		}
+		if n := bundleSize(t, w); n != 2 {
+			return fmt.Errorf("bundle of %d", n)
+		}
+		c := condition(getWorker(t, w), wov1.ConditionPeerCARotating)
+		if c == nil || c.Reason != "NewCATrusted" || !strings.Contains(c.Message, w.Name+"-2 (does not trust the new CA yet)") {
+			return fmt.Errorf("PeerCARotating %+v", c)
+		}
+		return findEvent(ns, w.Name, "PeerCARotationStarted")
+	})
+	op.stop()
+	op = startOperator(t, ns, operatorConfig)
+	g.setDown(0, true)
+	eventually(t, "a pod that does not answer holds the rotation, with an event", func() error {
+		c := condition(getWorker(t, w), wov1.ConditionPeerCARotating)
+		if c == nil || !strings.Contains(c.Message, w.Name+"-0 (unreachable)") {
+			return fmt.Errorf("PeerCARotating %+v", c)
+		}
+		return findEvent(ns, w.Name, "PeerCARotationWaiting")
+	})
+	if s := caSecret(t, w); s.Annotations["wo.writeonce.dev/peer-ca-phase"] != operator.CAPhaseTrusting || string(s.Data["tls.crt"]) != oldCA {
+		t.Fatalf("the rotation moved while held: phase %q", s.Annotations["wo.writeonce.dev/peer-ca-phase"])
+	}
+	g.setDown(0, false)
+	g.freezeTLS(2, false, false)
+
+	eventually(t, "leaves re-issued from the new CA, pod 1 awaited", func() error {
+		s := caSecret(t, w)
+		if p := s.Annotations["wo.writeonce.dev/peer-ca-phase"]; p != operator.CAPhaseReissuing || string(s.Data["tls.crt"]) == oldCA {
+			return fmt.Errorf("phase %q", p)
+		}
+		c := condition(getWorker(t, w), wov1.ConditionPeerCARotating)
+		if c == nil || c.Reason != "LeavesReissued" || !strings.Contains(c.Message, w.Name+"-1 (presents its old leaf)") {
+			return fmt.Errorf("PeerCARotating %+v", c)
+		}
+		if n := bundleSize(t, w); n != 2 {
+			return fmt.Errorf("bundle of %d while pod 1 presents an old leaf", n)
+		}
+		return nil
+	})
+	g.freezeTLS(1, false, true)
+	eventually(t, "the old CA dropped", func() error {
+		s := caSecret(t, w)
+		if p := s.Annotations["wo.writeonce.dev/peer-ca-phase"]; p != "" || len(s.Data["previous.crt"]) != 0 {
+			return fmt.Errorf("phase %q", p)
+		}
+		if n := bundleSize(t, w); n != 1 {
+			return fmt.Errorf("bundle of %d", n)
+		}
+		c := condition(getWorker(t, w), wov1.ConditionPeerCARotating)
+		if c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("PeerCARotating %+v", c)
+		}
+		for _, r := range []string{"PeerCATrusted", "PeerCARotated"} {
+			if err := findEvent(ns, w.Name, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	_ = op
 }
