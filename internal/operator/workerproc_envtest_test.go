@@ -564,8 +564,9 @@ func (k *procKubelet) running() int {
 // TestRealWorkersFollowKubectlScale is the issue's end-to-end test with
 // real worker processes as the pods, under a steady load of concurrent
 // clients (procLoad): kubectl scale 1 -> 3 -> 5; voters 3 -> 5 -> 3 at 5
-// pods (the demotion with pod 4 leading, so leadership moves first); kubectl
-// scale 5 -> 3 -> 1. In the middle of the scale-down 5 -> 3 the operator is
+// pods (the demotion with pod 4 leading, so leadership moves first); an
+// admin token rotation and a peer CA rotation, each checked on the pods
+// themselves; kubectl scale 5 -> 3 -> 1. In the middle of the scale-down 5 -> 3 the operator is
 // stopped (right after its first member removal took effect, before it
 // heard so), stays down while the load goes on, and a new operator
 // finishes the scale-down. After every step
@@ -597,6 +598,7 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 		return []string{"patch", "worker/" + w.Name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"voters":%d}}`, n)}
 	}
 	var oldToken string
+	var oldTLS map[int]adminapi.PeerTLS
 	steps := []struct {
 		name   string
 		before func() // what the test does before the change
@@ -627,6 +629,12 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 			before: func() { oldToken = currentToken(t, k) },
 			want:   []string{"0:voter", "1:voter", "2:voter", "3:learner", "4:learner"},
 			after:  func() { waitTokenRotated(t, k, w, oldToken, "e2e-1") },
+		},
+		{
+			name: "peer CA rotated", change: []string{"annotate", "worker/" + w.Name, wov1.AnnotationRotatePeerCA + "=e2e-1", "--overwrite"},
+			before: func() { oldTLS = peerTLSViews(t, k) },
+			want:   []string{"0:voter", "1:voter", "2:voter", "3:learner", "4:learner"},
+			after:  func() { waitCARotated(t, k, w, oldTLS) },
 		},
 		// The operator drives membership with the new token.
 		{name: "at 3 pods again", change: scale(3), want: []string{"0:voter", "1:voter", "2:voter"}, restart: true},
@@ -728,6 +736,59 @@ func waitTokenRotated(t *testing.T, k *procKubelet, w *wov1.Worker, old, value s
 		})
 	}
 	t.Logf("admin token rotated in %s; every pod refuses the old token %s after the annotation", done.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
+
+// peerTLSViews is what every running pod's peer port presents and trusts
+// now (GET /admin/cluster's peer_tls), by ordinal.
+func peerTLSViews(t *testing.T, k *procKubelet) map[int]adminapi.PeerTLS {
+	t.Helper()
+	views := map[int]adminapi.PeerTLS{}
+	for ord := range k.peerPorts {
+		c, err := k.admin(context.Background(), ord)
+		if err != nil {
+			continue // not running
+		}
+		eventually(t, fmt.Sprintf("pod %d's peer TLS view", ord), func() error {
+			v, err := c.Cluster(context.Background())
+			if err != nil {
+				return err
+			}
+			if v.PeerTLS == nil || v.PeerTLS.Cert == "" || len(v.PeerTLS.CAs) == 0 {
+				return fmt.Errorf("peer_tls %+v", v.PeerTLS)
+			}
+			views[ord] = *v.PeerTLS
+			return nil
+		})
+	}
+	return views
+}
+
+// waitCARotated waits until the Worker's PeerCARotating is False again and
+// every pod that ran before trusts one CA, not the old one, and presents a
+// leaf other than its old one: the rotation went through every phase on
+// the pods themselves, with the load running.
+func waitCARotated(t *testing.T, k *procKubelet, w *wov1.Worker, old map[int]adminapi.PeerTLS) {
+	t.Helper()
+	start := time.Now()
+	eventually(t, "the peer CA rotation is done on every pod", func() error {
+		if c := condition(getWorker(t, w), wov1.ConditionPeerCARotating); c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("PeerCARotating %+v", c)
+		}
+		now := peerTLSViews(t, k)
+		for ord, was := range old {
+			v, ok := now[ord]
+			switch {
+			case !ok:
+				return fmt.Errorf("pod %d gave no peer TLS view", ord)
+			case len(v.CAs) != 1 || slices.Contains(was.CAs, v.CAs[0]):
+				return fmt.Errorf("pod %d trusts %v (before: %v)", ord, v.CAs, was.CAs)
+			case v.Cert == was.Cert:
+				return fmt.Errorf("pod %d presents its old leaf %s", ord, v.Cert)
+			}
+		}
+		return nil
+	})
+	t.Logf("peer CA rotated on %d pods in %s", len(old), time.Since(start).Round(time.Millisecond))
 }
 
 // moveLeader makes pod ord the group's leader through the admin API (as a
