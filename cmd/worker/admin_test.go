@@ -41,6 +41,9 @@ func TestAdminAPI(t *testing.T) {
 		cl.Reachable != 1 || len(cl.Members) != 1 || cl.Members[0].ID != cl.Self || cl.Applied == 0 {
 		t.Fatalf("a single worker's cluster: %+v", cl)
 	}
+	if cl.PeerTLS != nil {
+		t.Fatalf("peer_tls with peer TLS off: %+v", cl.PeerTLS)
+	}
 	metrics := must(t, "GET", w.ops+"/metrics", "", 200)
 	for _, m := range []string{`wo_raft_info{leader="` + cl.Self.String() + `",member="` + cl.Self.String() + `",role="leader",state="member"} 1`,
 		"wo_raft_is_leader 1", "wo_raft_voters 1", "wo_raft_applied_index "} {

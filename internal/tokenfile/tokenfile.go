@@ -162,8 +162,9 @@ func (t *Tokens) Allows(token string) bool {
 	return ok == 1
 }
 
-// Refresh looks at the file now, whatever the Interval (GET of a status
-// that reports the tokens; the tests). It reports whether the set changed.
+// Refresh looks at the file now, whatever the Interval, waiting for a look
+// in progress; it reports whether the set changed. For a caller that must
+// see the file as it is now (the tests); requests use Allows.
 func (t *Tokens) Refresh() bool {
 	if t == nil || t.path == "" {
 		return false

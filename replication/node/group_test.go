@@ -423,7 +423,7 @@ func TestDemotion(t *testing.T) {
 		// demote the leader it knows.
 		for _, on := range []uint64{lead, asker} {
 			err := demote(on, lead)
-			if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("member %x leads: transfer leadership away first", lead)) {
+			if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("member %016x leads: transfer leadership away first", lead)) {
 				fatalf(t, "demote the leader on %d: %v", on, err)
 			}
 		}

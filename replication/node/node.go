@@ -624,11 +624,11 @@ func (n *Node) Demote(f *runtime.Fiber, id uint64, timeout time.Duration) error 
 	case slices.Contains(n.confState.GetLearners(), id):
 		return nil
 	case !slices.Contains(voters, id):
-		return fmt.Errorf("node: demote %x: %w", id, ErrUnknownMember)
+		return fmt.Errorf("node: demote %016x: %w", id, ErrUnknownMember)
 	case len(voters) == 1:
-		return fmt.Errorf("node: demote %x: %w: it is the last voter (a group needs one)", id, ErrConflict)
+		return fmt.Errorf("node: demote %016x: %w: it is the last voter (a group needs one)", id, ErrConflict)
 	case id == n.lead || id == n.cfg.ID && n.role == raft.StateLeader:
-		return fmt.Errorf("node: demote %x: %w: member %x leads: transfer leadership away first", id, ErrConflict, id)
+		return fmt.Errorf("node: demote %016x: %w: member %016x leads: transfer leadership away first", id, ErrConflict, id)
 	}
 	return n.confChange(f, raftpb.ConfChangeAddLearnerNode, id, n.members[id], timeout)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -33,7 +34,8 @@ func LoadTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 // without a restart; connections already open keep what they were made
 // with. A pair or a bundle that does not load (caught between two writes,
 // a bad PEM) leaves the previous one in use until a later handshake tries
-// again: a handshake with the last good material beats none.
+// again, and is logged once (slog.Default) until it loads: a handshake with
+// the last good material beats none.
 //
 // CA rotation with no downtime is then three file updates, each waited on
 // until every member shows it (Info, GET /admin/cluster's peer_tls): the
@@ -61,7 +63,8 @@ func OpenTLS(certFile, keyFile, caFile string) (*TLSFiles, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("transport: peer TLS needs a certificate, a key and a CA file: %w", errors.Join(missing...))
 	}
-	m := &TLSFiles{kp: &keyPair{certFile: certFile, keyFile: keyFile}, ca: &caBundle{file: caFile}}
+	log := slog.Default() // the worker's logger by the time the files are opened
+	m := &TLSFiles{kp: &keyPair{certFile: certFile, keyFile: keyFile, log: log}, ca: &caBundle{file: caFile, log: log}}
 	if err := m.kp.reload(); err != nil {
 		return nil, err
 	}
@@ -172,10 +175,12 @@ func (m *TLSFiles) Info() TLSInfo {
 // keyPair is the member's certificate, re-read when its files change.
 type keyPair struct {
 	certFile, keyFile string
+	log               *slog.Logger
 
-	mu   sync.Mutex
-	cert *tls.Certificate
-	seen [2]fileid.ID // of certFile and keyFile when cert was loaded
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	seen    [2]fileid.ID // of certFile and keyFile when cert was loaded
+	failing bool         // the last reload failed (logged once per streak)
 }
 
 // reload loads the pair if either file changed since the last load.
@@ -206,17 +211,28 @@ func (kp *keyPair) reload() error {
 func (kp *keyPair) get() *tls.Certificate {
 	kp.mu.Lock()
 	defer kp.mu.Unlock()
-	_ = kp.reload()
+	kp.failing = noteReload(kp.log, kp.reload(), kp.failing, "certificate and key")
 	return kp.cert
+}
+
+// noteReload logs a failed reload at the first failure of a streak and
+// returns whether this one failed.
+func noteReload(log *slog.Logger, err error, failing bool, what string) bool {
+	if err != nil && !failing {
+		log.Warn("transport: the peer TLS "+what+" changed and cannot be loaded; the ones loaded before stay in use", "err", err)
+	}
+	return err != nil
 }
 
 // caBundle is the trust bundle, re-read when its file changes.
 type caBundle struct {
 	file string
+	log  *slog.Logger
 
-	mu   sync.Mutex
-	cur  *trust
-	seen fileid.ID
+	mu      sync.Mutex
+	cur     *trust
+	seen    fileid.ID
+	failing bool
 }
 
 // trust is one loaded bundle; never changed once built.
@@ -250,7 +266,7 @@ func (b *caBundle) reload() error {
 func (b *caBundle) get() *trust {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	_ = b.reload()
+	b.failing = noteReload(b.log, b.reload(), b.failing, "CA bundle")
 	return b.cur
 }
 

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -408,12 +409,17 @@ func TestClientVerificationRefuses(t *testing.T) {
 	if err := handshakeErr(t, rogue.files, client.files, "peer.test"); err != nil {
 		t.Fatalf("after C joined the client's bundle: %v", err)
 	}
-	// A bundle that does not load keeps the previous one.
+	// A bundle that does not load keeps the previous one, logged once.
+	logs := &logBuf{t: t}
+	client.files.ca.log = slog.New(slog.NewTextHandler(logs, nil))
 	client.s.write(map[string][]byte{"ca.crt": []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")})
 	if got := fingerprints(client.files.Info().CAs); !slices.Equal(got, []string{caA.fp(), caC.fp()}) {
 		t.Fatalf("a bad bundle replaced the good one: %v", got)
 	}
 	if err := handshakeErr(t, rogue.files, client.files, "peer.test"); err != nil {
 		t.Fatalf("with a bad bundle file (the last good one in use): %v", err)
+	}
+	if n := strings.Count(logs.String(), "the peer TLS CA bundle changed and cannot be loaded"); n != 1 {
+		t.Fatalf("%d warnings for one bad bundle, want 1:\n%s", n, logs)
 	}
 }
