@@ -186,18 +186,20 @@ func (o *owner) readIndex(f *runtime.Fiber, op, table string) error {
 }
 
 // retryable turns a failed wait into the caller's error, or nil when it is
-// worth asking again before the deadline (no leader known yet: an election
-// is likely running).
+// worth asking again before the deadline: no leader known yet (an election
+// is likely running), or raft dropped the proposal without logging it (the
+// leader is transferring leadership, or over its uncommitted limit), so
+// proposing it again cannot apply it twice.
 func (o *owner) retryable(f *runtime.Fiber, err error, deadline time.Time, op, table string) error {
 	if err2 := o.usable(); err2 != nil {
 		return fmt.Errorf("dbowner: %s %q: %w", op, table, err2)
 	}
-	noLeader := errors.Is(err, node.ErrNoLeader)
-	if noLeader && time.Until(deadline) > 0 {
+	again := errors.Is(err, node.ErrNoLeader) || errors.Is(err, raft.ErrProposalDropped)
+	if again && time.Until(deadline) > 0 {
 		runtime.Sleep(f, min(o.opts.Cluster.Tick/10, time.Until(deadline)))
 		return nil
 	}
-	if noLeader || errors.Is(err, runtime.ErrTimeout) {
+	if again || errors.Is(err, runtime.ErrTimeout) {
 		return o.noQuorum(f, op, table)
 	}
 	if errors.Is(err, node.ErrRemoved) {
@@ -251,7 +253,8 @@ func (o *owner) propose(f *runtime.Fiber, req *request, sp trace.Span) (uint64, 
 // proposeFast proposes a remote write without a fiber of its own: the
 // member answers on its driver fiber, which sends the reply. It reports
 // false, having done nothing, when the write needs the waiting path (no
-// leader known: the retries sleep).
+// leader known: the retries sleep); a proposal raft drops is handed to
+// that path from the callback.
 func (o *owner) proposeFast(f *runtime.Fiber, req *request, sp trace.Span) bool {
 	if o.usable() != nil || len(req.reqID) > maxRequestID || o.node.Leader() == raft.None {
 		return false
@@ -259,7 +262,20 @@ func (o *owner) proposeFast(f *runtime.Fiber, req *request, sp trace.Span) bool 
 	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
 	o.linkSpan(sp)
 	reply, op, table := req.reply, req.op, req.table
+	retry := *req
 	o.node.ProposeFunc(f, cmd, o.opts.Cluster.RequestTimeout, func(f *runtime.Fiber, _ uint64, v any, err error) {
+		if errors.Is(err, raft.ErrProposalDropped) {
+			// Raft logged none of it (a leadership transfer in
+			// progress): the waiting path proposes it again until
+			// the transfer ends or the request times out, instead
+			// of failing a write that can still succeed.
+			runtime.Go(f, func(f *runtime.Fiber) {
+				resp := o.serve(f, &retry, sp)
+				endSpan(sp, resp.err)
+				reply.Send(f, resp)
+			})
+			return
+		}
 		var resp response
 		switch {
 		case err == nil:
