@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/writeonce/wo/internal/adminapi"
 )
 
@@ -256,19 +254,7 @@ func TestPeerTLSCARotationUnderLoad(t *testing.T) {
 
 	const clients = 8
 	l := &load{c: c, h: NewHistory()}
-	lctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.client(lctx, i)
-		}()
-	}
-	stopLoad := func() {
-		stop()
-		wg.Wait()
-	}
+	stopLoad := l.start(ctx, clients)
 	defer stopLoad()
 	progress := func(what string) {
 		t.Helper()
@@ -350,21 +336,7 @@ func TestPeerTLSCARotationUnderLoad(t *testing.T) {
 			op.Ok(r.Fields["v"])
 		}
 	}
-	for _, o := range l.oddity {
-		t.Errorf("unexpected answer: %s", o)
-	}
-	answered, pendingPuts := l.h.Counts()
-	switch res, info := l.h.Check(time.Minute); res {
-	case porcupine.Ok:
-	case porcupine.Unknown:
-		t.Logf("the linearizability check timed out (%d operations): not proven either way", answered+pendingPuts)
-	default:
-		path := filepath.Join(os.TempDir(), fmt.Sprintf("wo-history-%d.html", time.Now().UnixNano()))
-		if err := Visualize(info, path); err != nil {
-			t.Log(err)
-		}
-		t.Errorf("the history of %d operations (%d unanswered writes) is not linearizable; porcupine's view: %s", answered+pendingPuts, pendingPuts, path)
-	}
+	answered, pendingPuts := l.check(t, time.Minute)
 	t.Logf("CA rotated A -> {A,B} -> leaves of B -> {B}, leader %s killed at term %d, %s leads at term %d: %d writes acknowledged (%d fresh keys checked), %d register operations answered, %d unanswered writes, %d requests without a definite answer",
 		old, ov.Term, nl, nv.Term, l.acks.Load(), len(l.fresh), answered, pendingPuts, l.errs.Load())
 }
