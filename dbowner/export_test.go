@@ -58,8 +58,13 @@ func (h *HistoryWriter) flush() error {
 }
 
 // Close writes the hard state (everything committed) and closes the log.
-func (h *HistoryWriter) Close() error {
-	h.recs = append(h.recs, wal.Record{Type: wal.TypeHardState, Payload: appendHardState(nil, &raftpb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(h.index)})})
+func (h *HistoryWriter) Close() error { return h.CloseCommitting(h.index) }
+
+// CloseCommitting is Close with the hard state's commit index at commit,
+// which may name entries the log does not have (what a crash while a
+// received snapshot was written used to leave).
+func (h *HistoryWriter) CloseCommitting(commit uint64) error {
+	h.recs = append(h.recs, wal.Record{Type: wal.TypeHardState, Payload: appendHardState(nil, &raftpb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(commit)})})
 	if err := h.flush(); err != nil {
 		return err
 	}

@@ -522,6 +522,10 @@ func (o *owner) open(f *runtime.Fiber) error {
 		o.opts.Logger.Warn("dbowner: recovery skipped a bad snapshot", "snapshot", s)
 	}
 	o.log = log
+	if err := rl.clampCommit(); err != nil {
+		_ = log.Close()
+		return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
+	}
 	o.stats.recovered.Store(int64(entries))
 	o.stats.lastLSN.Store(uint64(log.LastLSN()))
 

@@ -294,11 +294,18 @@ func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata,
 		}
 	}
 	if l.durable != nil && !raft.IsEmptyHardState(l.durable) {
-		// The snapshot's index is applied, so committed: the anchored
-		// commit index is at least that (the durable one may lag, as
-		// commit-only changes are not written).
+		// A snapshot of our own is of applied entries, so committed and in
+		// the log: the anchored commit index is at least its index (the
+		// durable one may lag, as commit-only changes are not written). A
+		// snapshot received from the leader is not in the log, and this
+		// record is durable before the snapshot is: raising the commit to
+		// its index would leave, after a crash in between, a log committing
+		// entries it does not hold. Recovery raises the commit to the
+		// snapshot's index when the snapshot is there.
 		hs := proto.Clone(l.durable).(*raftpb.HardState)
-		hs.Commit = new(max(hs.GetCommit(), meta.GetIndex()))
+		if keepTail {
+			hs.Commit = new(max(hs.GetCommit(), meta.GetIndex()))
+		}
 		l.durable = hs
 		recs = append(recs, wal.Record{Type: wal.TypeHardState, Payload: appendHardState(nil, hs)})
 	}
@@ -380,4 +387,36 @@ func (o *owner) logErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrFatal, err)
 	}
 	return fmt.Errorf("%w: dbowner: commit failed, nothing was written: %w", node.ErrNothingSaved, err)
+}
+
+// clampCommit lowers a recovered hard state's commit index to the log's
+// last entry. A log of this version before the fix could end with a hard
+// state naming entries it does not hold: a follower installing a snapshot
+// from the leader wrote the hard state re-anchored at the snapshot's index
+// (fsynced) before the snapshot itself, so a crash in between left it, and
+// raft refuses to start on it (the member could never restart). Lowering
+// it is safe: the commit index is a lower bound that raft does not require
+// to be durable (commit-only changes are not written), and the leader
+// tells a follower what is committed again.
+func (l *raftLog) clampCommit() error {
+	hs, _, err := l.ms.InitialState()
+	if err != nil {
+		return fmt.Errorf("raft hard state: %w", err)
+	}
+	last, err := l.ms.LastIndex()
+	if err != nil {
+		return fmt.Errorf("raft log last index: %w", err)
+	}
+	if hs.GetCommit() <= last {
+		return nil
+	}
+	l.o.opts.Logger.Warn("dbowner: the log's hard state commits entries the log does not hold (a snapshot from the leader was cut short); lowering it to the last entry: the leader sends the rest again",
+		"commit", hs.GetCommit(), "last_index", last)
+	hs = proto.Clone(hs).(*raftpb.HardState)
+	hs.Commit = new(last)
+	if err := l.ms.SetHardState(hs); err != nil {
+		return fmt.Errorf("raft hard state: %w", err)
+	}
+	l.durable = hs
+	return nil
 }

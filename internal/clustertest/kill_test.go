@@ -98,6 +98,47 @@ func (l *load) client(ctx context.Context, id int) {
 	}
 }
 
+// start runs n clients until the returned stop, which waits for them.
+func (l *load) start(ctx context.Context, n int) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.client(ctx, i)
+		}()
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// check fails t for every answer no correct member gives and for a
+// history porcupine finds not linearizable (its visualisation is kept in
+// the temporary directory: the file is what to look at); it returns how
+// many operations were answered and how many writes stayed unanswered.
+func (l *load) check(t *testing.T, timeout time.Duration) (answered, pendingPuts int) {
+	t.Helper()
+	for _, o := range l.oddity {
+		t.Errorf("unexpected answer: %s", o)
+	}
+	answered, pendingPuts = l.h.Counts()
+	switch res, info := l.h.Check(timeout); res {
+	case porcupine.Ok:
+	case porcupine.Unknown:
+		t.Logf("the linearizability check timed out (%d operations): not proven either way", answered+pendingPuts)
+	default:
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("wo-history-%d.html", time.Now().UnixNano()))
+		if err := Visualize(info, path); err != nil {
+			t.Log(err)
+		}
+		t.Errorf("the history of %d operations (%d unanswered writes) is not linearizable; porcupine's view: %s", answered+pendingPuts, pendingPuts, path)
+	}
+	return answered, pendingPuts
+}
+
 // settle ends a register operation: answered, never sent (a refused
 // connection), or unknown.
 func (l *load) settle(op Op, put bool, err error, value string) {
@@ -140,19 +181,7 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 	start := time.Now()
 
 	l := &load{c: c, h: NewHistory()}
-	lctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.client(lctx, i)
-		}()
-	}
-	stopLoad := func() {
-		stop()
-		wg.Wait()
-	}
+	stopLoad := l.start(ctx, writers)
 	defer stopLoad()
 
 	var elections []time.Duration
@@ -240,23 +269,7 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 			}
 		}
 	}
-	for _, o := range l.oddity {
-		t.Errorf("unexpected answer: %s", o)
-	}
-	answered, pendingPuts := l.h.Counts()
-	res, info := l.h.Check(2 * time.Minute)
-	switch res {
-	case porcupine.Ok:
-	case porcupine.Unknown:
-		t.Logf("the linearizability check timed out (%d operations): not proven either way", answered+pendingPuts)
-	default:
-		// Kept after the test: the file is what to look at.
-		path := filepath.Join(os.TempDir(), fmt.Sprintf("wo-history-%d.html", time.Now().UnixNano()))
-		if err := Visualize(info, path); err != nil {
-			t.Log(err)
-		}
-		t.Errorf("the history of %d operations (%d unanswered writes) is not linearizable; porcupine's view: %s", answered+pendingPuts, pendingPuts, path)
-	}
+	answered, pendingPuts := l.check(t, 2*time.Minute)
 	t.Logf("%d leader kills in %s: %d writes acknowledged (%d fresh keys checked on %d members), %d register operations answered, %d writes unanswered, %d requests without a definite answer; new leader serving after a kill: %v",
 		n, time.Since(start).Round(time.Second), l.acks.Load(), len(l.fresh), len(lists), answered, pendingPuts, l.errs.Load(), elections)
 }
