@@ -68,9 +68,13 @@ func TestThreeMembers(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()}
 	faults := transport.NewFaults(1)
 	opts := func(i int) dbowner.Options {
+		var id uint64 // the fourth member (the learner) gets its ID from its caller
+		if i < len(ids) {
+			id = ids[i]
+		}
 		return dbowner.Options{Dir: dirs[i], Logger: cfg.Logger,
 			WAL: wal.Options{SnapshotEveryBytes: 8 << 10},
-			Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], Faults: faults,
+			Cluster: dbowner.Cluster{ID: id, Peers: peers, PeerAddr: addrs[i], Faults: faults,
 				RequestTimeout: time.Second, Tick: 20 * time.Millisecond, SnapshotKeep: 10}}
 	}
 	run(t, cfg, func(f *runtime.Fiber) int {

@@ -61,7 +61,14 @@ func run(t testing.TB, cfg runtime.Config, main func(f *runtime.Fiber) int) int 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rt.Wait()
+	// A panic in main's fiber is caught by the runtime (logged, exit code
+	// non-zero), not by the test: without this check a test whose body
+	// panicked half-way would pass.
+	code := rt.Wait()
+	if code != 0 {
+		t.Errorf("the test's main fiber exited with code %d (a panic or an error; see the log above)", code)
+	}
+	return code
 }
 
 // openKV opens the database in dir and creates the kv table in it. On

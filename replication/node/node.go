@@ -1172,7 +1172,9 @@ func (n *Node) apply(f *runtime.Fiber, e *raftpb.Entry) error {
 				// A new member far behind gets the latest snapshot; one
 				// taken before it was added would not name it, and raft
 				// refuses a snapshot whose ConfState lacks the receiver.
-				n.snapNeeded = n.cfg.SnapshotEntries > 0
+				// Whichever rule takes snapshots (entries or SnapshotDue),
+				// the next one is due now.
+				n.snapNeeded = n.cfg.SnapshotEntries > 0 || n.cfg.SnapshotDue != nil
 			case raftpb.ConfChangeRemoveNode:
 				delete(n.members, id)
 				if id == n.cfg.ID {
