@@ -394,6 +394,50 @@ func TestRestartFromSnapshotAndLog(t *testing.T) {
 	})
 }
 
+// TestSaveFailingAfterASnapshotStops: a follower sent a snapshot whose
+// storage made the snapshot durable and then failed the rest with a
+// nothing-saved error stops (raft restarted in place below the snapshot it
+// holds would panic), and a restart from its durable log catches up.
+func TestSaveFailingAfterASnapshotStops(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		g.cfg = func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 10, 3 }
+		defer g.stopAll()
+		g.bootstrap(3)
+		lead := g.leader()
+		victim := lead%3 + 1
+		durable := g.stop(victim)
+		for i := range 35 {
+			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
+		}
+		store, err := Restart(durable)
+		if err != nil {
+			fatal(t, err)
+		}
+		store.FailAfterSnapshot = fmt.Errorf("%w: no space left on device", ErrNothingSaved)
+		m := g.start(victim, store, nil, nil)
+		var nerr error
+		g.waitFor("the member to stop on the failed save", func() bool {
+			shardtest.On(f, m.shard, func(f *runtime.Fiber) { nerr = m.node.Err() })
+			return nerr != nil
+		})
+		if !errors.Is(nerr, ErrNothingSaved) || !strings.Contains(nerr.Error(), "persist ready") {
+			t.Errorf("the member stopped with %v, want the save's error", nerr)
+		}
+		durable = g.stop(victim)
+		if durable.Snapshot == nil {
+			fatalf(t, "the snapshot was not made durable: the test did not reach its point")
+		}
+		store, err = Restart(durable)
+		if err != nil {
+			fatal(t, err)
+		}
+		m = g.start(victim, store, nil, nil)
+		g.waitFor("the restarted member to catch up", func() bool { return m.sm.len() == 35 })
+		return 0
+	})
+}
+
 // TestDemotion: a voter made a learner keeps receiving entries and stops
 // counting toward the quorum; the leader and the last voter are refused;
 // the learner is promoted back.

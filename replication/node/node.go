@@ -85,7 +85,9 @@ var (
 	// nothing of the Ready (no space, a failed write rolled back): the
 	// member then drops raft's unsaved state and restarts raft from its
 	// storage, as after a crash but in place, failing the proposals of that
-	// Ready; it does not stop. Any other Save error stops the member.
+	// Ready; it does not stop. Any other Save error stops the member, and
+	// so does any error of a Save that carried a snapshot (a storage may
+	// have made the snapshot durable before the rest failed).
 	ErrNothingSaved = errors.New("node: nothing of the Ready was saved")
 	// ErrUnknownMember: a membership call names an ID that is not a
 	// member (the admin API answers 404).
@@ -1005,7 +1007,11 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 	n.settled = 0
 	start := time.Now()
 	if err := n.cfg.Storage.Save(f, rd.HardState, rd.Entries, rd.Snapshot); err != nil {
-		if errors.Is(err, ErrNothingSaved) {
+		// A Ready with a snapshot is never restarted in place: the
+		// snapshot may be durable though what followed it is not, and raft
+		// restarted from storage below a snapshot it holds panics. The
+		// member stops; a restart recovers from what is on disk.
+		if errors.Is(err, ErrNothingSaved) && raft.IsEmptySnap(rd.Snapshot) {
 			return n.restartRaft(f, err)
 		}
 		return fmt.Errorf("persist ready: %w", err)

@@ -37,6 +37,10 @@ type MemStorage struct {
 	*raft.MemoryStorage
 	Durable  *DurableLog
 	FailSave error
+	// FailAfterSnapshot, when set, makes a Save that carries a snapshot
+	// persist the snapshot and then fail with it, as a storage whose
+	// entry write ran out of space after the snapshot file was written.
+	FailAfterSnapshot error
 }
 
 // DurableLog is what a MemStorage has "on disk".
@@ -71,7 +75,14 @@ func Restart(d *DurableLog) (*MemStorage, error) {
 		}
 	}
 	if d.HardState != nil {
-		if err := ms.SetHardState(clone(d.HardState)); err != nil {
+		hs := clone(d.HardState)
+		// A snapshot is committed by definition; a crash between a
+		// received snapshot and the hard state after it leaves the
+		// commit below it, which recovery raises (as dbowner's does).
+		if snap := d.Snapshot; snap != nil && hs.GetCommit() < snap.GetMetadata().GetIndex() {
+			hs.Commit = new(snap.GetMetadata().GetIndex())
+		}
+		if err := ms.SetHardState(hs); err != nil {
 			return nil, fmt.Errorf("node: restart: hard state: %w", err)
 		}
 	}
@@ -92,6 +103,9 @@ func (s *MemStorage) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb
 		}
 		s.Durable.Snapshot = clone(snap)
 		s.Durable.Entries = nil
+		if err := s.FailAfterSnapshot; err != nil {
+			return err
+		}
 	}
 	if len(ents) > 0 {
 		if err := s.Append(ents); err != nil {
