@@ -94,7 +94,18 @@ func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 		_, sp = startSpan(o.tr, propagator.Extract(context.Background(), req.trace), trace.SpanKindServer, req.op, req.table, req.from)
 	}
 	if req.kind == reqOpen {
-		runtime.Go(f, func(f *runtime.Fiber) { req.reply.Send(f, response{err: o.open(f)}) })
+		runtime.Go(f, func(f *runtime.Fiber) {
+			// A panic while opening (a bug met by recovery, a broken
+			// file layer) answers the caller, who would otherwise wait
+			// for ever, and then goes on to the runtime, which logs it.
+			defer func() {
+				if r := recover(); r != nil {
+					req.reply.Send(f, response{err: fmt.Errorf("dbowner: open %s: panic: %v", o.opts.Dir, r)})
+					panic(r)
+				}
+			}()
+			req.reply.Send(f, response{err: o.open(f)})
+		})
 		return
 	}
 	if req.kind == reqWrite && o.proposeFast(f, &req, sp) {
