@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // freeAddrs returns n loopback addresses whose ports were free a moment
@@ -237,6 +240,101 @@ func TestThreeMembers(t *testing.T) {
 		}
 		if err := dbs[li].Promote(f, ids[fo]); err != nil {
 			t.Fatalf("promote back: %v", err)
+		}
+		return 0
+	})
+}
+
+// TestWritesDuringLeaderTransfer: raft drops proposals while the leader
+// hands leadership over; a write caught in that window is proposed again
+// (nothing of it was logged), so every write succeeds or, at worst, times
+// out as ErrNoQuorum — never another error. Writers on the owner's shard
+// (the waiting path) and on another shard (the fast path) run while
+// leadership moves around the group.
+func TestWritesDuringLeaderTransfer(t *testing.T) {
+	cfg := testConfig(t)
+	addrs := freeAddrs(t, 3)
+	ids := []uint64{identity.BootstrapID(0), identity.BootstrapID(1), identity.BootstrapID(2)}
+	peers := map[uint64]string{}
+	for i, id := range ids {
+		peers[id] = addrs[i]
+	}
+	run(t, cfg, func(f *runtime.Fiber) int {
+		dbs := make([]*dbowner.DB, 3)
+		for i := range dbs {
+			db, err := dbowner.Open(f, dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger,
+				Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i],
+					RequestTimeout: 5 * time.Second, Tick: 20 * time.Millisecond}})
+			if err != nil {
+				t.Error(err)
+				return 1
+			}
+			defer db.Close(f)
+			dbs[i] = db
+		}
+		leaderIdx := func(f *runtime.Fiber) int {
+			for {
+				st, err := dbs[0].ClusterStatus(f)
+				if err != nil {
+					t.Error(err)
+					return -1
+				}
+				if i := slices.Index(ids, st.Leader); i >= 0 {
+					return i
+				}
+				runtime.Sleep(f, 10*time.Millisecond)
+			}
+		}
+		if li := leaderIdx(f); li < 0 || dbs[li].CreateTable(f, kvSchema) != nil {
+			t.Error("no leader or no table")
+			return 1
+		}
+		// The remote writer runs on another shard's thread: the shared
+		// tallies are atomic or locked.
+		var stop atomic.Bool
+		var writes, running atomic.Int64
+		var mu sync.Mutex
+		var errs []error
+		writer := func(f *runtime.Fiber, name string) {
+			defer running.Add(-1)
+			for i := 0; !stop.Load(); i++ {
+				li := leaderIdx(f)
+				if li < 0 {
+					return
+				}
+				_, err := dbs[li].Insert(f, "kv", kv(fmt.Sprintf("%s-%d", name, i), int64(i)))
+				writes.Add(1)
+				if err != nil && !errors.Is(err, dbowner.ErrNoQuorum) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}
+		running.Store(3)
+		for w := range 2 {
+			runtime.Go(f, func(f *runtime.Fiber) { writer(f, fmt.Sprintf("local%d", w)) })
+		}
+		runtime.Go(f, func(f *runtime.Fiber) {
+			shardtest.On(f, 1, func(f *runtime.Fiber) { writer(f, "remote") })
+		})
+		for n := range 6 {
+			li := leaderIdx(f)
+			to := ids[(li+1+n%2)%3]
+			if err := dbs[li].TransferLeader(f, to); err != nil {
+				t.Logf("transfer %d to %x: %v", n, to, err)
+			}
+			runtime.Sleep(f, 50*time.Millisecond)
+		}
+		stop.Store(true)
+		for running.Load() > 0 {
+			runtime.Sleep(f, 5*time.Millisecond)
+		}
+		t.Logf("%d writes through 6 leadership transfers", writes.Load())
+		mu.Lock()
+		defer mu.Unlock()
+		for _, err := range errs {
+			t.Errorf("a write during a leadership transfer: %v", err)
 		}
 		return 0
 	})
