@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/testport"
 )
 
 // Options configure a Cluster.
@@ -288,28 +289,12 @@ func raceReports(logs string) string {
 	return strings.Join(out, "\n")
 }
 
-// FreePorts returns n TCP ports free on 127.0.0.1 now: each is bound
-// (all at once, so they differ) and released. Another process may take one
-// before the member binds it; the member's start then fails naming the
-// address.
-func FreePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
-}
+// FreePorts returns n TCP ports reserved for this process (see
+// internal/testport): a member's peer port is part of the group's
+// membership, so a member killed and started again must find it free, and
+// a port from the kernel's ephemeral range may meanwhile be handed to any
+// other socket on the machine.
+func FreePorts(n int) ([]int, error) { return testport.Reserve(n) }
 
 func (c *Cluster) get(ctx context.Context, url string) (int, []byte, error) {
 	return c.do(ctx, http.MethodGet, url, nil, nil)

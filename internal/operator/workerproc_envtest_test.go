@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,7 @@ import (
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/config"
 	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/internal/tokenfile"
 )
 
@@ -148,20 +148,14 @@ type pendingVolume struct {
 	due   time.Time
 }
 
+// freePorts reserves the pods' peer ports for the test's life: a pod
+// restarted (or re-created after a scale-down) binds the port it had, which
+// a port from the kernel's ephemeral range would not promise.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+	ports, err := testport.Reserve(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }
