@@ -293,6 +293,7 @@ func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata,
 			}
 		}
 	}
+	var anchored *raftpb.HardState
 	if l.durable != nil && !raft.IsEmptyHardState(l.durable) {
 		// A snapshot of our own is of applied entries, so committed and in
 		// the log: the anchored commit index is at least its index (the
@@ -306,13 +307,18 @@ func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata,
 		if keepTail {
 			hs.Commit = new(max(hs.GetCommit(), meta.GetIndex()))
 		}
-		l.durable = hs
+		anchored = hs
 		recs = append(recs, wal.Record{Type: wal.TypeHardState, Payload: appendHardState(nil, hs)})
 	}
 	if len(recs) > 0 {
 		if err := o.persist(f, recs, 0, false); err != nil {
 			return err
 		}
+	}
+	// The record of what is durable moves only once it is: a failed
+	// append leaves the hard state the disk holds.
+	if anchored != nil {
+		l.durable = anchored
 	}
 	w := &yieldWriter{f: f}
 	werr := o.log.WriteSnapshot(lsn, func(dst io.Writer) error {

@@ -183,11 +183,12 @@ func TestClusterSemantics(t *testing.T) {
 	ws[1].kill(t)
 	ws[2].kill(t)
 	code, hdr, body, err := doHdr("PUT", ws[0].http+"/v1/records/bob", `{"name":"Bob"}`, "Idempotency-Key", "put-bob-1")
-	if err != nil || code != 503 || hdr.Get("Retry-After") != "1" || !strings.Contains(body, "no quorum: 1 of 3 voters reachable") {
+	if err != nil || code != 503 || hdr.Get("Retry-After") != "1" || !strings.Contains(body, "no quorum: 1 of 3 voters reachable") ||
+		!strings.Contains(body, "may still be applied: retry it with the same Idempotency-Key") {
 		t.Fatalf("PUT without a quorum: %d %v %v %s", code, err, hdr, body)
 	}
 	code, hdr, body, err = doHdr("GET", ws[0].http+"/v1/records/ada", "")
-	if err != nil || code != 503 || hdr.Get("Retry-After") != "1" || !strings.Contains(body, "no quorum") {
+	if err != nil || code != 503 || hdr.Get("Retry-After") != "1" || !strings.Contains(body, "no quorum") || !strings.Contains(body, "retry later") {
 		t.Fatalf("linearizable GET without a quorum: %d %v %s", code, err, body)
 	}
 	if got := must(t, "GET", ws[0].http+"/v1/records/ada?consistency=stale", "", 200); got != first {

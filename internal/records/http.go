@@ -462,7 +462,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, key st
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no record %q", key))
 	case errors.Is(err, dbowner.ErrNoQuorum):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, noQuorumMessage(err))
+		writeError(w, http.StatusServiceUnavailable, noQuorumMessage(err, r.Method))
 	case errors.Is(err, dbowner.ErrJoining):
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("joining: this member (%016x) waits to be added to the group; it serves nothing until then", h.db.Self()))
 	case errors.Is(err, dbowner.ErrRemoved), errors.Is(err, node.ErrRemoved):
@@ -482,11 +482,17 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, key st
 
 // noQuorumMessage is the part of a no-quorum error a client can use: from
 // "no quorum" on ("no quorum: 1 of 3 voters reachable (leader unknown)"),
-// without the operation and table in front of it.
-func noQuorumMessage(err error) string {
+// without the operation and table in front of it, and what to do. A write
+// that timed out was proposed and may still commit once a quorum forms, so
+// its outcome is unknown: only a retry with the same Idempotency-Key is
+// sure to apply it at most once.
+func noQuorumMessage(err error, method string) string {
 	msg := err.Error()
 	if i := strings.Index(msg, dbowner.ErrNoQuorum.Error()); i >= 0 {
 		msg = msg[i:]
+	}
+	if method == http.MethodPut || method == http.MethodDelete {
+		return msg + "; the write may still be applied: retry it with the same Idempotency-Key"
 	}
 	return msg + "; retry later"
 }

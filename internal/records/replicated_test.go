@@ -203,11 +203,12 @@ func TestPartitionedMember(t *testing.T) {
 
 	faults.Partition([]uint64{ids[0]}, []uint64{ids[1], ids[2]})
 	code, hdr, body := doH(t, "PUT", u+"bob", `{"name":"Bob"}`, IdempotencyKey, "bob-1")
-	if code != 503 || hdr.Get("Retry-After") != "1" || !strings.HasPrefix(errMsg(t, body), "no quorum: 1 of 3 voters reachable") {
+	if code != 503 || hdr.Get("Retry-After") != "1" || !strings.HasPrefix(errMsg(t, body), "no quorum: 1 of 3 voters reachable") ||
+		!strings.HasSuffix(errMsg(t, body), "; the write may still be applied: retry it with the same Idempotency-Key") {
 		t.Fatalf("PUT in the minority: %d %v %s", code, hdr, body)
 	}
 	code, hdr, body = doH(t, "GET", u+"ada", "")
-	if code != 503 || hdr.Get("Retry-After") != "1" || !strings.HasPrefix(errMsg(t, body), "no quorum: ") {
+	if code != 503 || hdr.Get("Retry-After") != "1" || !strings.HasPrefix(errMsg(t, body), "no quorum: ") || !strings.HasSuffix(errMsg(t, body), "; retry later") {
 		t.Fatalf("linearizable GET in the minority: %d %v %s", code, hdr, body)
 	}
 	if code, body := do(t, "GET", u+"ada?consistency=stale", ""); code != 200 || body != first {

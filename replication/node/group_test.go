@@ -438,6 +438,52 @@ func TestSaveFailingAfterASnapshotStops(t *testing.T) {
 	})
 }
 
+// TestStatusShowsOnlyWhatIsDurable: a follower whose saves fail with
+// nothing written restarts raft from its storage at every Ready; its
+// Status must never report a commit (or term) the failed saves carried,
+// since a reader of GET /admin/cluster takes it as the member's durable
+// progress. Once saves work again it catches up.
+func TestStatusShowsOnlyWhatIsDurable(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(3)
+		lead := g.leader()
+		vid := lead%3 + 1
+		victim := g.members[vid]
+		// The follower misses 10 committed writes; once back, the leader's
+		// first append to it carries all of them and their commit, in one
+		// Ready whose save fails.
+		var others []uint64
+		for _, id := range sortedIDs(g.members) {
+			if id != vid {
+				others = append(others, id)
+			}
+		}
+		g.faults.Partition([]uint64{vid}, others)
+		for i := range 10 {
+			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
+		}
+		var before uint64
+		shardtest.On(f, victim.shard, func(*runtime.Fiber) {
+			victim.store.FailSave = fmt.Errorf("%w: no space left on device", ErrNothingSaved)
+			before = victim.store.Durable.HardState.GetCommit()
+		})
+		failed := func() (n int) {
+			shardtest.On(f, victim.shard, func(*runtime.Fiber) { n = victim.store.Failed })
+			return n
+		}
+		g.faults.Heal()
+		g.waitFor("the follower's saves to fail a few times", func() bool { return failed() >= 3 })
+		if st := g.status(victim); st.Commit != before {
+			t.Errorf("the failing follower reports commit %d; its durable commit is %d", st.Commit, before)
+		}
+		shardtest.On(f, victim.shard, func(*runtime.Fiber) { victim.store.FailSave = nil })
+		g.waitFor("the follower to catch up once saves work", func() bool { return victim.sm.len() == 10 })
+		return 0
+	})
+}
+
 // TestDemotion: a voter made a learner keeps receiving entries and stops
 // counting toward the quorum; the leader and the last voter are refused;
 // the learner is promoted back.

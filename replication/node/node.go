@@ -1001,9 +1001,6 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 		}
 		n.lead, n.role = rd.SoftState.Lead, rd.SoftState.RaftState
 	}
-	if rd.HardState != nil {
-		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
-	}
 	n.settled = 0
 	start := time.Now()
 	if err := n.cfg.Storage.Save(f, rd.HardState, rd.Entries, rd.Snapshot); err != nil {
@@ -1015,6 +1012,12 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 			return n.restartRaft(f, err)
 		}
 		return fmt.Errorf("persist ready: %w", err)
+	}
+	// Term and commit are what Status reports as this member's progress:
+	// recorded only once durable, so a failed save (and the restart from
+	// storage that follows) never shows what the disk does not hold.
+	if rd.HardState != nil {
+		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
 	}
 	if len(rd.Entries) > 0 {
 		n.lastSave = time.Since(start)

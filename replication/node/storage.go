@@ -31,12 +31,13 @@ type Storage interface {
 // MemStorage is raft.MemoryStorage plus a fake durable log: Save copies
 // what it persists into Durable, which survives a simulated crash (Restart
 // builds a fresh MemStorage from it), while the MemoryStorage is what raft
-// reads. A test can set FailSave to make the next Save fail, as a failed
-// fsync would.
+// reads. A test can set FailSave to make each Save with something to
+// persist fail, as a failed fsync would.
 type MemStorage struct {
 	*raft.MemoryStorage
 	Durable  *DurableLog
 	FailSave error
+	Failed   int // Save calls refused with FailSave
 	// FailAfterSnapshot, when set, makes a Save that carries a snapshot
 	// persist the snapshot and then fail with it, as a storage whose
 	// entry write ran out of space after the snapshot file was written.
@@ -93,10 +94,13 @@ func clone[T proto.Message](m T) T { return proto.Clone(m).(T) }
 
 // Save implements Storage. The Yield stands in for the fsync's park.
 func (s *MemStorage) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
-	if err := s.FailSave; err != nil {
+	empty := raft.IsEmptySnap(snap) && len(ents) == 0 && raft.IsEmptyHardState(hs)
+	// A Ready with nothing to persist writes nothing, so nothing can fail
+	// (as in a real log): its messages still go out.
+	if err := s.FailSave; err != nil && !empty {
+		s.Failed++
 		return err
 	}
-	empty := raft.IsEmptySnap(snap) && len(ents) == 0 && raft.IsEmptyHardState(hs)
 	if !raft.IsEmptySnap(snap) {
 		if err := s.ApplySnapshot(snap); err != nil {
 			return fmt.Errorf("node: save snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
