@@ -3,7 +3,6 @@ package dbowner_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/replication/identity"
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/replication/transport"
@@ -20,24 +20,15 @@ import (
 	"github.com/writeonce/wo/runtime/shardtest"
 )
 
-// freeAddrs returns n loopback addresses whose ports were free a moment
-// ago (the initial peers must be known before anyone listens).
+// freeAddrs returns n loopback addresses reserved for this test process
+// (internal/testport): a member restarted must find its peer port free.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	var out []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
+	addrs, err := testport.Addrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
+	return addrs
 }
 
 // waitFor polls cond every 10ms, at most 30s (a bounded wait, not a

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,15 +12,7 @@ import (
 // read back (linearizably) on another, and each logs its peer address and
 // member ID.
 func TestWorkersFormAGroup(t *testing.T) {
-	var addrs []string
-	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, ln.Addr().String())
-		ln.Close()
-	}
+	addrs := freePorts(t, 3)
 	var peers []string
 	for i, a := range addrs {
 		peers = append(peers, fmt.Sprintf("%d=%s", i, a))

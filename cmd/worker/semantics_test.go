@@ -5,29 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/testport"
 )
 
-// freePorts returns n loopback addresses the kernel just handed out (the
-// peer ports of a group must be known before its members start).
+// freePorts returns n loopback addresses reserved for this test process
+// (internal/testport): a group's peer ports must be known before its
+// members start, and stay free while a member is down.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ln.Addr().String())
-		ln.Close()
+	addrs, err := testport.Addrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return addrs
 }
 
 func doHdr(method, url, body string, hdr ...string) (int, http.Header, string, error) {

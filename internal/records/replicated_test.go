@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/httpd"
+	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/replication/identity"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
@@ -151,14 +151,9 @@ func TestJoiningMemberAnswers503(t *testing.T) {
 // reaches, serves consistency=stale reads, and after the partition heals a
 // retry of the refused write (same Idempotency-Key) succeeds once.
 func TestPartitionedMember(t *testing.T) {
-	var addrs []string
-	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, ln.Addr().String())
-		ln.Close()
+	addrs, err := testport.Addrs(3)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ids := []uint64{identity.BootstrapID(0), identity.BootstrapID(1), identity.BootstrapID(2)}
 	peers := map[uint64]string{}

@@ -116,3 +116,17 @@ func candidates() (lo, hi int, err error) {
 		return 1024, 65535, nil
 	}
 }
+
+// Addrs is Reserve as 127.0.0.1:port addresses, what a group's peer list
+// names.
+func Addrs(n int) ([]string, error) {
+	ports, err := Reserve(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	}
+	return out, nil
+}

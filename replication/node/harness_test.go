@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/goleak"
 
+	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 	"github.com/writeonce/wo/runtime/shardtest"
@@ -435,14 +435,13 @@ func (g *group) readIndex(id uint64, timeout time.Duration) (uint64, error) {
 	return idx, err
 }
 
-// freePort returns a loopback address whose port the kernel just handed
-// out (and that nothing listens on now).
+// freePort returns a loopback address reserved for this test process
+// (internal/testport): a member restarted must find its peer port free.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := testport.Addrs(1)
 	if err != nil {
 		fatal(t, err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0]
 }
