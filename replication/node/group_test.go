@@ -44,13 +44,7 @@ func testGroupBasics(t *testing.T, useTCP bool) {
 		}
 
 		// A partitioned minority (the leader alone) cannot commit.
-		var others []uint64
-		for _, id := range sortedIDs(g.members) {
-			if id != lead {
-				others = append(others, id)
-			}
-		}
-		g.faults.Partition([]uint64{lead}, others)
+		others := g.isolate(lead)
 		if _, err := g.members[lead].node.proposeShort(g, "lost=1"); err == nil {
 			fatal(t, "the isolated old leader committed a write")
 		}
@@ -91,11 +85,7 @@ func testGroupBasics(t *testing.T, useTCP bool) {
 		rest := sortedIDs(g.members)
 		g.leader(rest...)
 		g.mustPropose(rest[0], "post-crash=1")
-		store, err := Restart(durable)
-		if err != nil {
-			fatal(t, err)
-		}
-		g.start(lead, store, nil, nil)
+		g.restartFrom(lead, durable, nil)
 		g.waitFor("the restarted member to catch up", func() bool {
 			_, ok := g.members[lead].sm.get("post-crash")
 			return ok && g.members[lead].sm.len() == 32
@@ -381,11 +371,7 @@ func TestRestartFromSnapshotAndLog(t *testing.T) {
 			fatalf(t, "want a durable snapshot and a compacted log, have snapshot %v and %d entries", durable.Snapshot != nil, len(durable.Entries))
 		}
 		g.mustPropose(lead, "while-down=1")
-		store, err := Restart(durable)
-		if err != nil {
-			fatal(t, err)
-		}
-		m := g.start(victim, store, nil, nil)
+		m := g.restartFrom(victim, durable, nil)
 		g.waitFor("the restarted member to catch up", func() bool { return m.sm.len() == 36 })
 		if v, _ := m.sm.get("k0"); v != "0" {
 			t.Errorf("k0 = %q after the restart, want the snapshot's 0", v)
@@ -410,12 +396,9 @@ func TestSaveFailingAfterASnapshotStops(t *testing.T) {
 		for i := range 35 {
 			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
 		}
-		store, err := Restart(durable)
-		if err != nil {
-			fatal(t, err)
-		}
-		store.FailAfterSnapshot = fmt.Errorf("%w: no space left on device", ErrNothingSaved)
-		m := g.start(victim, store, nil, nil)
+		m := g.restartFrom(victim, durable, func(s *MemStorage) {
+			s.FailAfterSnapshot = fmt.Errorf("%w: no space left on device", ErrNothingSaved)
+		})
 		var nerr error
 		g.waitFor("the member to stop on the failed save", func() bool {
 			shardtest.On(f, m.shard, func(f *runtime.Fiber) { nerr = m.node.Err() })
@@ -428,11 +411,7 @@ func TestSaveFailingAfterASnapshotStops(t *testing.T) {
 		if durable.Snapshot == nil {
 			fatalf(t, "the snapshot was not made durable: the test did not reach its point")
 		}
-		store, err = Restart(durable)
-		if err != nil {
-			fatal(t, err)
-		}
-		m = g.start(victim, store, nil, nil)
+		m = g.restartFrom(victim, durable, nil)
 		g.waitFor("the restarted member to catch up", func() bool { return m.sm.len() == 35 })
 		return 0
 	})
@@ -454,13 +433,7 @@ func TestStatusShowsOnlyWhatIsDurable(t *testing.T) {
 		// The follower misses 10 committed writes; once back, the leader's
 		// first append to it carries all of them and their commit, in one
 		// Ready whose save fails.
-		var others []uint64
-		for _, id := range sortedIDs(g.members) {
-			if id != vid {
-				others = append(others, id)
-			}
-		}
-		g.faults.Partition([]uint64{vid}, others)
+		g.isolate(vid)
 		for i := range 10 {
 			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
 		}

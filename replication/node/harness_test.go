@@ -320,6 +320,34 @@ func (g *group) status(m *member) Status {
 	return st
 }
 
+// isolate partitions member id from every other member and returns
+// those others, by ID.
+func (g *group) isolate(id uint64) []uint64 {
+	var others []uint64
+	for _, o := range sortedIDs(g.members) {
+		if o != id {
+			others = append(others, o)
+		}
+	}
+	g.faults.Partition([]uint64{id}, others)
+	return others
+}
+
+// restartFrom starts member id again on what a crash left (durable), as a
+// restarted process would find it; setup, if not nil, adjusts the storage
+// (a fault to inject) before the member starts.
+func (g *group) restartFrom(id uint64, durable *DurableLog, setup func(*MemStorage)) *member {
+	g.t.Helper()
+	store, err := Restart(durable)
+	if err != nil {
+		fatal(g.t, err)
+	}
+	if setup != nil {
+		setup(store)
+	}
+	return g.start(id, store, nil, nil)
+}
+
 // stop stops member id as a crash would: it leaves the network at once and
 // keeps only its durable log.
 func (g *group) stop(id uint64) *DurableLog {
