@@ -2,101 +2,27 @@ package clustertest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/testpki"
 )
 
-// testCA is a CA that issues the members' peer leaves.
-type testCA struct {
-	name string
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-var serial struct {
-	sync.Mutex
-	n int64
-}
-
-func nextSerial() *big.Int {
-	serial.Lock()
-	defer serial.Unlock()
-	serial.n++
-	return big.NewInt(serial.n)
-}
-
-func newTestCA(t *testing.T, name string) testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	tmpl := &x509.Certificate{SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	must(t, err)
-	cert, err := x509.ParseCertificate(der)
-	must(t, err)
-	return testCA{name: name, cert: cert, key: key}
-}
-
-// leaf is one member's peer certificate and key.
-type leaf struct {
-	der, certPEM, keyPEM []byte
-}
-
-// issue makes a leaf for a member dialled at 127.0.0.1 (cluster.peers
-// names members by that IP: the dialler verifies it), usable as the server
-// and the client end of a peer connection.
-func (ca testCA) issue(t *testing.T, cn string) leaf {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	tmpl := &x509.Certificate{SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(12 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	must(t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	must(t, err)
-	return leaf{der: der, certPEM: pemBlock("CERTIFICATE", der), keyPEM: pemBlock("EC PRIVATE KEY", kder)}
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-}
-
-func bundlePEM(cas ...testCA) []byte {
-	var b []byte
-	for _, ca := range cas {
-		b = append(b, pemBlock("CERTIFICATE", ca.cert.Raw)...)
-	}
-	return b
-}
-
-func fingerprints(cas ...testCA) []string {
+func fingerprints(cas ...*testpki.CA) []string {
 	var out []string
 	for _, ca := range cas {
-		out = append(out, adminapi.Fingerprint(ca.cert.Raw))
+		out = append(out, adminapi.Fingerprint(ca.Cert.Raw))
 	}
 	return out
 }
@@ -177,8 +103,8 @@ func waitPeerTLS(ctx context.Context, want map[*Member]peerTLSView) error {
 // (a "remote error"); an accepted client gets no alert: the peer server
 // waits for the first frame, which the read deadline (longer than any
 // alert takes) ends.
-func handshake(ctx context.Context, addr string, cl leaf, roots *x509.CertPool) error {
-	cert, err := tls.X509KeyPair(cl.certPEM, cl.keyPEM)
+func handshake(ctx context.Context, addr string, cl testpki.Leaf, roots *x509.CertPool) error {
+	cert, err := tls.X509KeyPair(cl.CertPEM, cl.KeyPEM)
 	if err != nil {
 		return err
 	}
@@ -214,31 +140,34 @@ func remoteAlert(err error) bool {
 // link it has). Every acknowledged write is then on every member, and the
 // history is linearizable.
 func TestPeerTLSCARotationUnderLoad(t *testing.T) {
-	caA, caB := newTestCA(t, "peer CA A"), newTestCA(t, "peer CA B")
+	caA, caB := testpki.NewCA(t, "peer CA A"), testpki.NewCA(t, "peer CA B")
 	filesDir := t.TempDir()
 	vols := map[int]*secretVolume{}
-	leavesA, leavesB := map[int]leaf{}, map[int]leaf{}
+	leavesA, leavesB := map[int]testpki.Leaf{}, map[int]testpki.Leaf{}
 	setup := func(m *Member) {
 		v := &secretVolume{dir: filepath.Join(filesDir, "member-"+strconv.Itoa(m.Ordinal))}
 		must(t, os.Mkdir(v.dir, 0o700))
 		vols[m.Ordinal] = v
-		leavesA[m.Ordinal] = caA.issue(t, "wo-"+strconv.Itoa(m.Ordinal)+" A")
-		leavesB[m.Ordinal] = caB.issue(t, "wo-"+strconv.Itoa(m.Ordinal)+" B")
+		// testpki's default leaf is for 127.0.0.1, which cluster.peers
+		// names members by and the dialler verifies, and serves as the
+		// server and the client end of a peer connection.
+		leavesA[m.Ordinal] = caA.Leaf(t, testpki.LeafOptions{CommonName: "wo-" + strconv.Itoa(m.Ordinal) + " A"})
+		leavesB[m.Ordinal] = caB.Leaf(t, testpki.LeafOptions{CommonName: "wo-" + strconv.Itoa(m.Ordinal) + " B"})
 		l := leavesA[m.Ordinal]
-		must(t, v.update(map[string][]byte{"tls.crt": l.certPEM, "tls.key": l.keyPEM, "ca.crt": bundlePEM(caA)}))
+		must(t, v.update(map[string][]byte{"tls.crt": l.CertPEM, "tls.key": l.KeyPEM, "ca.crt": testpki.Bundle(caA)}))
 		m.Env = append(m.Env, "WO_PEER_CERT="+v.path("tls.crt"), "WO_PEER_KEY="+v.path("tls.key"), "WO_PEER_CA="+v.path("ca.crt"))
 	}
 	c := Start(t, Options{Setup: setup})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	phase := func(name string, leaves map[int]leaf, cas ...testCA) {
+	phase := func(name string, leaves map[int]testpki.Leaf, cas ...*testpki.CA) {
 		t.Helper()
 		want := map[*Member]peerTLSView{}
 		for _, m := range c.Members() {
 			l := leaves[m.Ordinal]
-			must(t, vols[m.Ordinal].update(map[string][]byte{"tls.crt": l.certPEM, "tls.key": l.keyPEM, "ca.crt": bundlePEM(cas...)}))
-			want[m] = peerTLSView{cert: adminapi.Fingerprint(l.der), cas: fingerprints(cas...)}
+			must(t, vols[m.Ordinal].update(map[string][]byte{"tls.crt": l.CertPEM, "tls.key": l.KeyPEM, "ca.crt": testpki.Bundle(cas...)}))
+			want[m] = peerTLSView{cert: adminapi.Fingerprint(l.DER), cas: fingerprints(cas...)}
 		}
 		if err := waitPeerTLS(ctx, want); err != nil {
 			t.Fatalf("phase %s: %v", name, err)
@@ -246,7 +175,7 @@ func TestPeerTLSCARotationUnderLoad(t *testing.T) {
 	}
 	want := map[*Member]peerTLSView{}
 	for _, m := range c.Members() {
-		want[m] = peerTLSView{cert: adminapi.Fingerprint(leavesA[m.Ordinal].der), cas: fingerprints(caA)}
+		want[m] = peerTLSView{cert: adminapi.Fingerprint(leavesA[m.Ordinal].DER), cas: fingerprints(caA)}
 	}
 	if err := waitPeerTLS(ctx, want); err != nil {
 		t.Fatalf("at start: %v", err)
@@ -275,7 +204,7 @@ func TestPeerTLSCARotationUnderLoad(t *testing.T) {
 	// of B (the probes are new handshakes, which is what the bundle
 	// governs; the members' own links may predate it).
 	rootsB := x509.NewCertPool()
-	rootsB.AddCert(caB.cert)
+	rootsB.AddCert(caB.Cert)
 	for _, m := range c.Members() {
 		if err := handshake(ctx, m.PeerAddr, leavesA[m.Ordinal], rootsB); !remoteAlert(err) {
 			t.Errorf("%s under {B}: a client with a leaf of A: %v, want the server's refusal", m, err)
@@ -300,7 +229,7 @@ func TestPeerTLSCARotationUnderLoad(t *testing.T) {
 	must(t, old.Start())
 	must(t, old.WaitReady(ctx))
 	must(t, c.WaitCaughtUp(ctx, old))
-	if err := waitPeerTLS(ctx, map[*Member]peerTLSView{old: {cert: adminapi.Fingerprint(leavesB[old.Ordinal].der), cas: fingerprints(caB)}}); err != nil {
+	if err := waitPeerTLS(ctx, map[*Member]peerTLSView{old: {cert: adminapi.Fingerprint(leavesB[old.Ordinal].DER), cas: fingerprints(caB)}}); err != nil {
 		t.Fatalf("the restarted member: %v", err)
 	}
 	progress("with the killed member back")

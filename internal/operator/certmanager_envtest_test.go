@@ -2,14 +2,7 @@ package operator_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +22,7 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/testpki"
 )
 
 // certManagerCRDs is the directory of cert-manager's CRDs from
@@ -209,23 +203,9 @@ func TestCertManagerRendersCertificates(t *testing.T) {
 // and writes its Secret the way cert-manager's CA issuer does.
 func issueLikeCertManager(t *testing.T, c client.Client, cert *unstructured.Unstructured) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
+	ca := testpki.NewCA(t, "test CA")
 	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: dns,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
+	leaf := ca.Leaf(t, testpki.LeafOptions{Serial: 2, DNSNames: dns})
 	name, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 	labels, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "secretTemplate", "labels")
 	s := &corev1.Secret{
@@ -233,9 +213,9 @@ func issueLikeCertManager(t *testing.T, c client.Client, cert *unstructured.Unst
 			Annotations: map[string]string{"cert-manager.io/certificate-name": cert.GetName(), "cert-manager.io/issuer-name": "test"}},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{
-			"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-			"ca.crt":  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+			"tls.crt": leaf.CertPEM,
+			"tls.key": leaf.KeyPEM,
+			"ca.crt":  ca.CertPEM(),
 		},
 	}
 	if err := c.Create(context.Background(), s); err != nil {

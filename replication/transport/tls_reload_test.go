@@ -1,17 +1,12 @@
 package transport
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,43 +17,16 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/writeonce/wo/internal/testpki"
 	"github.com/writeonce/wo/runtime"
 )
 
-// testCA signs leaves for the reload tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA { return newNamedCA(t, "reload CA") }
-
-func newNamedCA(t *testing.T, name string) *testCA {
+// peerLeaf issues a reload test's leaf: for peer.test and 127.0.0.1, the
+// names handshake and handshakeErr dial, with the serial the test follows.
+func peerLeaf(t *testing.T, ca *testpki.CA, serial int64) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (ca *testCA) leaf(t *testing.T, serial int64) (certPEM, keyPEM []byte) {
-	t.Helper()
-	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "peer"}, DNSNames: []string{"peer.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kDER, _ := x509.MarshalECPrivateKey(k)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kDER})
+	l := ca.Leaf(t, testpki.LeafOptions{Serial: serial, CommonName: "peer", DNSNames: []string{"peer.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	return l.CertPEM, l.KeyPEM
 }
 
 // secretDir lays files out the way the kubelet writes a Secret volume:
@@ -132,10 +100,10 @@ func handshake(t *testing.T, cfg *tls.Config) (server, client int64) {
 // handshake on, at both ends, without building a new config; a pair that
 // does not load keeps the previous one.
 func TestLoadTLSReloadsRenewedCertificate(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewCA(t, "reload CA")
 	s := &secretDir{t: t, dir: t.TempDir()}
-	c1, k1 := ca.leaf(t, 101)
-	s.write(map[string][]byte{"tls.crt": c1, "tls.key": k1, "ca.crt": ca.pem})
+	c1, k1 := peerLeaf(t, ca, 101)
+	s.write(map[string][]byte{"tls.crt": c1, "tls.key": k1, "ca.crt": ca.CertPEM()})
 	cfg, err := LoadTLS(filepath.Join(s.dir, "tls.crt"), filepath.Join(s.dir, "tls.key"), filepath.Join(s.dir, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
@@ -144,22 +112,22 @@ func TestLoadTLSReloadsRenewedCertificate(t *testing.T) {
 		t.Fatalf("first handshake presented %d / %d, want 101", srv, cli)
 	}
 
-	c2, k2 := ca.leaf(t, 102)
-	s.write(map[string][]byte{"tls.crt": c2, "tls.key": k2, "ca.crt": ca.pem})
+	c2, k2 := peerLeaf(t, ca, 102)
+	s.write(map[string][]byte{"tls.crt": c2, "tls.key": k2, "ca.crt": ca.CertPEM()})
 	if srv, cli := handshake(t, cfg); srv != 102 || cli != 102 {
 		t.Fatalf("after renewal presented %d / %d, want 102", srv, cli)
 	}
 
 	// A certificate whose key is another's: the renewed pair stays.
-	c3, _ := ca.leaf(t, 103)
-	s.write(map[string][]byte{"tls.crt": c3, "tls.key": k1, "ca.crt": ca.pem})
+	c3, _ := peerLeaf(t, ca, 103)
+	s.write(map[string][]byte{"tls.crt": c3, "tls.key": k1, "ca.crt": ca.CertPEM()})
 	c, err := cfg.GetCertificate(nil)
 	if err != nil || serialOf(t, c) != 102 {
 		t.Fatalf("mismatched pair: got %v, %v; want 102 kept", c, err)
 	}
 	// Fixed: picked up at once.
-	c4, k4 := ca.leaf(t, 104)
-	s.write(map[string][]byte{"tls.crt": c4, "tls.key": k4, "ca.crt": ca.pem})
+	c4, k4 := peerLeaf(t, ca, 104)
+	s.write(map[string][]byte{"tls.crt": c4, "tls.key": k4, "ca.crt": ca.CertPEM()})
 	if c, _ := cfg.GetClientCertificate(nil); serialOf(t, c) != 104 {
 		t.Fatalf("after the fix presented %d, want 104", serialOf(t, c))
 	}
@@ -171,7 +139,7 @@ type tlsMember struct {
 	files *TLSFiles
 }
 
-func newTLSMember(t *testing.T, leafCA *testCA, serial int64, bundle ...*testCA) *tlsMember {
+func newTLSMember(t *testing.T, leafCA *testpki.CA, serial int64, bundle ...*testpki.CA) *tlsMember {
 	t.Helper()
 	m := &tlsMember{s: &secretDir{t: t, dir: t.TempDir()}}
 	m.set(leafCA, serial, bundle...)
@@ -184,17 +152,13 @@ func newTLSMember(t *testing.T, leafCA *testCA, serial int64, bundle ...*testCA)
 }
 
 // set writes a leaf issued by leafCA and the bundle, as one Secret update.
-func (m *tlsMember) set(leafCA *testCA, serial int64, bundle ...*testCA) {
-	c, k := leafCA.leaf(m.s.t, serial)
-	var b []byte
-	for _, ca := range bundle {
-		b = append(b, ca.pem...)
-	}
-	m.s.write(map[string][]byte{"tls.crt": c, "tls.key": k, "ca.crt": b})
+func (m *tlsMember) set(leafCA *testpki.CA, serial int64, bundle ...*testpki.CA) {
+	c, k := peerLeaf(m.s.t, leafCA, serial)
+	m.s.write(map[string][]byte{"tls.crt": c, "tls.key": k, "ca.crt": testpki.Bundle(bundle...)})
 }
 
 // setBundle rewrites only the bundle (the leaf files are kept as they are).
-func (m *tlsMember) setBundle(bundle ...*testCA) {
+func (m *tlsMember) setBundle(bundle ...*testpki.CA) {
 	cur := filepath.Join(m.s.dir, "..data")
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(cur, name))
@@ -203,11 +167,7 @@ func (m *tlsMember) setBundle(bundle ...*testCA) {
 		}
 		return b
 	}
-	var b []byte
-	for _, ca := range bundle {
-		b = append(b, ca.pem...)
-	}
-	m.s.write(map[string][]byte{"tls.crt": read("tls.crt"), "tls.key": read("tls.key"), "ca.crt": b})
+	m.s.write(map[string][]byte{"tls.crt": read("tls.crt"), "tls.key": read("tls.key"), "ca.crt": testpki.Bundle(bundle...)})
 }
 
 func fingerprints(ders [][]byte) []string {
@@ -223,8 +183,6 @@ func fingerprint(der []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (ca *testCA) fp() string { return fingerprint(ca.cert.Raw) }
-
 // The CA rotation the operator drives, between two members talking over
 // real TLS the whole time: bundle {A} -> {A,B} -> leaves re-issued by B ->
 // bundle {B}. At every phase the members' open connections go on carrying
@@ -234,7 +192,7 @@ func (ca *testCA) fp() string { return fingerprint(ca.cert.Raw) }
 // material without any traffic. At the end a leaf of an unknown CA, and a
 // leaf of the dropped CA A, are refused at both ends.
 func TestCARotationOverTCP(t *testing.T) {
-	caA, caB, caC := newNamedCA(t, "CA A"), newNamedCA(t, "CA B"), newNamedCA(t, "CA C")
+	caA, caB, caC := testpki.NewCA(t, "CA A"), testpki.NewCA(t, "CA B"), testpki.NewCA(t, "CA C")
 	m1 := newTLSMember(t, caA, 11, caA)
 	m2 := newTLSMember(t, caA, 21, caA)
 	testRuntime(t, func(f *runtime.Fiber) {
@@ -264,12 +222,12 @@ func TestCARotationOverTCP(t *testing.T) {
 			e2.send(f, []*raftpb.Message{heartbeat(2, id, index)})
 			waitFor(t, f, phase+": messages on new connections both ways", func() bool { return e2.rec.count() > n2 && d.rec.count() > 0 })
 		}
-		wantInfo := func(phase string, m *tlsMember, cas ...*testCA) {
+		wantInfo := func(phase string, m *tlsMember, cas ...*testpki.CA) {
 			t.Helper()
 			info := m.files.Info()
 			var want []string
 			for _, ca := range cas {
-				want = append(want, ca.fp())
+				want = append(want, fingerprint(ca.Cert.Raw))
 			}
 			if got := fingerprints(info.CAs); !slices.Equal(got, want) {
 				t.Fatalf("%s: Info CAs %v, want %v", phase, got, want)
@@ -305,7 +263,7 @@ func TestCARotationOverTCP(t *testing.T) {
 
 		// Refused: a leaf of an unknown CA, and one of the dropped CA A,
 		// by member 2 as a server and as a client.
-		for i, issuer := range []*testCA{caC, caA} {
+		for i, issuer := range []*testpki.CA{caC, caA} {
 			rogue := newTLSMember(t, issuer, int64(90+i), caA, caB, caC)
 			id := uint64(90 + i)
 			r := startEndpoint(t, f, 0, Config{ID: id, TLS: rogue.files.Config()})
@@ -320,7 +278,7 @@ func TestCARotationOverTCP(t *testing.T) {
 				return strings.Contains(e2.logs.String(), "the peer's certificate: x509: certificate signed by unknown authority")
 			})
 			if n := r.rec.count(); n != 0 {
-				t.Fatalf("a member with a leaf of %s received %d messages", issuer.cert.Subject.CommonName, n)
+				t.Fatalf("a member with a leaf of %s received %d messages", issuer.Cert.Subject.CommonName, n)
 			}
 			r.close(f)
 		}
@@ -382,7 +340,7 @@ func handshakeErr(t *testing.T, srv, cli *TLSFiles, name string) error {
 // the bundle, one for another host name or IP address; and it follows the
 // bundle when it changes.
 func TestClientVerificationRefuses(t *testing.T) {
-	caA, caC := newNamedCA(t, "CA A"), newNamedCA(t, "CA C")
+	caA, caC := testpki.NewCA(t, "CA A"), testpki.NewCA(t, "CA C")
 	server := newTLSMember(t, caA, 1, caA)
 	client := newTLSMember(t, caA, 2, caA)
 	for _, name := range []string{"peer.test", "127.0.0.1"} {
@@ -413,7 +371,7 @@ func TestClientVerificationRefuses(t *testing.T) {
 	logs := &logBuf{t: t}
 	client.files.ca.log = slog.New(slog.NewTextHandler(logs, nil))
 	client.s.write(map[string][]byte{"ca.crt": []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")})
-	if got := fingerprints(client.files.Info().CAs); !slices.Equal(got, []string{caA.fp(), caC.fp()}) {
+	if got := fingerprints(client.files.Info().CAs); !slices.Equal(got, []string{fingerprint(caA.Cert.Raw), fingerprint(caC.Cert.Raw)}) {
 		t.Fatalf("a bad bundle replaced the good one: %v", got)
 	}
 	if err := handshakeErr(t, rogue.files, client.files, "peer.test"); err != nil {

@@ -2,18 +2,11 @@ package transport
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/writeonce/wo/internal/testpki"
 	"github.com/writeonce/wo/runtime"
 	"github.com/writeonce/wo/runtime/shardtest"
 )
@@ -382,28 +376,16 @@ func TestTCPSnapshotInChunks(t *testing.T) {
 // by it) as PEM files, and returns their paths.
 func writeCerts(t testing.TB, dir, name string) (cert, key, ca string) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kDER, _ := x509.MarshalECPrivateKey(k)
-	write := func(file, typ string, b []byte) string {
+	c := testpki.NewCA(t, name+" CA")
+	leaf := c.Leaf(t, testpki.LeafOptions{Serial: 2, CommonName: name})
+	write := func(file string, b []byte) string {
 		p := filepath.Join(dir, name+"-"+file)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	return write("cert.pem", "CERTIFICATE", der), write("key.pem", "EC PRIVATE KEY", kDER), write("ca.pem", "CERTIFICATE", caDER)
+	return write("cert.pem", leaf.CertPEM), write("key.pem", leaf.KeyPEM), write("ca.pem", c.CertPEM())
 }
 
 func TestTCPMutualTLS(t *testing.T) {
