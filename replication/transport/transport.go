@@ -457,6 +457,38 @@ func (t *TCP) refuse(raw *runtime.Conn, why string, err error) {
 	t.cfg.Logger.Warn("transport: closing peer connection: "+why, "remote", raw.RemoteAddr().String(), "err", err)
 }
 
+// checkIdentity binds the member ID a hello claims to the peer's
+// certificate: with peer TLS, a known member's leaf must be valid for the
+// host of that member's address in the membership, as the dialer checks
+// the server's leaf against the same host. Without it any holder of a leaf
+// from the group's CA could speak for any member, and a forged
+// acknowledgement of appends would let the leader count an entry as stored
+// where it is not. An ID the membership has no address for (a member that
+// waits to be added) cannot be checked here; raft takes little from a
+// stranger, and the member, once added, is checked like the others.
+func (t *TCP) checkIdentity(c net.Conn, from uint64) error {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	p, ok := t.peers[from]
+	if !ok {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(p.addr)
+	if err != nil {
+		host = p.addr
+	}
+	certs := tc.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return fmt.Errorf("member %x presented no certificate", from)
+	}
+	if err := certs[0].VerifyHostname(host); err != nil {
+		return fmt.Errorf("member %x is at %s: %w", from, p.addr, err)
+	}
+	return nil
+}
+
 // serveConn reads one inbound connection: its hello, then a message stream
 // or one snapshot. Any bad or oversized frame closes it with a log line.
 func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
@@ -513,6 +545,10 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 		return
 	case t.refused[h.from]:
 		answer(refusedRemoved, "member was removed from the group", fmt.Errorf("member %x", h.from))
+		return
+	}
+	if err := t.checkIdentity(c, h.from); err != nil {
+		answer(refusedOther, "certificate does not name the member the hello claims", err)
 		return
 	}
 	if _, err := c.Write(appendFrame(nil, kindHelloAck, nil)); err != nil {

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -431,6 +432,76 @@ func TestTCPMutualTLS(t *testing.T) {
 		}
 		if n := b.rec.count(); n != 1 {
 			t.Errorf("%d messages reached raft, want only the authenticated one", n)
+		}
+	})
+}
+
+// TestTCPBindsTheHelloToTheCertificate: with peer TLS, a hello claiming a
+// member the membership knows is taken only from a leaf valid for that
+// member's address; a leaf of the same CA for another name is refused
+// (it could otherwise forge that member's acknowledgements), and a
+// stranger's ID, which has no address to check, is let through.
+func TestTCPBindsTheHelloToTheCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "group CA")
+	load := func(name string, opts testpki.LeafOptions) *tls.Config {
+		t.Helper()
+		leaf := ca.Leaf(t, opts)
+		paths := []string{filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"), filepath.Join(dir, "ca.crt")}
+		for i, b := range [][]byte{leaf.CertPEM, leaf.KeyPEM, ca.CertPEM()} {
+			if err := os.WriteFile(paths[i], b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := LoadTLS(paths[0], paths[1], paths[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	loopback := load("loopback", testpki.LeafOptions{CommonName: "loopback"})
+	m3 := load("m3", testpki.LeafOptions{CommonName: "m3", DNSNames: []string{"member-3.test"}})
+	m9 := load("m9", testpki.LeafOptions{CommonName: "m9", DNSNames: []string{"member-9.test"}})
+	testRuntime(t, func(f *runtime.Fiber) {
+		// b knows members 3 and 4 by name; it never reaches them (the
+		// dial map sends its own dials to a closed port), it only hears
+		// from them.
+		b := startEndpoint(t, f, 1, Config{ID: 2, TLS: loopback,
+			DialMap: map[string]string{"member-3.test:7000": "127.0.0.1:1", "member-4.test:7000": "127.0.0.1:1"}})
+		defer b.close(f)
+		b.addPeer(f, 3, "member-3.test:7000")
+		b.addPeer(f, 4, "member-4.test:7000")
+		addr := b.tcp.Addr().String()
+
+		// Member 4 with a leaf for member-9.test: refused, told why.
+		imp := startEndpoint(t, f, 0, Config{ID: 4, TLS: m9})
+		imp.addPeer(f, 2, addr)
+		imp.send(f, []*raftpb.Message{heartbeat(4, 2, 1)})
+		waitFor(t, f, "the impostor refused", func() bool { return b.tcp.Stats.ConnsRefused.Load() >= 1 })
+		imp.close(f) // it would keep redialling
+		if !strings.Contains(b.logs.String(), "certificate does not name the member the hello claims") ||
+			!strings.Contains(b.logs.String(), "member-4.test") {
+			t.Errorf("the refusal's log line does not say why:\n%s", b.logs)
+		}
+
+		// Member 3 with its own leaf: accepted.
+		m := startEndpoint(t, f, 0, Config{ID: 3, TLS: m3})
+		defer m.close(f)
+		m.addPeer(f, 2, addr)
+		m.send(f, []*raftpb.Message{heartbeat(3, 2, 1)})
+		waitFor(t, f, "member 3's message", func() bool { return b.rec.count() == 1 })
+
+		// A stranger (no address in b's membership): accepted, unchecked.
+		s := startEndpoint(t, f, 0, Config{ID: 7, TLS: m9})
+		defer s.close(f)
+		s.addPeer(f, 2, addr)
+		s.send(f, []*raftpb.Message{heartbeat(7, 2, 1)})
+		waitFor(t, f, "the stranger's message", func() bool { return b.rec.count() == 2 })
+		if n := b.rec.count(); n != 2 {
+			t.Errorf("%d messages reached raft, want members 3's and 7's", n)
+		}
+		if l := b.logs.String(); strings.Contains(l, "member 3 is at") || strings.Contains(l, "TLS handshake failed") {
+			t.Errorf("an honest member was refused:\n%s", l)
 		}
 	})
 }
