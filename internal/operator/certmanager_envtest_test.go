@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
@@ -55,13 +53,7 @@ func certManagerCRDs(t *testing.T) string {
 func TestCertManagerRendersCertificates(t *testing.T) {
 	needEnv(t)
 	crds := certManagerCRDs(t)
-	env := &envtest.Environment{
-		CRDDirectoryPaths:        []string{filepath.Join("..", "..", "config", "crd", "bases"), crds},
-		ErrorIfCRDPathMissing:    true,
-		BinaryAssetsDirectory:    os.Getenv("KUBEBUILDER_ASSETS"),
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
-	}
+	env := newEnv(os.Getenv("KUBEBUILDER_ASSETS"), crds)
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start the cert-manager envtest: %v", err)

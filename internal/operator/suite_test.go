@@ -84,14 +84,7 @@ func runMain(m *testing.M) int {
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		// The 20 s default is short for a shared 2-core machine.
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
-	}
+	testEnv = newEnv(assets)
 	var err error
 	restConfig, err = testEnv.Start()
 	if err != nil {
@@ -123,6 +116,20 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	return 0
+}
+
+// newEnv is an API server with wo's CRDs and those in extraCRDs (the
+// cert-manager test's, which must own its cluster-scoped CRDs and so runs
+// an API server of its own).
+func newEnv(assets string, extraCRDs ...string) *envtest.Environment {
+	return &envtest.Environment{
+		CRDDirectoryPaths:     append([]string{filepath.Join("..", "..", "config", "crd", "bases")}, extraCRDs...),
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+		// The 20 s default is short for a shared 2-core machine.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
 }
 
 func setup(assets string) error {
