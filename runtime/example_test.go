@@ -40,25 +40,34 @@ func ExampleRun() {
 	// exit 0
 }
 
+// ExampleGo starts three fibers on one shard; each parks in Sleep while the
+// others run, and main parks until all three are done. The output is in
+// the order the fibers were started, not the order they woke: which timer
+// fires first is up to the clock, and a loaded machine may run a fiber
+// late enough that a shorter sleep started after it ends after it.
 func ExampleGo() {
 	runtime.Run(runtime.Config{Shards: 1}, func(f *runtime.Fiber) int {
+		woke := make([]bool, 3)
 		done := 0
 		for i := 0; i < 3; i++ {
 			runtime.Go(f, func(f *runtime.Fiber) {
 				runtime.Sleep(f, time.Duration(3-i)*time.Millisecond)
-				fmt.Println("fiber", i, "woke")
+				woke[i] = true // one shard: no lock needed
 				done++
 			})
 		}
 		for done < 3 {
 			runtime.Sleep(f, time.Millisecond)
 		}
+		for i, w := range woke {
+			fmt.Println("fiber", i, "woke:", w)
+		}
 		return 0
 	})
 	// Output:
-	// fiber 2 woke
-	// fiber 1 woke
-	// fiber 0 woke
+	// fiber 0 woke: true
+	// fiber 1 woke: true
+	// fiber 2 woke: true
 }
 
 func ExampleCall() {
