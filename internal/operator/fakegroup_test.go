@@ -116,12 +116,20 @@ func (g *fakeGroup) stop() {
 	g.cancel()
 	<-g.done
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	for ord, p := range g.pods {
-		p.srv.Close()
+	pods := g.pods
+	g.pods = map[int]*fakePod{}
+	for ord := range pods {
 		podURLs.Delete(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord))
 	}
-	g.pods = map[int]*fakePod{}
+	g.mu.Unlock()
+	// Close without the lock: httptest.Server.Close waits for the
+	// requests in flight, and their handlers take g.mu first. The
+	// operator is stopped after the fake group (cleanups run last
+	// first), so its calls may be in flight here; closing under the
+	// lock hung a CI run's operator package until its 30-minute timeout.
+	for _, p := range pods {
+		p.srv.Close()
+	}
 }
 
 func (g *fakeGroup) fail(format string, args ...any) {

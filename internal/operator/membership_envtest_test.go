@@ -181,7 +181,11 @@ func TestScaleDrivesMembership(t *testing.T) {
 	g.mu.Unlock()
 	before = len(g.opLog())
 	runKubectl(t, "-n", ns, "scale", "worker/"+w.Name, "--replicas=1")
-	<-removed
+	select {
+	case <-removed:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no member removed within 2 minutes of kubectl scale --replicas=1; operations %v", g.opLog()[before:])
+	}
 	op.stop()
 	mid := getWorker(t, w)
 	var sts appsv1.StatefulSet
