@@ -6,6 +6,8 @@ GO ?= go
 # Packages whose behaviour depends on the shard count: the suite runs them at
 # every core (the default) and again at one shard, the serial debug mode.
 SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
+# go test, repeating what failed at the end of its output (hack/gotest.sh).
+GOTEST = GO=$(GO) bash hack/gotest.sh
 
 .PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-chat bench-replication envtest-binaries helm cert-manager-crds fuzz fmt image manifests verify-manifests
 
@@ -21,9 +23,9 @@ run:
 ## (fiber sockets, timers) with epoll forced, the traces end to end in Jaeger
 ## (e2e-traces), and then test-seccomp (the whole suite with io_uring denied).
 test: vet envtest-binaries helm cert-manager-crds
-	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" WO_CERT_MANAGER_CRDS="$$(bash hack/cert-manager-crds.sh)" GO=$(GO) bash hack/gotest.sh -race -count=1 -timeout 30m ./...
-	WO_SHARDS=1 GO=$(GO) bash hack/gotest.sh -race -count=1 -timeout 20m $(SHARDED)
-	WO_IO=epoll GO=$(GO) bash hack/gotest.sh -race -count=1 -timeout 20m ./runtime/... ./replication/...
+	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" WO_CERT_MANAGER_CRDS="$$(bash hack/cert-manager-crds.sh)" $(GOTEST) -race -count=1 -timeout 30m ./...
+	WO_SHARDS=1 $(GOTEST) -race -count=1 -timeout 20m $(SHARDED)
+	WO_IO=epoll $(GOTEST) -race -count=1 -timeout 20m ./runtime/... ./replication/...
 	bash hack/e2e-traces.sh
 	$(MAKE) --no-print-directory test-seccomp
 
@@ -44,7 +46,7 @@ e2e-traces:
 test-seccomp: envtest-binaries helm cert-manager-crds
 	$(GO) build -o bin/seccomp-deny-uring ./hack/seccomp-deny-uring
 	env -u WO_REQUIRE_URING KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" WO_CERT_MANAGER_CRDS="$$(bash hack/cert-manager-crds.sh)" \
-		GO=$(GO) bash hack/gotest.sh -race -count=1 -timeout 30m -exec $(CURDIR)/bin/seccomp-deny-uring ./...
+		$(GOTEST) -race -count=1 -timeout 30m -exec $(CURDIR)/bin/seccomp-deny-uring ./...
 
 ## vet: go vet, then wo's own analyzer (cmd/wovet): WO-E222, a message type
 ## with mutable references sent where it may cross shards, and WO-E223, a
