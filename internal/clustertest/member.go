@@ -264,7 +264,7 @@ func (m *Member) Stop() error {
 // Pause stops the process with SIGSTOP: it holds its sockets and answers
 // nothing, so the other members see it cut off (and it sees them cut off
 // when it resumes) — the partition these tests can make between processes
-// on one loopback.
+// on one loopback. It returns once every thread of the process has stopped.
 func (m *Member) Pause() error { return m.signalPause(syscall.SIGSTOP, true) }
 
 // Resume continues a paused process with SIGCONT.
@@ -278,10 +278,71 @@ func (m *Member) signalPause(sig syscall.Signal, paused bool) error {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		return fmt.Errorf("%s: %v: %w", m, sig, err)
 	}
+	if paused {
+		if err := waitStopped(p); err != nil {
+			return fmt.Errorf("%s: %v: %w", m, sig, err)
+		}
+	}
 	m.mu.Lock()
 	p.paused = paused
 	m.mu.Unlock()
 	return nil
+}
+
+// waitStopped returns once every thread of p is in the stopped state.
+// kill(SIGSTOP) returns before that: the kernel wakes one thread to take the
+// signal, and only when it runs does it stop the others. On a loaded machine
+// that thread may wait for a CPU for many milliseconds while a shard thread
+// goes on serving, so a test that sends a request right after Pause would
+// see a "paused" member answer (it did, in CI).
+func waitStopped(p *process) error {
+	dir := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stopped, err := allTasksStopped(dir)
+		if err != nil {
+			return fmt.Errorf("waiting for every thread to stop: %w", err)
+		}
+		if stopped {
+			return nil
+		}
+		if !p.running() {
+			return errors.New("waiting for every thread to stop: the process exited")
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for every thread to stop: some of %s still run after 30s", dir)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allTasksStopped reports whether every task under dir (/proc/PID/task) is
+// in state T (stopped) or t (traced). A task that exits while it is read is
+// skipped.
+func allTasksStopped(dir string) (bool, error) {
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		stat, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		// "tid (comm) S ...": comm may hold spaces and parentheses, so the
+		// state is the first field after the last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) {
+			return false, fmt.Errorf("%s/%s/stat: no state field in %q", dir, t.Name(), stat)
+		}
+		if s := stat[i+2]; s != 'T' && s != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Restart kills the member if it runs, then starts it on the same data
