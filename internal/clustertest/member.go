@@ -280,7 +280,7 @@ func (m *Member) signalPause(sig syscall.Signal, paused bool) error {
 	}
 	if paused {
 		if err := waitStopped(p); err != nil {
-			return fmt.Errorf("%s: %v: %w", m, sig, err)
+			return fmt.Errorf("%s: %v: waiting for every thread to stop: %w", m, sig, err)
 		}
 	}
 	m.mu.Lock()
@@ -301,16 +301,16 @@ func waitStopped(p *process) error {
 	for {
 		stopped, err := allTasksStopped(dir)
 		if err != nil {
-			return fmt.Errorf("waiting for every thread to stop: %w", err)
+			return err
 		}
 		if stopped {
 			return nil
 		}
 		if !p.running() {
-			return errors.New("waiting for every thread to stop: the process exited")
+			return errors.New("the process exited")
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("waiting for every thread to stop: some of %s still run after 30s", dir)
+			return fmt.Errorf("some of %s still run after 30s", dir)
 		}
 		time.Sleep(time.Millisecond)
 	}
