@@ -67,6 +67,7 @@ type Config struct {
 	MaxSnapshot      int64         // largest snapshot accepted; default 1 GiB
 	SnapshotChunk    int           // snapshot data per chunk frame; default 1 MiB
 	MaxPending       int           // messages queued per peer before new ones are dropped; default 4096
+	MaxPendingBytes  int           // entry bytes queued per peer before new messages are dropped; default 8 MiB
 	BackoffMin       time.Duration // first redial delay; default 50ms
 	BackoffMax       time.Duration // longest redial delay; default 2s
 	HandshakeTimeout time.Duration // TLS handshake and hello; default 5s
@@ -87,6 +88,9 @@ func (c Config) withDefaults() Config {
 	c.SnapshotChunk = min(c.SnapshotChunk, c.MaxFrame)
 	if c.MaxPending <= 0 {
 		c.MaxPending = 4096
+	}
+	if c.MaxPendingBytes <= 0 {
+		c.MaxPendingBytes = 8 << 20
 	}
 	if c.BackoffMin <= 0 {
 		c.BackoffMin = 50 * time.Millisecond
@@ -144,14 +148,20 @@ type peer struct {
 	id      uint64
 	addr    string
 	pending []*raftpb.Message
-	spare   []*raftpb.Message
-	wake    runtime.Reply[struct{}]
-	waiting bool
-	raw     *runtime.Conn // the outbound connection, nil while down
-	down    bool          // logged as unreachable; cleared on the next good dial
-	gone    bool          // removed: the writer exits
-	backoff time.Duration
-	buf     []byte
+	// pendingBytes approximates the entry bytes in pending: a leader
+	// probing a slow follower resends up to MaxSizePerMsg of the same
+	// entries every heartbeat, so a count bound alone let 4096 such copies
+	// (gigabytes) queue, and the writer then encoded them in one go,
+	// stalling its shard (a CI run's leader-kill test wedged so).
+	pendingBytes int
+	spare        []*raftpb.Message
+	wake         runtime.Reply[struct{}]
+	waiting      bool
+	raw          *runtime.Conn // the outbound connection, nil while down
+	down         bool          // logged as unreachable; cleared on the next good dial
+	gone         bool          // removed: the writer exits
+	backoff      time.Duration
+	buf          []byte
 }
 
 // New opens the peer port and starts the accept loop on f's shard.
@@ -231,11 +241,17 @@ func (t *TCP) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
 			runtime.Go(f, func(f *runtime.Fiber) { t.sendSnapshot(f, p, m) })
 			continue
 		}
-		if len(p.pending) >= t.cfg.MaxPending {
+		n := entryBytes(m)
+		if len(p.pending) >= t.cfg.MaxPending || (len(p.pending) > 0 && p.pendingBytes+n > t.cfg.MaxPendingBytes) {
+			// The link does not keep up. Like etcd's rafthttp, tell raft:
+			// it stops pipelining appends to the peer and probes instead,
+			// resending what the peer lacks once it answers.
 			t.Stats.MessagesDropped.Add(1)
+			t.cfg.Handler.ReportUnreachable(f, m.GetTo())
 			continue
 		}
 		p.pending = append(p.pending, m)
+		p.pendingBytes += n
 		t.wakePeer(f, p)
 	}
 }
@@ -309,7 +325,7 @@ func (t *TCP) runPeer(f *runtime.Fiber, p *peer) {
 			}
 		}
 		batch := p.pending
-		p.pending, p.spare = p.spare[:0], nil
+		p.pending, p.spare, p.pendingBytes = p.spare[:0], nil, 0
 		if err := t.writeBatch(conn, p, batch); err != nil {
 			_ = p.raw.Close()
 			p.raw, conn = nil, nil
@@ -325,7 +341,7 @@ func (t *TCP) runPeer(f *runtime.Fiber, p *peer) {
 func (t *TCP) lost(f *runtime.Fiber, p *peer, err error) {
 	t.Stats.MessagesDropped.Add(int64(len(p.pending)))
 	clear(p.pending)
-	p.pending = p.pending[:0]
+	p.pending, p.pendingBytes = p.pending[:0], 0
 	if !p.down {
 		p.down = true
 		t.cfg.Logger.Warn("transport: peer unreachable; retrying with backoff", "peer", p.id, "addr", p.addr, "err", err)
@@ -374,6 +390,17 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []*raftpb.Message) error 
 	}
 	_, err := conn.Write(buf)
 	return err
+}
+
+// entryBytes is a cheap stand-in for m's encoded size, for the queue's
+// bound: its entries' data and a little for each entry's and the message's
+// fields (an exact proto size would be computed again when it is sent).
+func entryBytes(m *raftpb.Message) int {
+	n := 64
+	for i := range m.Entries {
+		n += len(m.Entries[i].Data) + 32
+	}
+	return n
 }
 
 func sizeOf(m *raftpb.Message) int {

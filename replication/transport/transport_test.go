@@ -226,6 +226,56 @@ func TestTCPDeliversInOrderAndBatches(t *testing.T) {
 	})
 }
 
+// A burst larger than MaxPendingBytes is cut at the bound: what fits is
+// sent, the rest is dropped and each drop reported unreachable, so raft
+// probes the peer instead of piling up copies of the same entries (a slow
+// follower once had gigabytes queued and its leader's shard stalled).
+func TestTCPBoundsTheQueueInBytes(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1, MaxPendingBytes: 1 << 20})
+		b := startEndpoint(t, f, 1, Config{ID: 2})
+		defer a.close(f)
+		defer b.close(f)
+		a.addPeer(f, 2, b.tcp.Addr().String())
+		big := func(i int) *raftpb.Message {
+			m := heartbeat(1, 2, uint64(i))
+			m.Entries[0].Data = bytes.Repeat([]byte{byte(i)}, 100<<10)
+			return m
+		}
+		// One Send runs on a's shard without yielding: the writer cannot
+		// drain the queue while the burst is queued.
+		var burst []*raftpb.Message
+		for i := range 100 {
+			burst = append(burst, big(i))
+		}
+		a.send(f, burst)
+		const fits = 10 // 10 × (100 KiB + overhead) ≤ 1 MiB < 11 ×
+		if d := a.tcp.Stats.MessagesDropped.Load(); d != 100-fits {
+			t.Errorf("%d messages dropped from a burst of 100 with room for %d, want %d", d, fits, 100-fits)
+		}
+		a.rec.mu.Lock()
+		reported := a.rec.unreachable[2]
+		a.rec.mu.Unlock()
+		if reported != 100-fits {
+			t.Errorf("%d drops reported unreachable, want %d", reported, 100-fits)
+		}
+		waitFor(t, f, "the messages that fit", func() bool { return b.rec.count() == fits })
+		// Once the queue drained, the link carries messages again.
+		a.send(f, []*raftpb.Message{big(100)})
+		waitFor(t, f, "a message after the burst", func() bool { return b.rec.count() == fits+1 })
+		b.rec.mu.Lock()
+		defer b.rec.mu.Unlock()
+		for i, m := range b.rec.msgs[:fits] {
+			if m.GetIndex() != uint64(i) {
+				fatalf(t, "message %d of the burst arrived as index %d", i, m.GetIndex())
+			}
+		}
+		if got := b.rec.msgs[fits].GetIndex(); got != 100 {
+			t.Errorf("the message after the burst arrived as index %d, want 100", got)
+		}
+	})
+}
+
 // rawConn dials the peer port from a fiber and writes raw bytes.
 func rawExchange(f *runtime.Fiber, addr string, payload []byte) (closed bool, err error) {
 	c, err := runtime.Dial(f, "tcp", addr)
