@@ -150,9 +150,10 @@ type peer struct {
 	pending []*raftpb.Message
 	// pendingBytes approximates the entry bytes in pending: a leader
 	// probing a slow follower resends up to MaxSizePerMsg of the same
-	// entries every heartbeat, so a count bound alone let 4096 such copies
-	// (gigabytes) queue, and the writer then encoded them in one go,
-	// stalling its shard (a CI run's leader-kill test wedged so).
+	// entries every heartbeat, so a count bound alone allows 4096 such
+	// copies (gigabytes), which the writer encodes in one go on its shard.
+	// A member in a leader-kill test run grew to 1.1 GB of heap with that
+	// shard busy in the writer's encoding (docs/replication.md).
 	pendingBytes int
 	spare        []*raftpb.Message
 	wake         runtime.Reply[struct{}]
