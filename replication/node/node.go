@@ -900,7 +900,11 @@ func (n *Node) gather(f *runtime.Fiber) {
 func (n *Node) handle(f *runtime.Fiber, w work) {
 	switch w.kind {
 	case workStep:
-		n.heard[w.msg.GetFrom()] = n.ticks
+		// A relayed message's From is where it started, not a member this
+		// one heard from.
+		if !transport.Relayed(w.msg.GetType()) {
+			n.heard[w.msg.GetFrom()] = n.ticks
+		}
 		if err := n.rn.Step(w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			n.log.Debug("node: message not stepped", "type", w.msg.GetType().String(), "from", w.msg.GetFrom(), "err", err)
 		}

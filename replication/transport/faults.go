@@ -13,7 +13,7 @@ import (
 )
 
 // Faults is a set of network faults that tests switch on and off while a
-// group runs: partitions, random drops and a delay. One Faults is shared by
+// group runs: partitions, random or chosen drops and a delay. One Faults is shared by
 // every member of an in-process group (each wraps its own Net with Wrap), so
 // a partition cuts both directions at once. It may be changed from any
 // goroutine; its lock is never held across a park.
@@ -23,6 +23,7 @@ type Faults struct {
 	drop    float64
 	delay   time.Duration
 	rng     *rand.Rand
+	dropIf  func(from uint64, m *raftpb.Message) bool
 	Dropped atomic.Int64 // messages the faults swallowed
 }
 
@@ -63,13 +64,26 @@ func (fs *Faults) SetDelay(d time.Duration) {
 	fs.mu.Unlock()
 }
 
-// cut reports whether a message from -> to is lost now.
-func (fs *Faults) cut(from, to uint64) bool {
+// DropIf drops every message member from sends for which drop returns
+// true (nil switches it off): one direction, or some message types, where a
+// partition cuts everything both ways. drop is called with the faults'
+// lock held and must not park.
+func (fs *Faults) DropIf(drop func(from uint64, m *raftpb.Message) bool) {
+	fs.mu.Lock()
+	fs.dropIf = drop
+	fs.mu.Unlock()
+}
+
+// cut reports whether message m from member from is lost now.
+func (fs *Faults) cut(from uint64, m *raftpb.Message) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	a, aok := fs.group[from]
-	b, bok := fs.group[to]
+	b, bok := fs.group[m.GetTo()]
 	if aok && bok && a != b {
+		return true
+	}
+	if fs.dropIf != nil && fs.dropIf(from, m) {
 		return true
 	}
 	return fs.drop > 0 && fs.rng.Float64() < fs.drop
@@ -101,7 +115,7 @@ func (w *faulty) RemovePeer(f *runtime.Fiber, id uint64)           { w.inner.Rem
 func (w *faulty) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
 	kept := make([]*raftpb.Message, 0, len(msgs))
 	for _, m := range msgs {
-		if w.fs.cut(w.self, m.GetTo()) {
+		if w.fs.cut(w.self, m) {
 			w.fs.Dropped.Add(1)
 			if m.GetType() == raftpb.MsgSnap {
 				w.h.ReportSnapshot(f, m.GetTo(), raft.SnapshotFailure)

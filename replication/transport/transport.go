@@ -624,22 +624,48 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 }
 
 // checkFrom refuses messages that claim another sender or recipient than
-// the hello, and local message types, which never travel.
+// the hello, and local message types, which never travel. The hello's
+// sender is the connection's peer (bound to its certificate by
+// checkIdentity); a message raft relays (Relayed) names where it started
+// instead, so only its From being set is checked.
 func checkFrom(msgs []*raftpb.Message, h hello, self uint64) error {
 	for _, m := range msgs {
 		switch {
-		case m.GetFrom() != h.from && m.GetType() != raftpb.MsgTransferLeader:
-			// A follower forwards a leadership transfer to the leader with
-			// From naming the transferee, as raft builds it; every other
-			// message names its sender.
-			return fmt.Errorf("%s from %x on a connection from %x", m.GetType(), m.GetFrom(), h.from)
-		case m.GetTo() != self:
-			return fmt.Errorf("%s to %x, this member is %x", m.GetType(), m.GetTo(), self)
 		case raft.IsLocalMsg(m.GetType()):
 			return fmt.Errorf("local message type %s from a peer", m.GetType())
+		case m.GetTo() != self:
+			return fmt.Errorf("%s to %x, this member is %x", m.GetType(), m.GetTo(), self)
+		case Relayed(m.GetType()):
+			if m.GetFrom() == raft.None {
+				return fmt.Errorf("%s relayed by %x without a sender", m.GetType(), h.from)
+			}
+		case m.GetFrom() != h.from:
+			return fmt.Errorf("%s from %x on a connection from %x", m.GetType(), m.GetFrom(), h.from)
 		}
 	}
 	return nil
+}
+
+// Relayed reports whether raft passes messages of type t on to another
+// member with the From it received them with: raft's send fills From only
+// when it is empty, so a relayed message names the member it started on,
+// not the one relaying it. go.etcd.io/raft/v3 v3.7.0, raft.go stepFollower:
+//
+//   - MsgProp: a follower forwards a proposal to its leader (a member that
+//     has just lost leadership passes on what its followers sent it);
+//   - MsgReadIndex: the same for a read; the leader answers From directly;
+//   - MsgTransferLeader: the same for a leadership transfer, whose From
+//     names the transferee, not a sender.
+//
+// stepCandidate drops all three, and stepLeader relays nothing. Every other
+// message is built by the member that sends it, so its From must be the
+// connection's peer (docs/replication.md, "Limits and refusals").
+func Relayed(t raftpb.MessageType) bool {
+	switch t {
+	case raftpb.MsgProp, raftpb.MsgReadIndex, raftpb.MsgTransferLeader:
+		return true
+	}
+	return false
 }
 
 func isClosed(err error) bool {

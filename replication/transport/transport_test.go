@@ -578,19 +578,28 @@ func TestLoadTLSErrors(t *testing.T) {
 
 func TestFaultsPartitionAndDrop(t *testing.T) {
 	fs := NewFaults(3)
+	cut := func(from, to uint64) bool { return fs.cut(from, msg(raftpb.MsgApp, from, to)) }
 	fs.Partition([]uint64{1}, []uint64{2, 3})
 	switch {
-	case !fs.cut(1, 2) || !fs.cut(2, 1) || !fs.cut(3, 1):
+	case !cut(1, 2) || !cut(2, 1) || !cut(3, 1):
 		t.Fatal("partition does not cut across sides")
-	case fs.cut(2, 3) || fs.cut(4, 1) || fs.cut(1, 4):
+	case cut(2, 3) || cut(4, 1) || cut(1, 4):
 		t.Fatal("partition cuts inside a side or an unnamed member")
 	}
 	fs.Heal()
-	if fs.cut(1, 2) {
+	if cut(1, 2) {
 		t.Fatal("heal left a cut")
 	}
+	fs.DropIf(func(from uint64, m *raftpb.Message) bool { return from == 1 && m.GetType() == raftpb.MsgApp })
+	switch {
+	case !cut(1, 2):
+		t.Fatal("DropIf kept a message it chose")
+	case cut(2, 1) || fs.cut(1, msg(raftpb.MsgHeartbeat, 1, 2)):
+		t.Fatal("DropIf dropped a message it did not choose")
+	}
+	fs.DropIf(nil)
 	fs.SetDrop(1)
-	if !fs.cut(2, 3) {
+	if !cut(2, 3) {
 		t.Fatal("drop 1 kept a message")
 	}
 }
@@ -624,6 +633,83 @@ func TestTCPRefusesARemovedMember(t *testing.T) {
 		b.rec.mu.Unlock()
 		if n == 0 {
 			t.Error("a send to a removed peer was not reported unreachable")
+		}
+	})
+}
+
+// msg is a raft message of type typ from -> to; relayed types carry no
+// term, as raft sends them.
+func msg(typ raftpb.MessageType, from, to uint64) *raftpb.Message {
+	m := &raftpb.Message{Type: typ.Enum(), From: new(from), To: new(to)}
+	if !Relayed(typ) {
+		m.Term = new(uint64(3))
+	}
+	return m
+}
+
+// TestCheckFromRelaysAndForgeries is the sender rule on a connection from
+// member 1 to member 2: what raft relays may name another member as its
+// sender; what a member builds itself may not.
+func TestCheckFromRelaysAndForgeries(t *testing.T) {
+	h := hello{stream: streamMsgs, cluster: 42, from: 1, to: 2}
+	cases := []struct {
+		name string
+		m    *raftpb.Message
+		err  string // "" when accepted
+	}{
+		{"proposal relayed from member 3", msg(raftpb.MsgProp, 3, 2), ""},
+		{"proposal relayed back to its proposer", msg(raftpb.MsgProp, 2, 2), ""},
+		{"read index relayed from member 3", msg(raftpb.MsgReadIndex, 3, 2), ""},
+		{"leadership transfer naming the transferee", msg(raftpb.MsgTransferLeader, 3, 2), ""},
+		{"the peer's own proposal", msg(raftpb.MsgProp, 1, 2), ""},
+		{"the peer's own append", msg(raftpb.MsgApp, 1, 2), ""},
+		{"relayed proposal without a sender", msg(raftpb.MsgProp, 0, 2), "without a sender"},
+		{"relayed read to another member", msg(raftpb.MsgReadIndex, 3, 4), "this member is 2"},
+		{"forged append", msg(raftpb.MsgApp, 3, 2), "MsgApp from 3 on a connection from 1"},
+		{"forged vote", msg(raftpb.MsgVote, 3, 2), "MsgVote from 3 on a connection from 1"},
+		{"forged pre-vote", msg(raftpb.MsgPreVote, 3, 2), "MsgPreVote from 3"},
+		{"forged heartbeat", msg(raftpb.MsgHeartbeat, 3, 2), "MsgHeartbeat from 3"},
+		{"forged snapshot", msg(raftpb.MsgSnap, 3, 2), "MsgSnap from 3"},
+		{"forged append answer", msg(raftpb.MsgAppResp, 3, 2), "MsgAppResp from 3"},
+		{"forged vote answer", msg(raftpb.MsgVoteResp, 3, 2), "MsgVoteResp from 3"},
+		{"forged read index answer", msg(raftpb.MsgReadIndexResp, 3, 2), "MsgReadIndexResp from 3"},
+		{"forged timeout-now", msg(raftpb.MsgTimeoutNow, 3, 2), "MsgTimeoutNow from 3"},
+		{"local message", msg(raftpb.MsgHup, 1, 2), "local message type"},
+		{"local message dressed as relayed", msg(raftpb.MsgSnapStatus, 3, 2), "local message type"},
+	}
+	for _, c := range cases {
+		err := checkFrom([]*raftpb.Message{c.m}, h, 2)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.err != "" && err == nil:
+			t.Errorf("%s: accepted", c.name)
+		case c.err != "" && !strings.Contains(err.Error(), c.err):
+			t.Errorf("%s: refused with %q, want it to say %q", c.name, err, c.err)
+		}
+	}
+}
+
+// TestTCPDeliversRelayedMessages: a member that has just lost leadership
+// passes on its followers' proposals and reads with their From kept; the
+// new leader takes them, and the connection stays open for what follows.
+func TestTCPDeliversRelayedMessages(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1})
+		defer a.close(f)
+		b := startEndpoint(t, f, 1, Config{ID: 2})
+		defer b.close(f)
+		a.addPeer(f, 2, b.tcp.Addr().String())
+		prop := msg(raftpb.MsgProp, 3, 2)
+		prop.Entries = []*raftpb.Entry{{Data: []byte("x")}}
+		a.send(f, []*raftpb.Message{prop, msg(raftpb.MsgReadIndex, 3, 2), msg(raftpb.MsgTransferLeader, 3, 2)})
+		a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
+		waitFor(t, f, "the relayed messages and the heartbeat after them", func() bool { return b.rec.count() == 4 })
+		if n := b.tcp.Stats.ConnsRefused.Load(); n != 0 {
+			t.Errorf("%d connections refused: %s", n, b.logs.String())
+		}
+		if n := a.tcp.Stats.Dials.Load(); n != 1 {
+			t.Errorf("member 1 dialed %d times, want once", n)
 		}
 	})
 }
