@@ -24,11 +24,18 @@
 //	signals     SIGTERM/SIGINT drain and exit 0; a second signal exits at once (status 1)
 //	telemetry   standard OTEL_* variables; no endpoint means tracing off, a malformed
 //	            one exits 2; telemetry.flush_timeout (1s) bounds the flush at exit (docs/tracing.md)
-//	exit codes  0 drained; 1 start-up failure (port, database); 2 bad config;
-//	            3 runtime could not start (no usable backend); 70 WAL failure (dbowner.ExitFatal)
+//	exit codes  0 drained; 1 start-up failure (port, database, too little free space);
+//	            2 bad config; 3 runtime could not start (no usable backend);
+//	            70 WAL failure (dbowner.ExitFatal); 75 data.dir locked by another process
+//	            (internal/dirlock; the message names the holder's pid); `worker --help` lists them
+//	version     `worker --version` prints the version and the commit (internal/buildinfo);
+//	            /metrics has wo_build_info{version,commit,goversion} 1
 //
 // # Start and stop
 //
+// Before anything else touches data.dir the worker takes its lock
+// (data.dir/LOCK, an flock held until the process ends; internal/dirlock):
+// a second process on the same directory exits 75 naming the holder's pid.
 // The ops port is bound before the runtime starts, and /healthz answers at
 // once, also while the database recovers. The worker is a runtime.Run
 // whose main fiber opens the database on data.dir, starts the data plane

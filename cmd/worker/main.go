@@ -17,8 +17,10 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/admin"
+	"github.com/writeonce/wo/internal/buildinfo"
 	"github.com/writeonce/wo/internal/chat"
 	"github.com/writeonce/wo/internal/config"
+	"github.com/writeonce/wo/internal/dirlock"
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/ops"
 	"github.com/writeonce/wo/internal/records"
@@ -28,6 +30,31 @@ import (
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// exitLocked is the exit status when data.dir is held by another process
+// (config.ExitCodes, --help).
+const exitLocked = 75
+
+// lockDataDir creates data.dir if missing and takes its lock for the rest
+// of the process's life; it returns 0, or the exit status to stop with.
+func lockDataDir(dir string, log *slog.Logger) int {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Error("worker: data dir", "dir", dir, "err", err)
+		return 1
+	}
+	// The *Lock is not kept: it is a bare descriptor, without a finalizer,
+	// so the lock lasts until the process ends.
+	if _, err := dirlock.Acquire(dir); err != nil {
+		var held *dirlock.HeldError
+		if errors.As(err, &held) {
+			log.Error("worker: data dir in use by another process", "dir", dir, "pid", held.PID, "err", err)
+			return exitLocked
+		}
+		log.Error("worker: data dir lock", "dir", dir, "err", err)
+		return 1
+	}
+	return 0
+}
 
 // fdReserve is the part of the file descriptor limit the data port's
 // automatic connection cap leaves to everything else: the WAL, the ops
@@ -39,6 +66,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, config.ErrHelp) {
 		return 0
 	}
+	if errors.Is(err, config.ErrVersion) {
+		fmt.Fprintln(stdout, buildinfo.Get())
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
@@ -46,6 +77,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Lines logged with a traced context carry trace_id and span_id.
 	log := slog.New(telemetry.LogHandler(cfg.Logger(stderr).Handler()))
 	slog.SetDefault(log)
+	// One process per data directory, before anything in it is read or
+	// written (and before the ports: a second local run would otherwise
+	// stop at the ops port's collision and hide the real reason). The
+	// lock is never released: the kernel drops it when this process ends,
+	// however it ends (internal/dirlock).
+	if code := lockDataDir(cfg.DataDir, log); code != 0 {
+		return code
+	}
 	// The token files are read now (a bad one stops the start, naming the
 	// file and line) and again whenever they change (tokenfile).
 	token, err := tokenfile.Load("auth.token_file", cfg.TokenFile, log)

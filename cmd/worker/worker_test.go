@@ -314,7 +314,7 @@ func TestBadConfigExits2(t *testing.T) {
 		t.Fatalf("bad config: %v\n%s", err, out)
 	}
 	out, err = exec.Command(workerBin, "--help").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "WO_SHARDS") {
+	if err != nil || !strings.Contains(string(out), "WO_SHARDS") || !strings.Contains(string(out), "75  data.dir is in use") {
 		t.Fatalf("--help: %v\n%s", err, out)
 	}
 }

@@ -447,6 +447,10 @@ func Keys() []string {
 // been written to the output passed to Load.
 var ErrHelp = pflag.ErrHelp
 
+// ErrVersion is returned by Load when --version was given: the caller
+// prints the build (internal/buildinfo) and exits 0.
+var ErrVersion = errors.New("config: --version")
+
 // Load resolves the settings from args (without the program name), the WO_*
 // environment, the TOML file and the defaults, in that order of precedence.
 // Usage and flag errors go to out. Every value from every source is
@@ -457,6 +461,7 @@ func Load(args []string, out io.Writer) (Config, error) {
 	fset.SetOutput(out)
 	fset.SortFlags = false
 	configFile := fset.String("config", DefaultFile, "TOML config `file`; a missing default file is fine, a missing explicit one is an error")
+	version := fset.Bool("version", false, "print the version and the git commit, and exit")
 	for _, s := range settings {
 		fset.String(s.flag, s.def, fmt.Sprintf("%s [env %s, file key %s]", s.help, s.env, s.key))
 		if s.kind == kindBool {
@@ -469,6 +474,9 @@ func Load(args []string, out io.Writer) (Config, error) {
 			return Config{}, ErrHelp
 		}
 		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if *version {
+		return Config{}, ErrVersion
 	}
 	if fset.NArg() > 0 {
 		return Config{}, fmt.Errorf("config: unexpected argument %q (settings are flags: see --help)", fset.Arg(0))
@@ -657,4 +665,16 @@ func Usage(w io.Writer, fset *pflag.FlagSet) {
 	for _, s := range settings {
 		fmt.Fprintf(w, "  %-20s %-14s %-20s %s\n", s.key, s.env, "--"+s.flag, s.def)
 	}
+	fmt.Fprintf(w, "\n%s", ExitCodes)
 }
+
+// ExitCodes is the exit status table --help ends with; cmd/worker returns
+// these (its doc.go has the same table).
+const ExitCodes = `Exit codes:
+  0   drained after SIGTERM/SIGINT (or --help, --version)
+  1   start-up failure: a port, the database, too little free space on data.dir; or a second signal
+  2   bad configuration
+  3   the runtime could not start (no usable I/O backend)
+  70  WAL failure (a failed fdatasync; dbowner.ExitFatal)
+  75  data.dir is in use by another process (its pid is in the message and in data.dir/LOCK)
+`

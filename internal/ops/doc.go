@@ -24,6 +24,7 @@
 // Metrics:
 //
 //	wo_ready                                 gauge   1 when ready
+//	wo_build_info{version,commit,goversion}  gauge   always 1 (internal/buildinfo; `worker --version`)
 //	wo_runtime_info{backend,reason,shards}   gauge   always 1
 //	wo_runtime_shards                        gauge
 //	wo_runtime_dropped_messages_total        counter

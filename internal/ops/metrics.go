@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/buildinfo"
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -48,6 +49,18 @@ var (
 	allDescriptors                      = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
 	_              prometheus.Collector = (*collector)(nil)
 )
+
+// buildInfoGauge is wo_build_info{version,commit,goversion} 1: which build
+// runs, as `worker --version` says it (package buildinfo).
+func buildInfoGauge(info buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "wo_build_info",
+		Help:        "The running build: its version, git commit and Go toolchain; always 1.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "commit": info.Commit, "goversion": info.GoVersion},
+	})
+	g.Set(1)
+	return g
+}
 
 // raftGauges are the member's wo_raft_* gauges after wo_raft_info, each a
 // number of its view of the group (GET /admin/cluster).

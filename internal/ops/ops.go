@@ -15,6 +15,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/buildinfo"
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/iobackend"
@@ -85,6 +86,7 @@ func New(opts Options) *Server {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&collector{s: s},
+		buildInfoGauge(buildinfo.Get()),
 	)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)

@@ -1,0 +1,124 @@
+package dirlock
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Name is the lock file's name inside the directory.
+const Name = "LOCK"
+
+// ErrLocked is wrapped by the error Lock returns when another process (or
+// another Lock in this one) holds the directory.
+var ErrLocked = errors.New("dirlock: the data directory is in use by another process")
+
+// HeldError is Lock's error when the directory is held: it names the
+// directory and the holder's pid as the lock file says (0 when the file
+// could not be read, e.g. the holder had not written it yet).
+type HeldError struct {
+	Dir string
+	PID int
+}
+
+func (e *HeldError) Error() string {
+	holder := "another process (pid unknown)"
+	if e.PID > 0 {
+		holder = "pid " + strconv.Itoa(e.PID)
+	}
+	return fmt.Sprintf("data directory %s is locked by %s (%s): one process per data directory; stop that one first", e.Dir, holder, filepath.Join(e.Dir, Name))
+}
+
+func (e *HeldError) Unwrap() error { return ErrLocked }
+
+// Lock is a held directory lock. Its zero value is not useful.
+//
+// It holds a raw descriptor, not an *os.File: an *os.File that becomes
+// unreachable is closed by its finalizer, which would drop the lock in the
+// middle of the process's life.
+type Lock struct {
+	fd  int
+	dir string
+}
+
+// Acquire takes the exclusive lock on dir, which must exist, without
+// waiting: if another process holds it, the error is a *HeldError
+// (errors.Is ErrLocked). On success the lock file holds this process's
+// pid, and the lock lasts until Release or the process's end.
+func Acquire(dir string) (*Lock, error) {
+	path := filepath.Join(dir, Name)
+	// No O_TRUNC: truncating before the lock is ours would wipe the
+	// holder's pid. O_CLOEXEC: a child process must not inherit the lock.
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("dirlock: open %s: %w", path, err)
+	}
+	if err := flock(fd); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &HeldError{Dir: dir, PID: readPID(path)}
+		}
+		return nil, fmt.Errorf("dirlock: flock %s: %w", path, err)
+	}
+	// Ours now: say who holds it. A directory where a 10-byte write fails
+	// is no place to start a database in either, so a failure refuses.
+	if err := writePID(fd); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("dirlock: write pid to %s: %w", path, err)
+	}
+	return &Lock{fd: fd, dir: dir}, nil
+}
+
+// flock takes the exclusive lock without blocking, retrying EINTR.
+func flock(fd int) error {
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+func writePID(fd int) error {
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		return err
+	}
+	b := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	n, err := unix.Pwrite(fd, b, 0)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	return err
+}
+
+// readPID reads the holder's pid from the lock file; 0 if it cannot.
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// Dir is the locked directory.
+func (l *Lock) Dir() string { return l.dir }
+
+// Release drops the lock (the file stays, with the old pid in it). The
+// worker never calls it: its lock goes with the process. Tests and tools
+// that lock and go on do.
+func (l *Lock) Release() error {
+	if err := unix.Close(l.fd); err != nil {
+		return fmt.Errorf("dirlock: release %s: %w", l.dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package dirlock_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/writeonce/wo/internal/dirlock"
+)
+
+// TestHeldErrorNamesDirAndPID: the refusal names the directory and the pid
+// the holder wrote, and a lock file left by a dead holder (its pid still
+// in it) does not stop a new holder, who writes its own.
+func TestHeldErrorNamesDirAndPID(t *testing.T) {
+	dir := t.TempDir()
+	// A lock file left by a process that died: content, no flock.
+	if err := os.WriteFile(filepath.Join(dir, dirlock.Name), []byte("999999999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := dirlock.Acquire(dir)
+	if err != nil {
+		t.Fatalf("a stale lock file kept a new holder out: %v", err)
+	}
+	defer l.Release()
+	b, err := os.ReadFile(filepath.Join(dir, dirlock.Name))
+	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("lock file holds %q (%v), want this pid %d", b, err, os.Getpid())
+	}
+	_, err = dirlock.Acquire(dir)
+	if !errors.Is(err, dirlock.ErrLocked) {
+		t.Fatalf("second Acquire: %v, want ErrLocked", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, dir) || !strings.Contains(msg, "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("refusal does not name %s and the pid: %s", dir, msg)
+	}
+}
+
+// TestMissingDir: Acquire does not create the directory; the error names
+// the path.
+func TestMissingDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "absent")
+	if _, err := dirlock.Acquire(dir); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Acquire on a missing dir: %v", err)
+	}
+}
