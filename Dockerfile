@@ -17,7 +17,13 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG TARGETARCH
-RUN CGO_ENABLED=0 GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/worker ./cmd/operator
+# The version (worker --version, wo_build_info) is the image's; the commit
+# comes from .git when the context has it, else from REVISION if given.
+ARG VERSION=0.1.0
+ARG REVISION=
+RUN CGO_ENABLED=0 GOARCH=${TARGETARCH} go build -trimpath \
+      -ldflags "-s -w -X github.com/writeonce/wo/internal/buildinfo.version=${VERSION} -X github.com/writeonce/wo/internal/buildinfo.commit=${REVISION}" \
+      -o /out/ ./cmd/worker ./cmd/operator
 # The filesystem of hack/imagebuild's base layer.
 RUN mkdir -p /rootfs/etc/wo /rootfs/home/nonroot /rootfs/tmp /rootfs/usr/local/bin /rootfs/var/lib/wo && \
     printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >/rootfs/etc/passwd && \

@@ -78,7 +78,8 @@ VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' charts/wo/Chart.yaml)
 ## Docker daemon: $(BUILD)/image/oci (OCI layout) and $(BUILD)/image/images.tar
 ## (docker load / ctr import). See hack/imagebuild.
 image:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BUILD)/bin/ ./cmd/worker ./cmd/operator
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/writeonce/wo/internal/buildinfo.version=$(VERSION)" \
+		-o $(BUILD)/bin/ ./cmd/worker ./cmd/operator
 	$(GO) run ./hack/imagebuild --worker $(BUILD)/bin/worker --operator $(BUILD)/bin/operator \
 		--out $(BUILD)/image --version $(VERSION) \
 		--revision "$$(git rev-parse HEAD 2>/dev/null)" --created "$$(git log -1 --format=%ct 2>/dev/null || echo 0)"
