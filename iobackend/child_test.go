@@ -4,6 +4,7 @@ package iobackend
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -35,14 +36,44 @@ func runChild(t *testing.T, name, setup string) {
 func inChild(setup string) bool { return os.Getenv(childEnv) == setup }
 
 // TestSeccompFallback: under a filter that denies io_uring with EPERM (as
-// Docker's default profile does), auto picks epoll and says seccomp/denied,
-// uring is a clear error, and the epoll backend works.
+// Docker's and containerd's default profiles do), auto picks epoll and says
+// seccomp/denied, uring is a clear error, and the epoll backend works.
 func TestSeccompFallback(t *testing.T) {
 	if !inChild("seccomp") {
+		skipWithoutKernelUring(t)
 		runChild(t, "TestSeccompFallback", "seccomp")
 		return
 	}
-	if err := seccompdeny.Install(); err != nil {
+	seccompFallback(t, unix.EPERM)
+}
+
+// TestSeccompENOSYSFallback: the same under a filter that answers ENOSYS,
+// as podman's default profile does (defaultErrnoRet 38). The probe must
+// blame the filter, not the kernel: this kernel has io_uring.
+func TestSeccompENOSYSFallback(t *testing.T) {
+	if !inChild("seccomp-enosys") {
+		skipWithoutKernelUring(t)
+		runChild(t, "TestSeccompENOSYSFallback", "seccomp-enosys")
+		return
+	}
+	seccompFallback(t, unix.ENOSYS)
+}
+
+// skipWithoutKernelUring skips a seccomp test on a kernel without a usable
+// io_uring: there the probe rightly blames the kernel. A filter already
+// installed (make test-seccomp) does not skip: the child's filter, added
+// last, decides the errno.
+func skipWithoutKernelUring(t *testing.T) {
+	var pe *ProbeError
+	if errors.As(ProbeUring(Options{}), &pe) && (pe.Reason == ReasonNoKernel || pe.Reason == ReasonOld || pe.Reason == ReasonMissingOp) {
+		t.Skipf("the kernel has no usable io_uring, nothing for a filter to deny: %v", pe)
+	}
+}
+
+// seccompFallback is the child of the seccomp tests: it installs a filter
+// answering errno and checks the diagnosis, its evidence and the fallback.
+func seccompFallback(t *testing.T, errno unix.Errno) {
+	if err := seccompdeny.InstallErrno(errno); err != nil {
 		t.Fatal(err)
 	}
 	sel, err := Select(ModeAuto)
@@ -53,8 +84,15 @@ func TestSeccompFallback(t *testing.T) {
 	if sel.Kind != KindEpoll {
 		t.Fatalf("auto chose %s under seccomp", sel.Kind)
 	}
-	if sel.Probe == nil || sel.Probe.Reason != ReasonDenied || !strings.Contains(sel.Reason, "seccomp") || !strings.Contains(sel.Reason, "denied") {
-		t.Fatalf("reason %q (probe %+v): want denied/seccomp", sel.Reason, sel.Probe)
+	if sel.Probe == nil || sel.Probe.Reason != ReasonDenied || !strings.Contains(sel.Reason, "seccomp filter") || !strings.Contains(sel.Reason, "denied") {
+		t.Fatalf("reason %q (probe %+v): want denied by a seccomp filter", sel.Reason, sel.Probe)
+	}
+	if ev := sel.Probe.Evidence; ev == nil || ev.Seccomp != 2 || ev.Errno != unix.ErrnoName(errno) || ev.Kernel == "" ||
+		!strings.Contains(sel.Reason, "seccomp=filter") {
+		t.Fatalf("evidence %+v in %q: want seccomp filter, errno %s and the kernel release", ev, sel.Reason, unix.ErrnoName(errno))
+	}
+	if strings.Contains(sel.Reason, "kernel without") || strings.Contains(sel.Reason, "lacks io_uring") {
+		t.Fatalf("reason %q blames the kernel", sel.Reason)
 	}
 	_, err = Select(ModeUring)
 	t.Logf("uring: %v", err)

@@ -5,15 +5,6 @@ package iobackend
 import (
 	"os"
 	"testing"
-
-	"golang.org/x/sys/unix"
-)
-
-var (
-	errEPERM  error = unix.EPERM
-	errENOSYS error = unix.ENOSYS
-	errENOMEM error = unix.ENOMEM
-	errEINVAL error = unix.EINVAL
 )
 
 func writeFile(t *testing.T, path, s string) {

@@ -7,20 +7,33 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// sysctlPath is read to tell "disabled by sysctl" from "denied by seccomp".
-var sysctlPath = "/proc/sys/kernel/io_uring_disabled"
+// The files the probe reads for its evidence (variables so tests can point
+// them at fakes).
+var (
+	sysctlPath = "/proc/sys/kernel/io_uring_disabled"
+	statusPath = "/proc/self/status"
+)
 
 // ProbeUring checks that this process can run the io_uring backend: it calls
 // io_uring_setup with the exact flags and entry count Open uses, checks the
 // features the backend relies on, and asks IORING_REGISTER_PROBE about every
-// opcode the backend submits. nil means Open(KindUring) will work.
+// opcode the backend submits. nil means Open(KindUring) will work; a
+// *ProbeError names the cause and carries the evidence for it.
 func ProbeUring(opts Options) error {
+	if pe := probeUring(opts); pe != nil {
+		return pe
+	}
+	return nil
+}
+
+func probeUring(opts Options) *ProbeError {
 	entries := opts.Entries
 	if entries == 0 {
 		entries = DefaultEntries
@@ -40,18 +53,12 @@ func ProbeUring(opts Options) error {
 		name string
 	}{{featNoDrop, "IORING_FEAT_NODROP (5.5)"}, {featRWCurPos, "IORING_FEAT_RW_CUR_POS (5.6)"}} {
 		if p.Features&f.bit == 0 {
-			return &ProbeError{Reason: ReasonOld, Msg: fmt.Sprintf("io_uring: kernel lacks %s; needs Linux 5.6 or later", f.name)}
+			return withEvidence(&ProbeError{Reason: ReasonOld, Msg: fmt.Sprintf("io_uring: kernel lacks %s; needs Linux 5.6 or later", f.name)})
 		}
 	}
 	var probe uringProbe
 	if err := ioUringRegister(fd, registerProbe, unsafe.Pointer(&probe), uint32(len(probe.Ops))); err != nil {
-		switch {
-		case errors.Is(err, unix.EPERM):
-			return &ProbeError{Reason: ReasonDenied, Err: err, Msg: "io_uring_register: EPERM: denied, most likely by a seccomp profile"}
-		case errors.Is(err, unix.EINVAL):
-			return &ProbeError{Reason: ReasonOld, Err: err, Msg: "io_uring_register(IORING_REGISTER_PROBE): EINVAL: kernel too old (needs Linux 5.6 or later)"}
-		}
-		return &ProbeError{Reason: ReasonOther, Err: err, Msg: fmt.Sprintf("io_uring_register(IORING_REGISTER_PROBE): %v", err)}
+		return classifyRegister(err)
 	}
 	var missing []string
 	for _, op := range requiredOps {
@@ -60,37 +67,93 @@ func ProbeUring(opts Options) error {
 		}
 	}
 	if len(missing) > 0 {
-		return &ProbeError{Reason: ReasonMissingOp, Msg: "io_uring: kernel does not support " + strings.Join(missing, ", ")}
+		return withEvidence(&ProbeError{Reason: ReasonMissingOp, Msg: "io_uring: kernel does not support " + strings.Join(missing, ", ")})
 	}
 	return nil
 }
 
+// classifySetup names the cause of io_uring_setup's error from what this
+// process and kernel show (diagnose).
 func classifySetup(err error) *ProbeError {
-	switch {
-	case errors.Is(err, unix.EPERM):
-		if v, ok := readSysctl(); ok && v != "0" {
-			return &ProbeError{Reason: ReasonSysctl, Err: err, Msg: fmt.Sprintf(
-				"io_uring_setup: EPERM: io_uring is disabled by sysctl kernel.io_uring_disabled=%s", v)}
-		}
-		return &ProbeError{Reason: ReasonDenied, Err: err, Msg: "io_uring_setup: EPERM: denied, most likely by a seccomp profile " +
-			"(Docker 25+ and containerd 2.0+ RuntimeDefault deny io_uring)"}
-	case errors.Is(err, unix.ENOSYS):
-		return &ProbeError{Reason: ReasonNoKernel, Err: err, Msg: "io_uring_setup: ENOSYS: kernel without io_uring (needs Linux 5.6 or later built with CONFIG_IO_URING)"}
-	case errors.Is(err, unix.ENOMEM):
-		return &ProbeError{Reason: ReasonMemlock, Err: err, Msg: "io_uring_setup: ENOMEM: cannot allocate the rings; " +
-			"raise RLIMIT_MEMLOCK (ulimit -l; kernels before 5.12 charge rings to it)"}
-	}
-	return &ProbeError{Reason: ReasonOther, Err: err, Msg: fmt.Sprintf("io_uring_setup: %v", err)}
+	return classify("io_uring_setup", err)
 }
 
-func readSysctl() (string, bool) {
+// classifyRegister is classifySetup for IORING_REGISTER_PROBE, where
+// EINVAL means a kernel before 5.6 (the operation is unknown to it).
+func classifyRegister(err error) *ProbeError {
+	if errors.Is(err, unix.EINVAL) {
+		return withEvidence(&ProbeError{Reason: ReasonOld, Err: err,
+			Msg: "io_uring_register(IORING_REGISTER_PROBE): EINVAL: kernel too old (needs Linux 5.6 or later)"})
+	}
+	return classify("io_uring_register(IORING_REGISTER_PROBE)", err)
+}
+
+func classify(call string, err error) *ProbeError {
+	var errno unix.Errno
+	if !errors.As(err, &errno) {
+		return withEvidence(&ProbeError{Reason: ReasonOther, Err: err, Msg: fmt.Sprintf("%s: %v", call, err)})
+	}
+	return diagnose(call, errno, readEvidence())
+}
+
+// withEvidence adds the evidence to a failure diagnose did not name: the
+// kernel release says most about a missing feature or opcode.
+func withEvidence(pe *ProbeError) *ProbeError {
+	ev := readEvidence()
+	if errno, ok := pe.Err.(unix.Errno); ok {
+		ev.Errno = unix.ErrnoName(errno)
+	}
+	pe.Evidence = &ev
+	pe.Msg += " [" + ev.String() + "]"
+	return pe
+}
+
+// readEvidence reads what diagnose decides on. Each part that cannot be
+// read is marked unknown, never guessed.
+func readEvidence() ProbeEvidence {
+	ev := ProbeEvidence{Seccomp: readSeccompMode(), IOUringDisabled: readSysctl(), MemlockBytes: MemlockUnlimited}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		ev.Kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil {
+		ev.MemlockBytes = lim.Cur
+	}
+	return ev
+}
+
+// readSeccompMode is the Seccomp field of /proc/self/status (0, 1 or 2),
+// or -1.
+func readSeccompMode() int {
+	b, err := os.ReadFile(statusPath)
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
+// readSysctl is kernel.io_uring_disabled, or -1 when the kernel has no such
+// sysctl (before 6.6) or it cannot be read.
+func readSysctl() int {
 	b, err := os.ReadFile(sysctlPath)
 	if err != nil {
-		return "", false
+		return -1
 	}
-	return strings.TrimSpace(string(b)), true
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return n
 }
-
 // Select picks the backend for mode. ModeAuto probes io_uring and falls back
 // to epoll, saying why in Reason; ModeUring returns an error (meant to be
 // fatal) when the probe fails; ModeEpoll never probes.

@@ -3,8 +3,11 @@
 package iobackend
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseMode(t *testing.T) {
@@ -67,30 +70,80 @@ func TestSelect(t *testing.T) {
 	}
 }
 
-func TestClassifySetup(t *testing.T) {
-	// The sysctl/seccomp split depends on the file; point it at fakes.
-	dir := t.TempDir()
-	old := sysctlPath
-	defer func() { sysctlPath = old }()
+// TestDiagnose is the decision table: the errno and the evidence name the
+// cause, without a system call.
+func TestDiagnose(t *testing.T) {
+	ev := func(seccomp, disabled int, kernel string, memlock uint64) ProbeEvidence {
+		return ProbeEvidence{Seccomp: seccomp, IOUringDisabled: disabled, Kernel: kernel, MemlockBytes: memlock}
+	}
+	const mib = 1 << 20
 	for _, tc := range []struct {
-		sysctl string
-		want   ProbeReason
-		word   string
-	}{{"2\n", ReasonSysctl, "kernel.io_uring_disabled=2"}, {"0\n", ReasonDenied, "seccomp"}, {"", ReasonDenied, "seccomp"}} {
-		sysctlPath = dir + "/missing"
-		if tc.sysctl != "" {
-			sysctlPath = dir + "/io_uring_disabled"
-			writeFile(t, sysctlPath, tc.sysctl)
+		name  string
+		errno unix.Errno
+		ev    ProbeEvidence
+		want  ProbeReason
+		words []string
+	}{
+		{"podman: ENOSYS from a filter on a new kernel", unix.ENOSYS, ev(2, 0, "6.18.0-1-amd64", 8*mib), ReasonDenied,
+			[]string{"seccomp filter that answers ENOSYS", "podman", "errno=ENOSYS seccomp=filter io_uring_disabled=0 kernel=6.18.0-1-amd64 memlock=8MiB"}},
+		{"ENOSYS from a filter, kernel unknown", unix.ENOSYS, ev(2, -1, "", 8*mib), ReasonDenied, []string{"seccomp filter", "kernel=unknown"}},
+		{"ENOSYS on a kernel before 5.6, filter or not", unix.ENOSYS, ev(2, -1, "5.4.0-150-generic", 64*1024), ReasonNoKernel,
+			[]string{"kernel 5.4.0-150-generic lacks io_uring", "needs Linux 5.6", "io_uring_disabled=absent", "memlock=64KiB"}},
+		{"ENOSYS, no filter: built without io_uring", unix.ENOSYS, ev(0, -1, "6.1.0", 8*mib), ReasonNoKernel, []string{"CONFIG_IO_URING", "no seccomp filter"}},
+		{"ENOSYS, status unreadable", unix.ENOSYS, ev(-1, 0, "6.8.0", 8*mib), ReasonOther, []string{"seccomp filter answering ENOSYS", "CONFIG_IO_URING", "seccomp=unknown"}},
+		{"Docker: EPERM from a filter", unix.EPERM, ev(2, 0, "6.8.0", 8*mib), ReasonDenied, []string{"seccomp filter", "containerd 2.0+"}},
+		{"EPERM, sysctl 2", unix.EPERM, ev(0, 2, "6.8.0", 8*mib), ReasonSysctl, []string{"disabled for every process", "kernel.io_uring_disabled=2"}},
+		{"EPERM, sysctl 1, under a filter too", unix.EPERM, ev(2, 1, "6.8.0", 8*mib), ReasonSysctl, []string{"kernel.io_uring_disabled=1", "CAP_SYS_ADMIN", "kernel.io_uring_group"}},
+		{"EPERM, no filter, sysctl 0: a security module", unix.EPERM, ev(0, 0, "6.8.0", 8*mib), ReasonDenied, []string{"no seccomp filter", "security module"}},
+		{"EPERM, status unreadable", unix.EPERM, ev(-1, -1, "6.8.0", 8*mib), ReasonDenied, []string{"most likely by a seccomp profile"}},
+		{"ENOMEM before 5.12: memlock", unix.ENOMEM, ev(0, -1, "5.10.0", 64*1024), ReasonMemlock, []string{"raise RLIMIT_MEMLOCK (64KiB now"}},
+		{"ENOMEM from 5.12: memory cgroup", unix.ENOMEM, ev(0, 0, "6.8.0", MemlockUnlimited), ReasonMemlock, []string{"memory cgroup", "memlock=unlimited"}},
+		{"anything else", unix.EINVAL, ev(0, 0, "6.8.0", 8*mib), ReasonOther, []string{"io_uring_setup: EINVAL: invalid argument"}},
+	} {
+		pe := diagnose("io_uring_setup", tc.errno, tc.ev)
+		if pe.Reason != tc.want {
+			t.Errorf("%s: reason %s, want %s (%s)", tc.name, pe.Reason, tc.want, pe.Msg)
 		}
-		pe := classifySetup(errEPERM)
-		if pe.Reason != tc.want || !strings.Contains(pe.Msg, tc.word) {
-			t.Errorf("sysctl %q: %+v, want %s mentioning %q", tc.sysctl, pe, tc.want, tc.word)
+		for _, w := range tc.words {
+			if !strings.Contains(pe.Msg, w) {
+				t.Errorf("%s: message %q does not say %q", tc.name, pe.Msg, w)
+			}
+		}
+		if pe.Evidence == nil || pe.Evidence.Errno != unix.ErrnoName(tc.errno) || !errors.Is(pe, tc.errno) {
+			t.Errorf("%s: evidence %+v, err %v: want errno %s", tc.name, pe.Evidence, pe.Err, unix.ErrnoName(tc.errno))
 		}
 	}
-	for errno, want := range map[error]ProbeReason{errENOSYS: ReasonNoKernel, errENOMEM: ReasonMemlock, errEINVAL: ReasonOther} {
-		if pe := classifySetup(errno); pe.Reason != want {
-			t.Errorf("%v: %s, want %s", errno, pe.Reason, want)
+}
+
+func TestParseKernel(t *testing.T) {
+	for release, want := range map[string]kernelVersion{"6.18.44-fc-v1252": {6, 18}, "5.4.0-150-generic": {5, 4}, "5.15": {5, 15}, "4.19+": {4, 19}} {
+		if got, ok := parseKernel(release); !ok || got != want {
+			t.Errorf("parseKernel(%q) = %v, %v; want %v", release, got, ok, want)
 		}
+	}
+	for _, bad := range []string{"", "6", "x.y"} {
+		if _, ok := parseKernel(bad); ok {
+			t.Errorf("parseKernel(%q) parsed", bad)
+		}
+	}
+}
+
+// TestReadEvidence reads the status and sysctl files as the probe does,
+// pointed at fakes.
+func TestReadEvidence(t *testing.T) {
+	dir := t.TempDir()
+	oldStatus, oldSysctl := statusPath, sysctlPath
+	defer func() { statusPath, sysctlPath = oldStatus, oldSysctl }()
+	statusPath, sysctlPath = dir+"/status", dir+"/io_uring_disabled"
+	writeFile(t, statusPath, "Name:\tworker\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n")
+	writeFile(t, sysctlPath, "1\n")
+	ev := readEvidence()
+	if ev.Seccomp != 2 || ev.IOUringDisabled != 1 || ev.Kernel == "" || ev.MemlockBytes == 0 {
+		t.Errorf("evidence %+v, want seccomp 2, io_uring_disabled 1 and this kernel's release and limit", ev)
+	}
+	statusPath, sysctlPath = dir+"/missing", dir+"/missing"
+	if ev := readEvidence(); ev.Seccomp != -1 || ev.IOUringDisabled != -1 {
+		t.Errorf("evidence from missing files %+v, want seccomp -1 and io_uring_disabled -1", ev)
 	}
 }
 

@@ -37,7 +37,12 @@ func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
 }
 
-// Filter returns the BPF program. Reading it top to bottom:
+// Filter returns the BPF program that denies io_uring with EPERM, as Docker
+// 25+ and containerd 2.0+ do: FilterErrno(unix.EPERM).
+func Filter() []unix.SockFilter { return FilterErrno(unix.EPERM) }
+
+// FilterErrno returns the BPF program that makes the io_uring calls fail
+// with errno. Reading it top to bottom:
 //
 //	0: A = arch
 //	1: if A == AUDIT_ARCH_X86_64 goto 4
@@ -47,9 +52,9 @@ func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 //	5: A &= ^x32Bit                   (x32 calls are the x86_64 numbers | x32Bit)
 //	6: if A < 425 goto 9
 //	7: if A > 427 goto 9
-//	8: return ERRNO(EPERM)
+//	8: return ERRNO(errno)
 //	9: return ALLOW
-func Filter() []unix.SockFilter {
+func FilterErrno(errno unix.Errno) []unix.SockFilter {
 	return []unix.SockFilter{
 		stmt(ld, offArch),
 		jump(jeq, unix.AUDIT_ARCH_X86_64, 2, 0),
@@ -59,7 +64,7 @@ func Filter() []unix.SockFilter {
 		stmt(and, ^uint32(x32Bit)),
 		jump(jge, sysIOUringSetup, 0, 2),
 		jump(jgt, sysIOUringRegister, 1, 0),
-		stmt(ret, unix.SECCOMP_RET_ERRNO|(uint32(unix.EPERM)&unix.SECCOMP_RET_DATA)),
+		stmt(ret, unix.SECCOMP_RET_ERRNO|(uint32(errno)&unix.SECCOMP_RET_DATA)),
 		stmt(ret, unix.SECCOMP_RET_ALLOW),
 	}
 }
@@ -69,4 +74,9 @@ func Filter() []unix.SockFilter {
 // (SECCOMP_FILTER_FLAG_TSYNC: a Go program has several threads before main
 // runs, and any of them may later make the call). The filter is inherited
 // across fork and execve and cannot be removed.
-func Install() error { return install(Filter()) }
+func Install() error { return InstallErrno(unix.EPERM) }
+
+// InstallErrno is Install with FilterErrno(errno): unix.ENOSYS is what
+// podman's default profile (and any profile with defaultErrnoRet 38 that
+// does not list io_uring) answers.
+func InstallErrno(errno unix.Errno) error { return install(FilterErrno(errno)) }
