@@ -154,6 +154,7 @@ func readSysctl() int {
 	}
 	return n
 }
+
 // Select picks the backend for mode. ModeAuto probes io_uring and falls back
 // to epoll, saying why in Reason; ModeUring returns an error (meant to be
 // fatal) when the probe fails; ModeEpoll never probes.
