@@ -218,6 +218,9 @@ type BackendInfo struct {
 	Reason      string         `json:"reason"`
 	ProbeReason string         `json:"probeReason,omitempty"`
 	ProbeError  string         `json:"probeError,omitempty"`
+	// ProbeEvidence is what the probe read to name ProbeReason (the
+	// errno, seccomp mode, io_uring_disabled, kernel release, memlock).
+	ProbeEvidence *iobackend.ProbeEvidence `json:"probeEvidence,omitempty"`
 }
 
 // Info gathers /debug/runtime.
@@ -232,6 +235,7 @@ func (s *Server) Info() RuntimeInfo {
 		if sel.Probe != nil {
 			info.Backend.ProbeReason = string(sel.Probe.Reason)
 			info.Backend.ProbeError = sel.Probe.Error()
+			info.Backend.ProbeEvidence = sel.Probe.Evidence
 		}
 	}
 	if db := s.db.Load(); db != nil {
