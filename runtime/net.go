@@ -395,9 +395,11 @@ type listenConfig struct {
 	backlog   int
 }
 
-// ReusePort sets SO_REUSEPORT, so that several listeners (one per shard, say)
-// bind the same address and the kernel spreads incoming connections across
-// them.
+// ReusePort sets SO_REUSEPORT, so that several listeners bind the same
+// address and the kernel spreads incoming connections across them. Any
+// process of the same user may then join the group and take a share of the
+// connections without an error on either side, which is why ServeTCP does
+// not use it (see AcceptShared).
 func ReusePort() ListenOption { return func(c *listenConfig) { c.reusePort = true } }
 
 // Backlog sets the listen backlog (default SOMAXCONN; the kernel caps it at
@@ -471,6 +473,12 @@ func Listen(f *Fiber, network, address string, opts ...ListenOption) (*Listener,
 		unix.Close(fd)
 		return fail(err)
 	}
+	return newListener(f, fd, network, addr), nil
+}
+
+// newListener wraps a listening socket fd on f's shard and tracks it; addr
+// is the address to report when the kernel cannot say.
+func newListener(f *Fiber, fd int, network string, addr net.Addr) *Listener {
 	l := &Listener{nfd: netFD{sh: f.sh, fd: fd, net: network}}
 	if lsa, err := unix.Getsockname(fd); err == nil {
 		l.nfd.laddr = sockaddrToTCP(lsa)
@@ -478,7 +486,22 @@ func Listen(f *Fiber, network, address string, opts ...ListenOption) (*Listener,
 		l.nfd.laddr = addr
 	}
 	f.sh.trackSocket(&l.nfd)
-	return l, nil
+	return l
+}
+
+// shareListener returns a Listener on f's shard for the listening socket
+// that fd (a Listener's descriptor on another shard, open for the whole
+// call) refers to: a descriptor of its own (F_DUPFD_CLOEXEC) for the same
+// socket, so that this shard's backend parks its accepts on its own fd and
+// takes connections from the one accept queue the socket has. The socket
+// stops listening when the last of its descriptors is closed.
+func shareListener(f *Fiber, fd int, network string, addr net.Addr) (*Listener, error) {
+	f.charge(1)
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Addr: addr, Err: os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)}
+	}
+	return newListener(f, nfd, network, addr), nil
 }
 
 // Addr returns the address the listener is bound to (with the port the

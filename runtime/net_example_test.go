@@ -52,8 +52,8 @@ func ExampleListen() {
 	// Output: hello, fiber
 }
 
-// A service on every shard: each shard accepts on its own SO_REUSEPORT
-// listener and serves its connections on fibers of its own. The client is a
+// A service on every shard: each shard accepts on its own descriptor of
+// one listening socket and serves its connections on fibers of its own. The client is a
 // plain goroutine outside the runtime.
 func ExampleServeTCP() {
 	ready := make(chan string, 1)

@@ -14,12 +14,29 @@ import (
 type AcceptMode string
 
 const (
-	// AcceptReusePort opens one listener per shard with SO_REUSEPORT; the
-	// kernel hashes each new connection to one of them, and the connection
-	// lives on the shard whose listener took it. No shard touches another's
-	// sockets. This is the default: see docs/benchmarks.md, "Connections on
-	// every shard", for the measurement behind the choice.
-	AcceptReusePort AcceptMode = "reuseport"
+	// AcceptShared binds one listening socket, without SO_REUSEPORT, and
+	// gives every shard a descriptor of its own for it (a dup): each shard's
+	// backend parks its accepts on its own descriptor, takes connections
+	// from the socket's one accept queue, and the connection lives on the
+	// shard that took it. This is the default.
+	//
+	// Why not one SO_REUSEPORT listener per shard: the kernel lets any
+	// process of the same user join a reuseport group, silently; a second
+	// worker started on the port was handed a share of the connections and
+	// answered them from its own database. A socket bound without
+	// SO_REUSEPORT is the process's alone: a second bind fails with
+	// EADDRINUSE, naming the port.
+	//
+	// How connections spread: on io_uring an accept waits on the socket
+	// exclusively (the kernel wakes one waiter per connection, the one that
+	// has waited longest), so idle shards take turns; on epoll every shard's
+	// epoll sees each new connection and the shards race for it (one accept4
+	// wins, the others get EAGAIN: a herd of at most one wake-up per shard
+	// per connection), so the shard that is free first takes it. Either way a
+	// busy shard does not queue connections an idle one could serve, which
+	// reuseport's hash did. docs/architecture.md, "The data plane", has the
+	// trade-offs.
+	AcceptShared AcceptMode = "shared"
 	// AcceptHandoff opens one listener on the caller's shard, which accepts
 	// every connection and hands it to the shards round-robin: an exactly even
 	// spread, at the price of one accept loop for the whole process and a
@@ -50,6 +67,7 @@ func WithMaxConns(n int) ServeOption { return func(c *serveConfig) { c.maxConns 
 type Server struct {
 	network  string
 	addr     net.Addr
+	lfd      int // the first listener's descriptor, which ctlShare dups (set on the first shard)
 	mode     AcceptMode
 	handle   func(f *Fiber, c *Conn)
 	maxConns int
@@ -64,6 +82,7 @@ type serveCtlKind uint8
 
 const (
 	ctlListen serveCtlKind = iota // open this shard's listener, start its accept loop
+	ctlShare                      // listen on a dup of fd (the first shard's listener), start the accept loop
 	ctlConn                       // a handed-off connection fd to serve here
 	ctlClose                      // close this shard's listener (reply, when set, once closed)
 )
@@ -86,14 +105,14 @@ type acceptor struct {
 // ServeTCP starts serving network/address on every shard. With port 0 the
 // kernel picks one port, which every shard then shares (see Addr).
 func ServeTCP(f *Fiber, network, address string, handle func(f *Fiber, c *Conn), opts ...ServeOption) (*Server, error) {
-	cfg := serveConfig{mode: AcceptReusePort}
+	cfg := serveConfig{mode: AcceptShared}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	switch cfg.mode {
-	case AcceptReusePort, AcceptHandoff:
+	case AcceptShared, AcceptHandoff:
 	default:
-		return nil, fmt.Errorf("wo: ServeTCP: accept mode %q: want %q or %q", cfg.mode, AcceptReusePort, AcceptHandoff)
+		return nil, fmt.Errorf("wo: ServeTCP: accept mode %q: want %q or %q", cfg.mode, AcceptShared, AcceptHandoff)
 	}
 	n := f.Shards()
 	s := &Server{network: network, mode: cfg.mode, handle: handle, maxConns: cfg.maxConns,
@@ -102,33 +121,41 @@ func ServeTCP(f *Fiber, network, address string, handle func(f *Fiber, c *Conn),
 	for i := 0; i < n; i++ {
 		s.acceptor = append(s.acceptor, SpawnOn[serveCtl](f, i, &acceptor{srv: s, shard: i}))
 	}
-	// The first listener resolves the address (and a port 0); the others bind
-	// the same one. Handoff opens only the first.
+	// The caller's shard binds the one listening socket (and resolves a
+	// port 0); in shared mode every other shard then takes a descriptor of
+	// it. Handoff accepts on the first shard only.
 	first := f.Shard()
-	order := []int{first}
-	if cfg.mode == AcceptReusePort {
+	if err := s.ask(f, first, serveCtl{kind: ctlListen, address: address}); err != nil {
+		return nil, err
+	}
+	if cfg.mode == AcceptShared {
 		for i := 0; i < n; i++ {
-			if i != first {
-				order = append(order, i)
+			if i == first {
+				continue
+			}
+			if err := s.ask(f, i, serveCtl{kind: ctlShare, fd: s.lfd}); err != nil {
+				return nil, err
 			}
 		}
 	}
-	for k, i := range order {
-		if k > 0 {
-			address = s.addr.String()
-		}
-		err, askErr := Ask(f, s.acceptor[i], 0, func(r Reply[error]) serveCtl {
-			return serveCtl{kind: ctlListen, address: address, reply: r}
-		})
-		if askErr != nil {
-			err = askErr
-		}
-		if err != nil {
-			s.Close(f)
-			return nil, fmt.Errorf("wo: ServeTCP on shard %d: %w", i, err)
-		}
-	}
 	return s, nil
+}
+
+// ask sends m to shard i's acceptor and waits for its answer; on an error it
+// closes what is open already and names the shard.
+func (s *Server) ask(f *Fiber, i int, m serveCtl) error {
+	err, askErr := Ask(f, s.acceptor[i], 0, func(r Reply[error]) serveCtl {
+		m.reply = r
+		return m
+	})
+	if askErr != nil {
+		err = askErr
+	}
+	if err != nil {
+		s.Close(f)
+		return fmt.Errorf("wo: ServeTCP on shard %d: %w", i, err)
+	}
+	return nil
 }
 
 // Addr returns the address the server listens on.
@@ -179,17 +206,16 @@ func (s *Server) Close(f *Fiber) {
 func (a *acceptor) Receive(f *Fiber, m serveCtl) {
 	switch m.kind {
 	case ctlListen:
-		var opts []ListenOption
-		if a.srv.mode == AcceptReusePort {
-			opts = append(opts, ReusePort())
-		}
-		l, err := Listen(f, a.srv.network, m.address, opts...)
+		l, err := Listen(f, a.srv.network, m.address)
 		if err == nil {
-			a.l = l
-			if a.srv.addr == nil {
-				a.srv.addr = l.Addr()
-			}
-			Go(f, a.acceptLoop)
+			a.srv.addr, a.srv.lfd = l.Addr(), l.nfd.fd
+			a.serve(f, l)
+		}
+		m.reply.Send(f, err)
+	case ctlShare:
+		l, err := shareListener(f, m.fd, a.srv.network, a.srv.addr)
+		if err == nil {
+			a.serve(f, l)
 		}
 		m.reply.Send(f, err)
 	case ctlConn:
@@ -207,6 +233,12 @@ func (a *acceptor) Receive(f *Fiber, m serveCtl) {
 	}
 }
 
+// serve makes l this shard's listener and starts its accept loop.
+func (a *acceptor) serve(f *Fiber, l *Listener) {
+	a.l = l
+	Go(f, a.acceptLoop)
+}
+
 // closeWait bounds Close's wait for each shard's answer.
 const closeWait = 5 * time.Second
 
@@ -219,6 +251,8 @@ const (
 
 func (a *acceptor) acceptLoop(f *Fiber) {
 	l := a.l
+	spare := openSpare()
+	defer func() { closeSpare(&spare) }()
 	var pause time.Duration
 	for {
 		c, err := l.Accept(f)
@@ -226,9 +260,13 @@ func (a *acceptor) acceptLoop(f *Fiber) {
 			if !resourceExhausted(err) || f.Stopping() {
 				return // closed, or the runtime stops
 			}
-			// Out of descriptors or memory: the connection stays in the
-			// backlog; try again after a pause instead of spinning or
-			// giving up the port for good.
+			if a.shedWithSpare(l, &spare) {
+				pause = 0
+				continue
+			}
+			// Out of memory, or no spare to give up: the connection
+			// stays in the backlog; try again after a pause instead of
+			// spinning or giving up the port for good.
 			pause = min(max(2*pause, acceptBackoffMin), acceptBackoffMax)
 			a.srv.backoffs[a.shard].Add(1)
 			Sleep(f, pause)
@@ -266,6 +304,47 @@ func (a *acceptor) acceptLoop(f *Fiber) {
 func resourceExhausted(err error) bool {
 	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) ||
 		errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM)
+}
+
+// openSpare opens the descriptor an accept loop holds in reserve for
+// shedding (-1 when none can be had now).
+func openSpare() int {
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+func closeSpare(spare *int) {
+	if *spare >= 0 {
+		_ = unix.Close(*spare)
+		*spare = -1
+	}
+}
+
+// shedWithSpare sheds the connection at the head of l's backlog when the
+// process is out of descriptors (EMFILE): it closes the loop's spare
+// descriptor to make room, accepts the connection, closes it at once and
+// takes the spare back, as nginx and HAProxy do. Without it the connection
+// would wait in the backlog, its client hanging until its own timeout,
+// until some descriptor is freed. It reports whether it shed one; false
+// (no spare to give up, or nothing to accept) leaves the caller's backoff.
+func (a *acceptor) shedWithSpare(l *Listener, spare *int) bool {
+	if *spare < 0 {
+		*spare = openSpare() // taken back once a descriptor is free again
+	}
+	if *spare < 0 {
+		return false
+	}
+	closeSpare(spare)
+	fd, _, err := unix.Accept4(l.nfd.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	if err == nil {
+		a.srv.shed[a.shard].Add(1) // before the close, which the client sees
+		_ = unix.Close(fd)
+	}
+	*spare = openSpare()
+	return err == nil
 }
 
 // overCap says this shard is at its connection cap; it counts the shed

@@ -23,7 +23,7 @@ func BenchmarkServeTCP(b *testing.B) {
 }
 
 func benchServeTCP(b *testing.B, benchTrips int) {
-	for _, mode := range []AcceptMode{AcceptReusePort, AcceptHandoff} {
+	for _, mode := range []AcceptMode{AcceptShared, AcceptHandoff} {
 		b.Run(string(mode), func(b *testing.B) {
 			cfg := testConfig(b)
 			cfg.Shards = 2

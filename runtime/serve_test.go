@@ -2,12 +2,17 @@ package runtime
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // echoHandler copies the connection back to itself.
@@ -63,7 +68,7 @@ func startServerWith(t testing.TB, cfg Config, opts ...ServeOption) (srv *Server
 }
 
 func TestServeTCPOnEveryShard(t *testing.T) {
-	for _, mode := range []AcceptMode{AcceptReusePort, AcceptHandoff} {
+	for _, mode := range []AcceptMode{AcceptShared, AcceptHandoff} {
 		t.Run(string(mode), func(t *testing.T) {
 			forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 				if cfg.Shards == 0 {
@@ -110,9 +115,151 @@ func TestServeTCPOnEveryShard(t *testing.T) {
 						}
 					}
 				}
+				if mode == AcceptShared {
+					waitEveryShardAccepts(t, srv)
+				}
 			})
 		})
 	}
+}
+
+// waitEveryShardAccepts opens connections, each kept open until the end,
+// until every shard has accepted one: the shards share one listening socket
+// and must all take from it. Bounded: 400 connections on one shard fail.
+func waitEveryShardAccepts(t *testing.T, srv *Server) {
+	t.Helper()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range 400 {
+		if !slices.Contains(srv.Accepted(), 0) {
+			return
+		}
+		c, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		if _, err := io.WriteString(c, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil { // served: counted
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("after %d connections a shard has accepted none: %v", len(held), srv.Accepted())
+}
+
+// The port is the server's alone: a second server (here in another
+// runtime; the kernel tells processes of one user apart no better) cannot
+// bind it and says the address is in use, and every connection still
+// reaches the first.
+func TestServeTCPPortIsItsOwn(t *testing.T) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
+		if cfg.Shards == 0 {
+			cfg.Shards = 2
+		}
+		srv, stop := startServer(t, cfg, AcceptShared)
+		defer stop()
+		errs := make(chan error, 1)
+		run(t, cfg, func(f *Fiber) int {
+			other, err := ServeTCP(f, "tcp", srv.Addr().String(), func(f *Fiber, c *Conn) {})
+			if err == nil {
+				other.Close(f)
+			}
+			errs <- err
+			return 0
+		})
+		err := <-errs
+		if !errors.Is(err, unix.EADDRINUSE) || !strings.Contains(err.Error(), srv.Addr().String()) {
+			t.Fatalf("second ServeTCP on %s: %v, want EADDRINUSE naming the address", srv.Addr(), err)
+		}
+		for i := range 20 {
+			c, err := net.Dial("tcp", srv.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := fmt.Sprintf("hello %d\n", i)
+			io.WriteString(c, msg)
+			got, err := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if err != nil || got != msg {
+				t.Fatalf("connection %d: echo %q, %v", i, got, err)
+			}
+		}
+	})
+}
+
+// Out of descriptors, a shard sheds a new connection at once (closes it,
+// with the descriptor it keeps in reserve for that) instead of leaving it in
+// the backlog until one is freed; once descriptors are back it serves.
+func TestServeTCPShedsWhenOutOfDescriptors(t *testing.T) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
+		cfg.Shards = 1
+		// The limit is lowered first: an io_uring accept takes the limit
+		// in force when it was queued.
+		lowerFDLimit(t, 1024)
+		srv, stop := startServer(t, cfg, AcceptShared)
+		defer stop()
+		// Fill the process's table: every free descriptor is taken, then
+		// given back at the end.
+		var fill []int
+		defer func() {
+			for _, fd := range fill {
+				unix.Close(fd)
+			}
+		}()
+		// The client's socket is made before the table fills; it connects
+		// after, so the server's side of it needs a descriptor there is
+		// none of.
+		client, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(client)
+		guard := unix.NsecToTimeval(int64(10 * time.Second)) // failure guard, not a speed check
+		if err := unix.SetsockoptTimeval(client, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &guard); err != nil {
+			t.Fatal(err)
+		}
+		port := srv.Addr().(*net.TCPAddr).Port
+		for range 1024 {
+			fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				break
+			}
+			fill = append(fill, fd)
+		}
+		if err := unix.Connect(client, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := unix.Read(client, make([]byte, 1))
+		for tries := 0; err == unix.EINTR && tries < 100; tries++ {
+			n, err = unix.Read(client, make([]byte, 1))
+		}
+		if n != 0 || (err != nil && err != unix.ECONNRESET) {
+			t.Fatalf("a connection with no descriptor left for it: read %d, %v; want it closed at once (accepted %v, shed %v, backoffs %v)",
+				n, err, srv.Accepted(), srv.Shed(), srv.AcceptBackoffs())
+		}
+		if srv.Shed()[0] == 0 {
+			t.Fatalf("no connection counted as shed: %v (accepted %v, backoffs %v, read %d %v, fill %d)", srv.Shed(), srv.Accepted(), srv.AcceptBackoffs(), n, err, len(fill))
+		}
+		for _, fd := range fill {
+			unix.Close(fd)
+		}
+		fill = nil
+		c, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "back\n")
+		if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "back\n" {
+			t.Fatalf("after the descriptors came back: %q, %v", got, err)
+		}
+	})
 }
 
 func TestServeTCPRejectsABadMode(t *testing.T) {
@@ -175,4 +322,23 @@ func TestServeTCPMaxConns(t *testing.T) {
 			t.Fatalf("after a connection closed: %v", err)
 		}
 	})
+}
+
+// lowerFDLimit lowers the soft RLIMIT_NOFILE to n (when higher) for the rest
+// of the test, so that filling the table is quick.
+func lowerFDLimit(t *testing.T, n uint64) {
+	t.Helper()
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur <= n {
+		return
+	}
+	low := lim
+	low.Cur = n
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) })
 }
