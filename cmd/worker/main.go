@@ -305,13 +305,21 @@ func setupLater(f *runtime.Fiber, db *dbowner.DB, log *slog.Logger) {
 	}
 }
 
+// servedPorts is how many ports take the automatic per-shard cap: the data
+// port and the chat's TCP port.
+const servedPorts = 2
+
 // autoMaxConns splits the file descriptor limit, less a reserve, over the
-// shards (Go raises the soft limit to the hard one at start).
+// shards of both served ports (Go raises the soft limit to the hard one at
+// start). The caps together never exceed what the limit leaves: a floor per
+// shard would add up, on many shards and a low limit, to more descriptors
+// than the process has, and the ops port's accept would then fail with
+// EMFILE while the data port left new connections in its backlog.
 func autoMaxConns(shards int) int {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
 		return 1024
 	}
 	n := int(min(lim.Cur, 1<<24)) - fdReserve
-	return max(16, n/max(1, shards))
+	return max(1, n/(servedPorts*max(1, shards)))
 }
