@@ -1,8 +1,8 @@
 // Package httpd is HTTP/1.1 served by the runtime's fibers: the worker's
 // data port.
 //
-// Start listens on every shard (runtime.ServeTCP, one SO_REUSEPORT listener
-// per shard) and gives each connection a fiber of its own, on the shard
+// Start listens on every shard (runtime.ServeTCP: one listening socket the
+// process alone owns, a descriptor of it on every shard) and gives each connection a fiber of its own, on the shard
 // that accepted it. That fiber parses requests with net/http's
 // http.ReadRequest (no parser of ours), runs the handler, and writes the
 // response; keep-alive and pipelined requests are answered in order, and
