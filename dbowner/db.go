@@ -29,6 +29,10 @@ import (
 // OwnerShard is the shard the engine and the WAL live on.
 const OwnerShard = 0
 
+// SpaceError is wal.SpaceError: the data dir, its free space and the
+// space a start or a write needs.
+type SpaceError = wal.SpaceError
+
 // ExitFatal is the exit status of the default Options.Fatal hook: the WAL
 // could no longer promise durability (EX_SOFTWARE).
 const ExitFatal = 70
@@ -41,7 +45,10 @@ var (
 	// writes and the process is being stopped. It also wraps wal.ErrFatal.
 	ErrFatal = errors.New("dbowner: the log failed; writes are no longer acknowledged")
 	// ErrNoSpace is wal.ErrNoSpace: a commit refused for lack of disk space.
-	// Nothing of it was written, and reads keep working.
+	// Nothing of it was written, and reads keep working. A write refused
+	// before it was proposed (the volume too full for it and raft's own
+	// records, wal.Log.Room) wraps a *SpaceError naming the data dir, the
+	// space free and the space needed.
 	ErrNoSpace = wal.ErrNoSpace
 	// ErrNoQuorum is wrapped by a write or a linearizable read that could
 	// not be answered within Cluster.RequestTimeout: no quorum of voters

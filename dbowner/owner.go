@@ -241,6 +241,9 @@ func (o *owner) propose(f *runtime.Fiber, req *request, sp trace.Span) (uint64, 
 		return 0, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", req.op, req.table, len(req.reqID), maxRequestID)
 	}
 	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
+	if err := o.room(cmd); err != nil {
+		return 0, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
+	}
 	deadline := time.Now().Add(o.opts.Cluster.RequestTimeout)
 	for {
 		o.linkSpan(sp)
@@ -261,6 +264,16 @@ func (o *owner) propose(f *runtime.Fiber, req *request, sp trace.Span) (uint64, 
 	}
 }
 
+// room admits a write's command before raft sees it (wal.Log.Room): on a
+// volume too full for it and raft's own records, the write fails with
+// ErrNoSpace naming the data dir and the space, and nothing is proposed.
+// Refusing here rather than failing the append keeps the member's
+// leadership (a failed save restarts raft, and a new term needs a write of
+// its own), so reads go on and writes come back once space is freed.
+func (o *owner) room(cmd []byte) error {
+	return o.log.Room(len(cmd) + entryHeader)
+}
+
 // proposeFast proposes a remote write without a fiber of its own: the
 // member answers on its driver fiber, which sends the reply. It reports
 // false, having done nothing, when the write needs the waiting path (no
@@ -271,6 +284,9 @@ func (o *owner) proposeFast(f *runtime.Fiber, req *request, sp trace.Span) bool 
 		return false
 	}
 	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
+	if o.room(cmd) != nil {
+		return false // the waiting path refuses it, with the reason
+	}
 	o.linkSpan(sp)
 	reply, op, table := req.reply, req.op, req.table
 	retry := *req

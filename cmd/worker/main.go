@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/buildinfo"
 	"github.com/writeonce/wo/internal/chat"
@@ -84,6 +85,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// however it ends (internal/dirlock).
 	if code := lockDataDir(cfg.DataDir, log); code != 0 {
 		return code
+	}
+	// A volume too small for the log's first steps is refused now, naming
+	// the space: raft could not even write its first term, and the worker
+	// would never become ready (docs/wal.md, "Disk space").
+	if err := wal.StartRoom(cfg.DataDir, cfg.WAL()); err != nil {
+		log.Error("worker: data dir volume too small or too full", "dir", cfg.DataDir, "err", err)
+		return 1
 	}
 	// The token files are read now (a bad one stops the start, naming the
 	// file and line) and again whenever they change (tokenfile).

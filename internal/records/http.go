@@ -473,7 +473,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, key st
 	case errors.Is(err, runtime.ErrStopped), errors.Is(err, dbowner.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "the worker is stopping")
 	case errors.Is(err, dbowner.ErrNoSpace):
-		writeError(w, http.StatusInsufficientStorage, "no space left for the write")
+		msg := "no space left for the write on the data dir's volume; nothing was written"
+		if se := (*dbowner.SpaceError)(nil); errors.As(err, &se) {
+			msg = "no space left for the write, nothing was written: " + se.Reason()
+		}
+		writeError(w, http.StatusInsufficientStorage, msg)
 	default:
 		h.log.ErrorContext(r.Context(), "records: request failed", "key", key, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error")
