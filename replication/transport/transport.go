@@ -118,7 +118,7 @@ type Stats struct {
 	FramesSent, FramesReceived atomic.Int64
 	MessagesSent               atomic.Int64
 	MessagesDropped            atomic.Int64 // queue full, unknown peer, unreachable
-	ConnsRefused               atomic.Int64 // bad hello, bad or oversized frame, removed member
+	ConnsRefused               atomic.Int64 // inbound connections closed: bad hello, bad or oversized frame, removed member, a message naming another sender
 	Dials, DialFailures        atomic.Int64
 	SnapshotsSent, SnapshotsIn atomic.Int64
 }
