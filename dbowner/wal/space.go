@@ -63,7 +63,9 @@ func (e *SpaceError) Reason() string {
 		e.Dir, human(e.Free), e.What, human(e.Need))
 }
 
-func (e *SpaceError) Unwrap() error { return ErrNoSpace }
+// Unwrap: a SpaceError is ErrNoSpace, and ENOSPC as a write that was let
+// through would have met it.
+func (e *SpaceError) Unwrap() []error { return []error{ErrNoSpace, unix.ENOSPC} }
 
 // StartRoom checks the volume holding dir before the log is opened: an
 // error wrapping ErrNoSpace (a *SpaceError) if it has less than

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -64,6 +65,18 @@ func (f *FS) SetSpace(n int64) { f.mu.Lock(); f.space = n; f.mu.Unlock() }
 // SetShortWrites makes every write of more than one byte write only half of
 // it and report success, as a kernel may.
 func (f *FS) SetShortWrites(on bool) { f.mu.Lock(); f.shortWrites = on; f.mu.Unlock() }
+
+// FreeBytes is the space left under SetSpace's limit (math.MaxInt64 with
+// none), as wal.FreeBytes answers it for a real volume: the log's
+// admission check (wal.Log.Room) asks it.
+func (f *FS) FreeBytes(string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.space < 0 {
+		return math.MaxInt64, nil
+	}
+	return max(0, f.space-f.used()), nil
+}
 
 // Used returns the total size of all files.
 func (f *FS) Used() int64 {
