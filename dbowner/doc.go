@@ -50,10 +50,19 @@
 //     waiting and later write fails with ErrFatal, nothing more is
 //     acknowledged, and Options.Fatal runs (by default: log and exit with
 //     ExitFatal). It is never retried into a success.
-//   - ENOSPC (or another rolled-back write) fails the Ready's writes with an
-//     error wrapping ErrNoSpace; nothing of it was written, raft restarts
-//     from the durable log in place, stale reads keep working, writes work
-//     again once space is freed (after an election timeout).
+//   - a write the log has no room for (wal.Log.Room: the zeroed space
+//     less 64 KiB kept for raft's own records, then the volume's free
+//     space) is refused before it is proposed, with a *SpaceError wrapping
+//     ErrNoSpace that names the data dir and the space: the member keeps
+//     its leadership, reads (linearizable too) go on, and writes are
+//     admitted again as soon as space is freed (docs/wal.md, "Disk
+//     space").
+//   - ENOSPC that still happens at the append (another writer took the
+//     space after the check), or another rolled-back write, fails the
+//     Ready's writes with an error wrapping ErrNoSpace; nothing of it was
+//     written, raft restarts from the durable log in place, stale reads
+//     keep working, writes work again once space is freed (after an
+//     election timeout).
 //
 // Segments are preallocated (zeros ahead of the records, wal.Options.
 // Preallocate), so the common fdatasync commits data only, not the file's

@@ -21,7 +21,9 @@
 //     stop acknowledging and exit non-zero, never retry and call it durable;
 //   - ENOSPC (ErrNoSpace) is not: the partial write is truncated away, the
 //     log is exactly as before the call, reads work, and appends work again
-//     once space is freed.
+//     once space is freed. StartRoom (at start) and Log.Room (before a
+//     write is proposed) refuse a volume too small or too full before any
+//     write meets it (space.go; docs/wal.md, "Disk space").
 //
 // A Log is owned by one goroutine, like the engine.
 package wal

@@ -18,5 +18,6 @@
 // "-dirty" when the tree had uncommitted changes. A build without VCS
 // stamping (a source tree without .git, as in a Docker build context that
 // leaves it out) can pass it with -X ...buildinfo.commit=<sha>, which the
-// Makefile and the Dockerfile do; otherwise it is "unknown".
+// Dockerfile does from its REVISION build argument; otherwise it is
+// "unknown".
 package buildinfo
