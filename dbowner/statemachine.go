@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -176,28 +178,87 @@ var engineSentinels = []error{
 	engine.ErrBadBatch,
 }
 
-func (s stateMachine) Snapshot(f *runtime.Fiber) ([]byte, error) {
+// Snapshot captures the state at the applied index without copying it: the
+// engine is frozen (copy-on-write B-tree clones, O(tables)) and the live
+// request IDs are a slice of pointers to entries that never change once
+// put. The returned writer serializes that capture in the node's writer
+// fiber while the driver goes on applying: Applies after this call copy
+// the tree nodes they touch and leave the frozen ones as they were, so the
+// bytes are exactly the state at the index raft is given.
+func (s stateMachine) Snapshot(f *runtime.Fiber) (node.SnapshotWriter, error) {
 	o := s.o
-	buf := []byte{smSnapVersion}
-	d := o.dedupe
-	buf = binary.AppendUvarint(buf, uint64(len(d.order)-d.dead))
-	for _, e := range d.order[d.dead:] {
+	ids := slices.Clone(o.dedupe.order[o.dedupe.dead:])
+	frozen := o.eng.Freeze()
+	return func(f *runtime.Fiber, dst []byte) ([]byte, error) {
+		return writeStateSnapshot(f, dst, ids, frozen)
+	}, nil
+}
+
+// writeStateSnapshot appends the state machine's snapshot of the captured
+// request IDs and engine to dst, yielding every snapYieldBytes so that the
+// shard's other fibers (the raft driver among them) keep running. The
+// engine is written into chunks and joined at the end, chunk by chunk,
+// instead of into one growing buffer: doubling a buffer of tens of
+// megabytes copies half of it in one slice.
+func writeStateSnapshot(f *runtime.Fiber, dst []byte, ids []*dedupeEntry, frozen *engine.Frozen) ([]byte, error) {
+	buf := append(dst, smSnapVersion)
+	buf = binary.AppendUvarint(buf, uint64(len(ids)))
+	for i, e := range ids {
 		buf = appendStr(buf, e.id)
 		buf = binary.AppendVarint(buf, e.unixms)
 		buf = binary.AppendUvarint(buf, e.out.seq)
 		buf = appendOutcomeErr(buf, e.out.err)
+		if i%1024 == 1023 {
+			runtime.Checkpoint(f)
+		}
 	}
-	w := &bufWriter{b: buf}
-	yw := &yieldWriter{f: f, w: w}
-	if _, err := o.eng.Freeze().WriteTo(yw); err != nil {
+	cw := &chunkWriter{}
+	if _, err := frozen.WriteTo(&yieldWriter{f: f, w: cw}); err != nil {
 		return nil, fmt.Errorf("dbowner: engine snapshot: %w", err)
 	}
-	return w.b, nil
+	return cw.join(f, buf), nil
 }
 
-type bufWriter struct{ b []byte }
+// chunkWriter collects written bytes in chunks of up to snapChunkBytes.
+type chunkWriter struct {
+	chunks [][]byte
+	n      int
+}
 
-func (w *bufWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+// snapChunkBytes is a chunkWriter's chunk size: small enough that copying
+// one is far below the watchdog's threshold.
+const snapChunkBytes = 1 << 20
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	w.n += n
+	for len(p) > 0 {
+		k := len(w.chunks) - 1
+		if k < 0 || len(w.chunks[k]) == cap(w.chunks[k]) {
+			w.chunks = append(w.chunks, make([]byte, 0, snapChunkBytes))
+			k++
+		}
+		c := w.chunks[k]
+		m := min(len(p), cap(c)-len(c))
+		w.chunks[k] = append(c, p[:m]...)
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// join returns prefix followed by every chunk in one slice, yielding
+// between chunks; the chunks are released as they are copied.
+func (w *chunkWriter) join(f *runtime.Fiber, prefix []byte) []byte {
+	out := make([]byte, 0, len(prefix)+w.n)
+	out = append(out, prefix...)
+	for i, c := range w.chunks {
+		out = append(out, c...)
+		w.chunks[i] = nil
+		runtime.Yield(f)
+	}
+	w.chunks = nil
+	return out
+}
 
 func appendStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))

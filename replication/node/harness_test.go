@@ -111,10 +111,16 @@ func (s *kv) Apply(f *runtime.Fiber, index uint64, cmd []byte) (any, error) {
 	return prev, nil
 }
 
-func (s *kv) Snapshot(f *runtime.Fiber) ([]byte, error) {
+// Snapshot captures a copy of the map (small in tests) and serializes it
+// in the node's writer fiber.
+func (s *kv) Snapshot(f *runtime.Fiber) (SnapshotWriter, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return json.Marshal(s.data)
+	data := maps.Clone(s.data)
+	s.mu.Unlock()
+	return func(f *runtime.Fiber, dst []byte) ([]byte, error) {
+		b, err := json.Marshal(data)
+		return append(dst, b...), err
+	}, nil
 }
 
 func (s *kv) Restore(f *runtime.Fiber, b []byte) error {

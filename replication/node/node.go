@@ -31,11 +31,23 @@ type StateMachine interface {
 	// known to follow the log), so a command that fails deterministically
 	// (a precondition) must return its failure as the result instead.
 	Apply(f *runtime.Fiber, index uint64, data []byte) (any, error)
-	// Snapshot returns the applied state, for a raft snapshot.
-	Snapshot(f *runtime.Fiber) ([]byte, error)
+	// Snapshot captures the applied state as it is now, for a raft
+	// snapshot at the applied index, and returns the function that
+	// serializes that captured state. The driver waits for Snapshot but not
+	// for the SnapshotWriter: capture cheaply (a copy-on-write freeze, not a
+	// copy of the data), because the driver applies nothing meanwhile.
+	Snapshot(f *runtime.Fiber) (SnapshotWriter, error)
 	// Restore replaces the state with a snapshot's.
 	Restore(f *runtime.Fiber, data []byte) error
 }
+
+// SnapshotWriter serializes the state a StateMachine.Snapshot captured: it
+// appends its bytes to dst and returns the result. It runs in a fiber of
+// its own on the driver's shard while the driver goes on applying entries,
+// so it must read only the captured state (later Applies must not show in
+// it) and should yield now and then (runtime.Yield, runtime.Checkpoint): a
+// large state serialized in one slice would stall the shard.
+type SnapshotWriter func(f *runtime.Fiber, dst []byte) ([]byte, error)
 
 // Config configures a member. ID, Storage, StateMachine and Net are
 // required.
@@ -183,8 +195,12 @@ type Node struct {
 	heard      map[uint64]uint64 // member -> tick of its last message
 	// snapNeeded asks for a snapshot after this Ready (a member was added).
 	snapNeeded bool
-	term       uint64
-	commit     uint64
+	// snapping: a snapshot was captured and its writer fiber has not
+	// finished; built is what it finished with, for the driver to save.
+	snapping bool
+	built    *builtSnap
+	term     uint64
+	commit   uint64
 
 	// Group commit (see gather): proposals queued and not yet stepped,
 	// proposals settled by the last Ready, and how long the last Save of
@@ -221,6 +237,7 @@ const (
 	workUnreachable
 	workSnapStatus
 	workRemoved
+	workSnapBuilt // a snapshot's writer finished (n.built): wakes the driver
 )
 
 type work struct {
@@ -840,6 +857,12 @@ func (n *Node) drive(f *runtime.Fiber) {
 		n.proposeAll(f, props)
 		clear(props)
 		n.propBuf = props[:0]
+		if n.built != nil {
+			if err := n.saveBuilt(f); err != nil {
+				n.fail(err)
+				return
+			}
+		}
 		if n.tickDue {
 			n.tickDue = false
 			n.ticks++
@@ -912,6 +935,8 @@ func (n *Node) handle(f *runtime.Fiber, w work) {
 		n.rn.ReportUnreachable(w.id)
 	case workSnapStatus:
 		n.rn.ReportSnapshot(w.id, w.status)
+	case workSnapBuilt:
+		// Saved by the driver's loop, between Readys (saveBuilt).
 	case workRemoved:
 		if !n.removed {
 			n.removed, n.stopped = true, true
@@ -1060,7 +1085,9 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 	// A snapshot waits until what is committed is applied: during a long
 	// catch-up (a restart replaying its log) it would cover only part of
 	// it, and each would carry the rest.
-	if n.applied >= n.commit && (n.snapNeeded || (n.cfg.SnapshotEntries > 0 && n.applied-n.snapIndex >= n.cfg.SnapshotEntries) ||
+	// One snapshot at a time: while one is being written, snapNeeded
+	// stays set and the rules below are asked again once it is saved.
+	if !n.snapping && n.applied >= n.commit && (n.snapNeeded || (n.cfg.SnapshotEntries > 0 && n.applied-n.snapIndex >= n.cfg.SnapshotEntries) ||
 		(n.cfg.SnapshotDue != nil && n.applied > n.snapIndex && n.cfg.SnapshotDue())) {
 		n.snapNeeded = false
 		if err := n.snapshot(f); err != nil {
@@ -1217,22 +1244,69 @@ func (n *Node) settle(f *runtime.Fiber, seq, idx uint64, err error) {
 	}
 }
 
-// snapshotData is the node's snapshot: the membership addresses, then the
-// state machine's bytes. The addresses travel with it because a member
-// restored from a snapshot never sees the conf changes that named them.
+// builtSnap is a snapshot serialized by its writer fiber, waiting for the
+// driver to hand it to the storage.
+type builtSnap struct {
+	index uint64
+	cs    *raftpb.ConfState
+	data  []byte
+	err   error
+}
+
+// snapshot starts a snapshot at the applied index. The node's snapshot data
+// is the membership addresses, then the state machine's bytes; the
+// addresses travel with it because a member restored from a snapshot never
+// sees the conf changes that named them. Only the capture (the membership
+// and StateMachine.Snapshot) runs on the driver: serializing a large state
+// takes far longer than a write's latency budget, so it runs in a fiber of
+// its own (runSnapshotWriter) while the driver goes on applying and
+// answering writes, and the driver saves the bytes when they are ready
+// (saveBuilt), at the index captured here. Raft's log is compacted only up
+// to that index, however far the applied index has moved meanwhile.
 func (n *Node) snapshot(f *runtime.Fiber) error {
-	smData, err := n.sm.Snapshot(f)
+	write, err := n.sm.Snapshot(f)
 	if err != nil {
 		return fmt.Errorf("state machine snapshot at %d: %w", n.applied, err)
 	}
 	addrs, _ := json.Marshal(n.members)
-	data := binary.BigEndian.AppendUint32(nil, uint32(len(addrs)))
-	data = append(data, addrs...)
-	data = append(data, smData...)
-	if err := n.cfg.Storage.SaveSnapshot(f, n.applied, n.confState, data, n.cfg.SnapshotKeep); err != nil {
+	header := binary.BigEndian.AppendUint32(nil, uint32(len(addrs)))
+	header = append(header, addrs...)
+	b := &builtSnap{index: n.applied, cs: proto.Clone(n.confState).(*raftpb.ConfState)}
+	n.snapping = true
+	runtime.Go(f, func(f *runtime.Fiber) { n.runSnapshotWriter(f, b, write, header) })
+	return nil
+}
+
+// runSnapshotWriter is the snapshot's writer fiber: it serializes the
+// captured state after header and wakes the driver with the result.
+func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotWriter, header []byte) {
+	b.data, b.err = write(f, header)
+	if b.err != nil {
+		b.err = fmt.Errorf("state machine snapshot at %d: %w", b.index, b.err)
+	}
+	n.snapping = false
+	if n.stopped {
+		return
+	}
+	n.built = b
+	n.push(f, work{kind: workSnapBuilt})
+}
+
+// saveBuilt hands a finished snapshot to the storage. A snapshot restored
+// from the leader while it was being written supersedes it: it is dropped.
+func (n *Node) saveBuilt(f *runtime.Fiber) error {
+	b := n.built
+	n.built = nil
+	if b.err != nil {
+		return b.err
+	}
+	if b.index <= n.snapIndex {
+		return nil
+	}
+	if err := n.cfg.Storage.SaveSnapshot(f, b.index, b.cs, b.data, n.cfg.SnapshotKeep); err != nil {
 		return err
 	}
-	n.snapIndex = n.applied
+	n.snapIndex = b.index
 	return nil
 }
 
