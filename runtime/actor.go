@@ -61,7 +61,7 @@ type actorCell[M any] struct {
 	// idle: if it dies, they are failed with ErrDeadActor instead of waiting
 	// out their deadlines. Kept beside the mailbox, not in it, so a plain
 	// Send carries nothing extra; answered askers ignore the failure.
-	askers []undeliverable
+	askers []askRef
 	// rx is the actor's mail from other shards (made on the first such
 	// message): typed, so a value message crosses without being boxed in
 	// an interface, which cost a heap allocation per message.
@@ -72,6 +72,8 @@ type actorCell[M any] struct {
 // mu; only the first message after a drain sends a notice (a remoteItem
 // naming the cell, no payload) to the actor's shard, which then moves the
 // whole batch into the mailbox. Each sender's messages keep their order.
+// spare is the actor's shard's own (the slice it drained last time, handed
+// back under the same lock that takes the batch), so a drain locks once.
 type remoteMail[M any] struct {
 	mu     sync.Mutex
 	items  []mail[M]
@@ -81,7 +83,7 @@ type remoteMail[M any] struct {
 
 type mail[M any] struct {
 	msg M
-	ask undeliverable
+	ask askRef
 }
 
 func (c *actorCell[M]) remote() *remoteMail[M] {
@@ -96,7 +98,22 @@ func (c *actorCell[M]) remote() *remoteMail[M] {
 // dead actor's shard when the request can never be handled, so the asker
 // fails fast with ErrDeadActor instead of waiting out its timeout.
 type undeliverable interface {
-	undeliverable(sh *shard)
+	undeliverable(sh *shard, gen uint64)
+}
+
+// askRef names one request: its asker and the generation of the asker's
+// waiter it answers (ask.go: a fiber's waiter is reused from Ask to Ask, so a
+// dead actor must fail the request it held, not the asker's next one). The
+// zero askRef is a plain Send.
+type askRef struct {
+	w   undeliverable
+	gen uint64
+}
+
+func (a askRef) fail(sh *shard) {
+	if a.w != nil {
+		a.w.undeliverable(sh, a.gen)
+	}
 }
 
 // Spawn starts r as an actor and returns its address. Actors are placed
@@ -135,17 +152,15 @@ func spawnOn[M any](sh *shard, r Receiver[M]) Addr[M] {
 // it points to) afterwards: on another shard it is read concurrently. Sending
 // to a dead actor or the zero Addr drops the message and counts it.
 func Send[M any](f *Fiber, to Addr[M], msg M) {
-	sendMail(f, to, msg, nil)
+	sendMail(f, to, msg, askRef{})
 }
 
-func sendMail[M any](f *Fiber, to Addr[M], msg M, ask undeliverable) {
+func sendMail[M any](f *Fiber, to Addr[M], msg M, ask askRef) {
 	f.charge(1)
 	c := to.c
 	if c == nil {
 		f.sh.rt.dropped.Add(1)
-		if ask != nil {
-			ask.undeliverable(f.sh)
-		}
+		ask.fail(f.sh)
 		return
 	}
 	if c.sh == f.sh {
@@ -167,16 +182,14 @@ func sendMail[M any](f *Fiber, to Addr[M], msg M, ask undeliverable) {
 	}
 }
 
-func (c *actorCell[M]) enqueue(msg M, ask undeliverable) {
+func (c *actorCell[M]) enqueue(msg M, ask askRef) {
 	if c.state == actorDead {
 		c.sh.rt.dropped.Add(1)
-		if ask != nil {
-			ask.undeliverable(c.sh)
-		}
+		ask.fail(c.sh)
 		return
 	}
 	c.mbox.push(msg)
-	if ask != nil {
+	if ask.w != nil {
 		c.askers = append(c.askers, ask)
 	}
 	if c.state == actorIdle {
@@ -209,9 +222,9 @@ func (c *actorCell[M]) deliverRemote(sh *shard, it remoteItem) {
 	}
 	clear(items)
 	if cap(items) <= maxIdleMailbox {
-		rx.mu.Lock()
+		// Only this shard reads or writes spare outside the lock's swap
+		// above, and senders never touch it: no second lock.
 		rx.spare = items[:0]
-		rx.mu.Unlock()
 	}
 }
 
@@ -248,7 +261,7 @@ func (c *actorCell[M]) runTurn(f *Fiber) {
 		sh.rt.dropped.Add(uint64(c.mbox.len()))
 		c.mbox.reset()
 		for _, a := range c.askers {
-			a.undeliverable(sh)
+			a.fail(sh)
 		}
 		c.askers = nil
 	case c.mbox.len() > 0:
