@@ -68,17 +68,29 @@ type actorCell[M any] struct {
 	rx atomic.Pointer[remoteMail[M]]
 }
 
-// remoteMail queues an actor's mail from other shards. Senders append under
-// mu; only the first message after a drain sends a notice (a remoteItem
-// naming the cell, no payload) to the actor's shard, which then moves the
-// whole batch into the mailbox. Each sender's messages keep their order.
-// spare is the actor's shard's own (the slice it drained last time, handed
-// back under the same lock that takes the batch), so a drain locks once.
+// remoteMail queues an actor's mail from other shards. A sending shard stages
+// its messages for the actor in stage[its id], which only that shard
+// touches, and moves the whole stage into items under mu when it flushes
+// (at the end of its tick, or when the stage holds half a ring): one lock
+// per batch, not per message, which is what makes a stream of cross-shard
+// Sends cheaper than a buffered channel's lock per element. Only the first
+// batch after a drain sends a notice (a remoteItem naming the cell, no
+// payload) to the actor's shard, which then moves everything into the
+// mailbox. Each sender's messages keep their order. spare is the actor's
+// shard's own (the slice it drained last time, handed back under the same
+// lock that takes the batch), so a drain locks once.
 type remoteMail[M any] struct {
 	mu     sync.Mutex
 	items  []mail[M]
 	spare  []mail[M]
 	queued bool // a notice is on its way to the actor's shard
+	stage  []staged[M]
+}
+
+// staged is one sending shard's mail for one remote actor, not yet flushed.
+type staged[M any] struct {
+	items  []mail[M]
+	listed bool // in the sending shard's staged list
 }
 
 type mail[M any] struct {
@@ -90,7 +102,7 @@ func (c *actorCell[M]) remote() *remoteMail[M] {
 	if rx := c.rx.Load(); rx != nil {
 		return rx
 	}
-	c.rx.CompareAndSwap(nil, new(remoteMail[M]))
+	c.rx.CompareAndSwap(nil, &remoteMail[M]{stage: make([]staged[M], len(c.sh.rt.shards))})
 	return c.rx.Load()
 }
 
@@ -171,14 +183,49 @@ func sendMail[M any](f *Fiber, to Addr[M], msg M, ask askRef) {
 		f.sh.rt.dropped.Add(1)
 		return
 	}
+	sh := f.sh
 	rx := c.remote()
-	rx.mu.Lock()
-	rx.items = append(rx.items, mail[M]{msg: msg, ask: ask})
-	notify := !rx.queued
-	rx.queued = true
-	rx.mu.Unlock()
-	if notify {
-		f.sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
+	st := &rx.stage[sh.id]
+	st.items = append(st.items, mail[M]{msg: msg, ask: ask})
+	if len(st.items) >= maxOutboxBatch {
+		c.flushStaged(sh)
+	} else if !st.listed {
+		st.listed = true
+		sh.staged = append(sh.staged, c)
+	}
+}
+
+// stager is an actor with mail staged on a sending shard (remoteMail).
+type stager interface {
+	flushStaged(sh *shard)
+}
+
+// flushStaged moves what sh staged for the actor into its remote mail, and
+// queues the notice if the actor's shard has none coming. It runs on sh.
+func (c *actorCell[M]) flushStaged(sh *shard) {
+	rx := c.rx.Load()
+	st := &rx.stage[sh.id]
+	st.listed = false
+	if len(st.items) == 0 {
+		return
+	}
+	if sh.rt.stopping.Load() {
+		sh.rt.dropped.Add(uint64(len(st.items)))
+	} else {
+		rx.mu.Lock()
+		rx.items = append(rx.items, st.items...)
+		notify := !rx.queued
+		rx.queued = true
+		rx.mu.Unlock()
+		if notify {
+			sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
+		}
+	}
+	clear(st.items)
+	if cap(st.items) > maxIdleMailbox {
+		st.items = nil
+	} else {
+		st.items = st.items[:0]
 	}
 }
 

@@ -51,6 +51,7 @@ type shard struct {
 	// flush left items in an outbox (a full ring): the shard must not sleep
 	// on them.
 	inbox   inbox
+	staged  []stager // actors on other shards with mail staged here (actor.go)
 	outbox  [][]remoteItem
 	out     []*ring
 	in      []atomic.Pointer[ring]
@@ -173,6 +174,12 @@ func (sh *shard) sendRemote(dst *shard, it remoteItem) {
 const maxOutboxBatch = ringSize / 2
 
 func (sh *shard) flushOutboxes() {
+	// Staged actor mail first: its flush queues notices in the outboxes.
+	for i, c := range sh.staged {
+		c.flushStaged(sh)
+		sh.staged[i] = nil
+	}
+	sh.staged = sh.staged[:0]
 	sh.backlog = false
 	for d, b := range sh.outbox {
 		if len(b) > 0 {
