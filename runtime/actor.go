@@ -61,34 +61,48 @@ type actorCell[M any] struct {
 	// idle: if it dies, they are failed with ErrDeadActor instead of waiting
 	// out their deadlines. Kept beside the mailbox, not in it, so a plain
 	// Send carries nothing extra; answered askers ignore the failure.
-	askers []undeliverable
+	askers []askRef
 	// rx is the actor's mail from other shards (made on the first such
 	// message): typed, so a value message crosses without being boxed in
 	// an interface, which cost a heap allocation per message.
 	rx atomic.Pointer[remoteMail[M]]
 }
 
-// remoteMail queues an actor's mail from other shards. Senders append under
-// mu; only the first message after a drain sends a notice (a remoteItem
-// naming the cell, no payload) to the actor's shard, which then moves the
-// whole batch into the mailbox. Each sender's messages keep their order.
+// remoteMail queues an actor's mail from other shards. A sending shard stages
+// its messages for the actor in stage[its id], which only that shard
+// touches, and moves the whole stage into items under mu when it flushes
+// (at the end of its tick, or when the stage holds half a ring): one lock
+// per batch, not per message, which is what makes a stream of cross-shard
+// Sends cheaper than a buffered channel's lock per element. Only the first
+// batch after a drain sends a notice (a remoteItem naming the cell, no
+// payload) to the actor's shard, which then moves everything into the
+// mailbox. Each sender's messages keep their order. spare is the actor's
+// shard's own (the slice it drained last time, handed back under the same
+// lock that takes the batch), so a drain locks once.
 type remoteMail[M any] struct {
 	mu     sync.Mutex
 	items  []mail[M]
 	spare  []mail[M]
 	queued bool // a notice is on its way to the actor's shard
+	stage  []staged[M]
+}
+
+// staged is one sending shard's mail for one remote actor, not yet flushed.
+type staged[M any] struct {
+	items  []mail[M]
+	listed bool // in the sending shard's staged list
 }
 
 type mail[M any] struct {
 	msg M
-	ask undeliverable
+	ask askRef
 }
 
 func (c *actorCell[M]) remote() *remoteMail[M] {
 	if rx := c.rx.Load(); rx != nil {
 		return rx
 	}
-	c.rx.CompareAndSwap(nil, new(remoteMail[M]))
+	c.rx.CompareAndSwap(nil, &remoteMail[M]{stage: make([]staged[M], len(c.sh.rt.shards))})
 	return c.rx.Load()
 }
 
@@ -96,7 +110,22 @@ func (c *actorCell[M]) remote() *remoteMail[M] {
 // dead actor's shard when the request can never be handled, so the asker
 // fails fast with ErrDeadActor instead of waiting out its timeout.
 type undeliverable interface {
-	undeliverable(sh *shard)
+	undeliverable(sh *shard, gen uint64)
+}
+
+// askRef names one request: its asker and the generation of the asker's
+// waiter it answers (ask.go: a fiber's waiter is reused from Ask to Ask, so a
+// dead actor must fail the request it held, not the asker's next one). The
+// zero askRef is a plain Send.
+type askRef struct {
+	w   undeliverable
+	gen uint64
+}
+
+func (a askRef) fail(sh *shard) {
+	if a.w != nil {
+		a.w.undeliverable(sh, a.gen)
+	}
 }
 
 // Spawn starts r as an actor and returns its address. Actors are placed
@@ -135,17 +164,15 @@ func spawnOn[M any](sh *shard, r Receiver[M]) Addr[M] {
 // it points to) afterwards: on another shard it is read concurrently. Sending
 // to a dead actor or the zero Addr drops the message and counts it.
 func Send[M any](f *Fiber, to Addr[M], msg M) {
-	sendMail(f, to, msg, nil)
+	sendMail(f, to, msg, askRef{})
 }
 
-func sendMail[M any](f *Fiber, to Addr[M], msg M, ask undeliverable) {
+func sendMail[M any](f *Fiber, to Addr[M], msg M, ask askRef) {
 	f.charge(1)
 	c := to.c
 	if c == nil {
 		f.sh.rt.dropped.Add(1)
-		if ask != nil {
-			ask.undeliverable(f.sh)
-		}
+		ask.fail(f.sh)
 		return
 	}
 	if c.sh == f.sh {
@@ -156,27 +183,60 @@ func sendMail[M any](f *Fiber, to Addr[M], msg M, ask undeliverable) {
 		f.sh.rt.dropped.Add(1)
 		return
 	}
+	sh := f.sh
 	rx := c.remote()
-	rx.mu.Lock()
-	rx.items = append(rx.items, mail[M]{msg: msg, ask: ask})
-	notify := !rx.queued
-	rx.queued = true
-	rx.mu.Unlock()
-	if notify {
-		f.sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
+	st := &rx.stage[sh.id]
+	st.items = append(st.items, mail[M]{msg: msg, ask: ask})
+	if len(st.items) >= maxOutboxBatch {
+		c.flushStaged(sh)
+	} else if !st.listed {
+		st.listed = true
+		sh.staged = append(sh.staged, c)
 	}
 }
 
-func (c *actorCell[M]) enqueue(msg M, ask undeliverable) {
+// stager is an actor with mail staged on a sending shard (remoteMail).
+type stager interface {
+	flushStaged(sh *shard)
+}
+
+// flushStaged moves what sh staged for the actor into its remote mail, and
+// queues the notice if the actor's shard has none coming. It runs on sh.
+func (c *actorCell[M]) flushStaged(sh *shard) {
+	rx := c.rx.Load()
+	st := &rx.stage[sh.id]
+	st.listed = false
+	if len(st.items) == 0 {
+		return
+	}
+	if sh.rt.stopping.Load() {
+		sh.rt.dropped.Add(uint64(len(st.items)))
+	} else {
+		rx.mu.Lock()
+		rx.items = append(rx.items, st.items...)
+		notify := !rx.queued
+		rx.queued = true
+		rx.mu.Unlock()
+		if notify {
+			sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
+		}
+	}
+	clear(st.items)
+	if cap(st.items) > maxIdleMailbox {
+		st.items = nil
+	} else {
+		st.items = st.items[:0]
+	}
+}
+
+func (c *actorCell[M]) enqueue(msg M, ask askRef) {
 	if c.state == actorDead {
 		c.sh.rt.dropped.Add(1)
-		if ask != nil {
-			ask.undeliverable(c.sh)
-		}
+		ask.fail(c.sh)
 		return
 	}
 	c.mbox.push(msg)
-	if ask != nil {
+	if ask.w != nil {
 		c.askers = append(c.askers, ask)
 	}
 	if c.state == actorIdle {
@@ -209,9 +269,9 @@ func (c *actorCell[M]) deliverRemote(sh *shard, it remoteItem) {
 	}
 	clear(items)
 	if cap(items) <= maxIdleMailbox {
-		rx.mu.Lock()
+		// Only this shard reads or writes spare outside the lock's swap
+		// above, and senders never touch it: no second lock.
 		rx.spare = items[:0]
-		rx.mu.Unlock()
 	}
 }
 
@@ -248,7 +308,7 @@ func (c *actorCell[M]) runTurn(f *Fiber) {
 		sh.rt.dropped.Add(uint64(c.mbox.len()))
 		c.mbox.reset()
 		for _, a := range c.askers {
-			a.undeliverable(sh)
+			a.fail(sh)
 		}
 		c.askers = nil
 	case c.mbox.len() > 0:

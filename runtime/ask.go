@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,7 +14,8 @@ var ErrTimeout = errors.New("wo: ask timed out")
 // that receives it answers with Send. A Reply is answered at most once; later
 // answers, and answers after the asker gave up, are dropped.
 type Reply[T any] struct {
-	w *replyWaiter[T]
+	w   *replyWaiter[T]
+	gen uint64 // the waiter's generation this Reply answers (see claim)
 }
 
 type waitState uint8
@@ -26,16 +28,33 @@ const (
 )
 
 // replyWaiter belongs to the asker's shard (sh != nil) or to an outside
-// goroutine (ch != nil). A fiber's waiter is touched only on its shard: a
-// reply from elsewhere travels through the shard's inbox.
+// goroutine (ch != nil). A fiber's waiter is touched only on its shard, but
+// for val, which the one replier that claimed the waiter writes before it
+// sends the notice that makes the asker read it.
+//
+// Who may finish a wait is decided by one compare-and-swap on claimed: the
+// replier, the dead actor's shard failing the request, or the asker's own
+// timer, whichever comes first; everyone else's answer is dropped. That is
+// what lets a reply cross shards typed (written straight into val, no box in
+// an interface, no allocation) and lets Ask reuse its waiter: claimed holds
+// the generation being waited for, and a Reply from an earlier generation
+// (kept by an actor and answered late) can never claim a later one.
 type replyWaiter[T any] struct {
 	sh    *shard
 	f     *Fiber
 	state waitState
-	val   T
-	err   error
-	ch    chan T
-	errCh chan error
+	timed bool // a timer may still fire for this generation: not reusable
+	// claimed is gen<<1 while the wait is open, gen<<1|1 once claimed.
+	claimed atomic.Uint64
+	val     T
+	err     error
+	ch      chan T
+	errCh   chan error
+}
+
+// claim reports whether the caller is the one who finishes generation gen.
+func (w *replyWaiter[T]) claim(gen uint64) bool {
+	return w.claimed.CompareAndSwap(gen<<1, gen<<1|1)
 }
 
 // Send answers the request. f is the replying fiber, or nil when the answer
@@ -48,26 +67,30 @@ func (r Reply[T]) Send(f *Fiber, v T) {
 	if f != nil {
 		f.charge(1)
 	}
-	switch {
-	case w.ch != nil:
+	if w.ch != nil {
 		select {
 		case w.ch <- v:
 		default: // already answered
 		}
+		return
+	}
+	if !w.claim(r.gen) {
+		return // answered already, timed out or failed
+	}
+	w.val = v
+	switch {
 	case f != nil && f.sh == w.sh:
-		w.complete(v)
+		w.complete()
 	case f != nil:
-		f.sh.sendRemote(w.sh, remoteItem{to: w, msg: v})
+		f.sh.sendRemote(w.sh, remoteItem{to: w})
 	default:
-		w.sh.post(remoteItem{to: w, msg: v})
+		w.sh.post(remoteItem{to: w})
 	}
 }
 
-func (w *replyWaiter[T]) complete(v T) {
-	if w.state != waiting {
-		return
-	}
-	w.val, w.state = v, replied
+// complete finishes a claimed wait with the value already in val.
+func (w *replyWaiter[T]) complete() {
+	w.state = replied
 	w.sh.ready(w.f)
 }
 
@@ -75,46 +98,48 @@ func (w *replyWaiter[T]) complete(v T) {
 // answered (the actor is dead). It is unexported, so no T can be one.
 type askFailure struct{ err error }
 
+// deliverRemote runs on the asker's shard for a claimed wait: the notice of
+// a reply (val is set) or of a failure.
 func (w *replyWaiter[T]) deliverRemote(_ *shard, it remoteItem) {
-	msg := it.msg
-	if fail, ok := msg.(askFailure); ok {
-		w.fail(fail.err)
+	if fail, ok := it.msg.(askFailure); ok {
+		w.finishFailed(fail.err)
 		return
 	}
-	w.complete(unbox[T](msg))
+	w.complete()
 }
 
-func (w *replyWaiter[T]) fail(err error) {
-	if w.ch != nil {
-		if len(w.ch) > 0 {
-			return // answered before the actor died
-		}
-		select {
-		case w.errCh <- err:
-		default:
-		}
-		return
-	}
-	if w.state != waiting {
-		return
-	}
+func (w *replyWaiter[T]) finishFailed(err error) {
 	w.err, w.state = err, failed
 	w.sh.ready(w.f)
 }
 
 // undeliverable is called on the dead actor's shard (sh) for a request that
-// will never be handled; it routes the failure to the asker's side.
-func (w *replyWaiter[T]) undeliverable(sh *shard) {
-	switch {
-	case w.ch != nil || w.sh == sh:
-		w.fail(ErrDeadActor)
-	default:
-		sh.sendRemote(w.sh, remoteItem{to: w, msg: askFailure{ErrDeadActor}})
+// will never be handled; it routes the failure to the asker's side, unless
+// the request was answered (or timed out) first.
+func (w *replyWaiter[T]) undeliverable(sh *shard, gen uint64) {
+	if w.ch != nil {
+		if len(w.ch) > 0 {
+			return // answered before the actor died
+		}
+		select {
+		case w.errCh <- ErrDeadActor:
+		default:
+		}
+		return
 	}
+	if !w.claim(gen) {
+		return
+	}
+	if w.sh == sh {
+		w.finishFailed(ErrDeadActor)
+		return
+	}
+	sh.sendRemote(w.sh, remoteItem{to: w, msg: askFailure{ErrDeadActor}})
 }
 
 func (w *replyWaiter[T]) fire(*shard) {
-	if w.state != waiting {
+	// A reply claimed first is on its way: it wins over the deadline.
+	if w.state != waiting || !w.claim(w.claimed.Load()>>1) {
 		return
 	}
 	w.state = timedOut
@@ -141,14 +166,36 @@ func NewFuture[T any](f *Fiber) (Reply[T], *Future[T]) {
 	return Reply[T]{w: w}, &Future[T]{w: w}
 }
 
+// askWaiter returns a waiter for one Ask by f: the one f used for its last
+// Ask of the same reply type when that wait is over and no timer can still
+// fire for it, in its next generation; else a new one. A fiber waits for one
+// Ask at a time, so one cached waiter serves a fiber's every database call
+// without an allocation.
+func askWaiter[T any](f *Fiber) Reply[T] {
+	if w, ok := f.askw.(*replyWaiter[T]); ok && w.state != waiting && !w.timed {
+		gen := w.claimed.Load()>>1 + 1
+		var zero T
+		w.state, w.val, w.err = waiting, zero, nil
+		w.claimed.Store(gen << 1)
+		return Reply[T]{w: w, gen: gen}
+	}
+	w := &replyWaiter[T]{sh: f.sh, f: f}
+	f.askw = w
+	return Reply[T]{w: w}
+}
+
 // Wait parks f (the fiber that made the future) until the reply arrives or
 // timeout passes (timeout <= 0: no deadline), and returns the reply,
 // ErrTimeout, ErrDeadActor, or ErrStopped while the runtime stops.
 func (fu *Future[T]) Wait(f *Fiber, timeout time.Duration) (T, error) {
+	return fu.w.wait(f, timeout)
+}
+
+func (w *replyWaiter[T]) wait(f *Fiber, timeout time.Duration) (T, error) {
 	var zero T
-	w := fu.w
 	f.charge(1)
 	if w.state == waiting && timeout > 0 {
+		w.timed = true
 		f.sh.addTimer(f.sh.rt.now()+int64(timeout), w)
 	}
 	for w.state == waiting {
@@ -171,9 +218,15 @@ func (fu *Future[T]) Wait(f *Fiber, timeout time.Duration) (T, error) {
 // deadline). The shard runs other fibers meanwhile. Asking a dead actor
 // returns ErrDeadActor (also when it dies with the request in its mailbox).
 func Ask[M, T any](f *Fiber, to Addr[M], timeout time.Duration, mk func(Reply[T]) M) (T, error) {
-	r, fu := NewFuture[T](f)
-	sendMail(f, to, mk(r), r.w)
-	return fu.Wait(f, timeout)
+	r := askWaiter[T](f)
+	sendMail(f, to, mk(r), askRef{r.w, r.gen})
+	v, err := r.w.wait(f, timeout)
+	if err == ErrStopped {
+		// Unwound mid-wait: a reply may still be claimed and written;
+		// this waiter is never handed out again.
+		f.askw = nil
+	}
+	return v, err
 }
 
 // Call is Ask for code outside the runtime (an HTTP handler, a test): it posts
@@ -182,7 +235,7 @@ func Ask[M, T any](f *Fiber, to Addr[M], timeout time.Duration, mk func(Reply[T]
 func Call[M, T any](ctx context.Context, rt *Runtime, to Addr[M], mk func(Reply[T]) M) (T, error) {
 	var zero T
 	w := &replyWaiter[T]{ch: make(chan T, 1), errCh: make(chan error, 1)}
-	if err := postMail(rt, to, mk(Reply[T]{w: w}), w); err != nil {
+	if err := postMail(rt, to, mk(Reply[T]{w: w}), askRef{w: w}); err != nil {
 		return zero, err
 	}
 	select {
@@ -201,15 +254,13 @@ func Call[M, T any](ctx context.Context, rt *Runtime, to Addr[M], mk func(Reply[
 // blocks; the message is dropped (and ErrStopped returned) once the runtime
 // is stopping.
 func Post[M any](rt *Runtime, to Addr[M], msg M) error {
-	return postMail(rt, to, msg, nil)
+	return postMail(rt, to, msg, askRef{})
 }
 
-func postMail[M any](rt *Runtime, to Addr[M], msg M, ask undeliverable) error {
+func postMail[M any](rt *Runtime, to Addr[M], msg M, ask askRef) error {
 	if to.c == nil {
 		rt.dropped.Add(1)
-		if ask != nil {
-			ask.undeliverable(nil)
-		}
+		ask.fail(nil)
 		return nil
 	}
 	if rt.stopping.Load() || !to.c.sh.post(remoteItem{to: to.c, msg: msg, ask: ask}) {

@@ -43,6 +43,10 @@ type Fiber struct {
 	// carrier marks fibers that deliver actor messages; see actor.go.
 	carrier bool
 
+	// askw is the *replyWaiter[T] of the fiber's last Ask, reused by its
+	// next Ask of the same T (ask.go: askWaiter).
+	askw any
+
 	// prev and next link every live fiber of the shard, for unwinding at stop.
 	prev, next *Fiber
 }

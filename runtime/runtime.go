@@ -180,6 +180,8 @@ func (rt *Runtime) startShards(n int, cpus []int) error {
 		sh := &shard{id: i, rt: rt, cpu: cpus[i], done: make(chan struct{}), cqes: make([]iobackend.Completion, cqeBatch)}
 		sh.io.init()
 		sh.outbox = make([][]remoteItem, n)
+		sh.out = make([]*ring, n)
+		sh.in = make([]atomic.Pointer[ring], n)
 		rt.shards = append(rt.shards, sh)
 	}
 	for _, sh := range rt.shards {
@@ -323,7 +325,7 @@ func (rt *Runtime) Stats() Stats {
 	for _, sh := range rt.shards {
 		st := ShardStats{ID: sh.id, TID: sh.tid, CPU: sh.cpu,
 			RunQueue: int(sh.gauges.runQueue.Load()), Fibers: int(sh.gauges.fibers.Load()),
-			Actors: int(sh.gauges.actors.Load()), Inbox: int(sh.inbox.pending.Load()),
+			Actors: int(sh.gauges.actors.Load()), Inbox: sh.mailWaiting(),
 			Reductions: sh.gauges.reductions.Load(), Overruns: sh.gauges.overruns.Load()}
 		if sh.be != nil {
 			st.Backend = sh.be.Stats()

@@ -44,9 +44,18 @@ type shard struct {
 	// open fiber sockets (net.go), closed at shutdown.
 	sockets map[*netFD]struct{}
 
-	// cross-shard traffic. outbox[d] collects this tick's items for shard d.
-	inbox  inbox
-	outbox [][]remoteItem
+	// cross-shard traffic. outbox[d] collects this tick's items for shard d,
+	// which leave through out[d], the ring from this shard to d (ring.go);
+	// in[s] is the ring from shard s to this one, nil until s first sends.
+	// The inbox takes items from outside goroutines. backlog is set when a
+	// flush left items in an outbox (a full ring): the shard must not sleep
+	// on them.
+	inbox   inbox
+	staged  []stager // actors on other shards with mail staged here (actor.go)
+	outbox  [][]remoteItem
+	out     []*ring
+	in      []atomic.Pointer[ring]
+	backlog bool
 
 	sleeping atomic.Bool
 
@@ -72,7 +81,7 @@ type shard struct {
 type remoteItem struct {
 	to  remoteTarget
 	msg any
-	ask undeliverable // set for a request made with Ask or Call
+	ask askRef // set for a request made with Ask or Call
 }
 
 // remoteTarget receives an item on its home shard's thread.
@@ -80,10 +89,10 @@ type remoteTarget interface {
 	deliverRemote(sh *shard, it remoteItem)
 }
 
-// inbox is the multi-producer queue other shards and outside goroutines push
-// to. Producers append whole batches under the mutex; the owner swaps the
-// slice out once per tick, so the lock is taken once per batch, not per
-// message.
+// inbox is the multi-producer queue outside goroutines (Post, Call, a reply
+// from outside the runtime) push to; shards send to each other through rings
+// (ring.go). Producers append under the mutex; the owner swaps the slice out
+// once per tick, so the lock is taken once per batch, not per message.
 type inbox struct {
 	mu      sync.Mutex
 	items   []remoteItem
@@ -104,10 +113,13 @@ func (in *inbox) push(items ...remoteItem) bool {
 	return true
 }
 
+// take swaps the queued items out for the spare slice. Only the owner
+// touches spare (here and in recycle), so handing it back takes no lock.
 func (in *inbox) take() []remoteItem {
 	in.mu.Lock()
 	items := in.items
 	in.items = in.spare[:0]
+	in.spare = nil
 	in.pending.Store(0)
 	in.mu.Unlock()
 	return items
@@ -120,13 +132,9 @@ const maxSpareInbox = 1 << 16
 
 func (in *inbox) recycle(items []remoteItem) {
 	clear(items)
-	in.mu.Lock()
 	if cap(items) <= maxSpareInbox {
 		in.spare = items[:0]
-	} else {
-		in.spare = nil
 	}
-	in.mu.Unlock()
 }
 
 // post delivers items to sh from any goroutine, waking the shard only if it is
@@ -150,7 +158,7 @@ func (sh *shard) wakeIfSleeping() {
 }
 
 // sendRemote queues an item for another shard; it leaves with this tick's
-// flush (or earlier, when the batch is large).
+// flush (or earlier, when the batch is half a ring).
 func (sh *shard) sendRemote(dst *shard, it remoteItem) {
 	if sh.rt.stopping.Load() {
 		sh.rt.dropped.Add(1)
@@ -163,9 +171,16 @@ func (sh *shard) sendRemote(dst *shard, it remoteItem) {
 	}
 }
 
-const maxOutboxBatch = 512
+const maxOutboxBatch = ringSize / 2
 
 func (sh *shard) flushOutboxes() {
+	// Staged actor mail first: its flush queues notices in the outboxes.
+	for i, c := range sh.staged {
+		c.flushStaged(sh)
+		sh.staged[i] = nil
+	}
+	sh.staged = sh.staged[:0]
+	sh.backlog = false
 	for d, b := range sh.outbox {
 		if len(b) > 0 {
 			sh.flushTo(sh.rt.shards[d])
@@ -173,13 +188,23 @@ func (sh *shard) flushOutboxes() {
 	}
 }
 
+// flushTo moves the outbox for dst into the ring to dst, and wakes dst if it
+// sleeps. What does not fit stays, in order, for the next flush: the
+// consumer drains its rings every tick, so space comes back, and a producer
+// never waits on a consumer (two shards flushing to each other's full rings
+// cannot deadlock).
 func (sh *shard) flushTo(dst *shard) {
 	b := sh.outbox[dst.id]
-	if !dst.post(b...) {
-		sh.rt.dropped.Add(uint64(len(b)))
+	n := sh.ringTo(dst).push(b)
+	if n > 0 {
+		dst.wakeIfSleeping()
 	}
-	clear(b)
-	sh.outbox[dst.id] = b[:0]
+	rest := copy(b, b[n:])
+	clear(b[rest:])
+	sh.outbox[dst.id] = b[:rest]
+	if rest > 0 {
+		sh.backlog = true
+	}
 }
 
 func (sh *shard) link(f *Fiber) {
@@ -271,7 +296,7 @@ func (sh *shard) loop() {
 
 		next := sh.fireTimers(rt.now())
 		timeout := time.Duration(0)
-		if sh.runq.len() == 0 {
+		if sh.runq.len() == 0 && !sh.backlog {
 			timeout = -1
 			if next >= 0 {
 				timeout = time.Duration(next - rt.now())
@@ -283,9 +308,7 @@ func (sh *shard) loop() {
 		if timeout != 0 || sh.io.inFlight > 0 {
 			sh.poll(timeout)
 		}
-		if sh.inbox.pending.Load() > 0 {
-			sh.drainInbox()
-		}
+		sh.drainInbox()
 		if len(sh.timers) > 0 {
 			sh.fireTimers(rt.now())
 		}
@@ -297,11 +320,14 @@ func (sh *shard) loop() {
 // not missed.
 func (sh *shard) poll(timeout time.Duration) {
 	if timeout != 0 && sh.spinForInbox(timeout) {
-		timeout = 0
+		// Mail came while spinning. Nothing is in flight (the spin is
+		// skipped otherwise), so the backend has nothing to report: going
+		// into it would only cost a syscall on epoll.
+		return
 	}
 	if timeout != 0 {
 		sh.sleeping.Store(true)
-		if sh.inbox.pending.Load() > 0 || sh.rt.stopping.Load() {
+		if sh.hasMail() || sh.rt.stopping.Load() {
 			timeout = 0
 		}
 	}
@@ -352,7 +378,7 @@ func (sh *shard) spinForInbox(timeout time.Duration) bool {
 	}
 	deadline := sh.rt.now() + int64(spin)
 	for i := 0; ; i++ {
-		if sh.inbox.pending.Load() > 0 || sh.rt.stopping.Load() {
+		if sh.hasMail() || sh.rt.stopping.Load() {
 			return true
 		}
 		if i%64 == 63 && sh.rt.now() > deadline {
@@ -361,7 +387,17 @@ func (sh *shard) spinForInbox(timeout time.Duration) bool {
 	}
 }
 
+// drainInbox delivers what the other shards' rings and the outside inbox
+// hold. Rings are read in shard order; each keeps its producer's order.
 func (sh *shard) drainInbox() {
+	for i := range sh.in {
+		if r := sh.in[i].Load(); r != nil {
+			r.drain(sh)
+		}
+	}
+	if sh.inbox.pending.Load() == 0 {
+		return
+	}
 	items := sh.inbox.take()
 	for _, it := range items {
 		it.to.deliverRemote(sh, it)

@@ -237,3 +237,47 @@ func TestBadInputTCP(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestBackToBackMessagesShareACommit: messages said faster than a commit
+// takes are made durable together (room.sayBatch), and still reach every
+// reader, and the history, once each and in order.
+func TestBackToBackMessagesShareACommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
+		srv, _ := startServer(t, cfg, t.TempDir(), Options{Rate: 1e6, Burst: 1e6, History: 200})
+		listener := dialLine(t, srv.tcpAddr())
+		listener.send("/nick listener", "/join burst")
+		listener.expect("listener joined")
+		speaker := dialLine(t, srv.tcpAddr())
+		speaker.send("/nick speaker", "/join burst")
+		speaker.expect("speaker joined")
+		listener.expect("speaker joined")
+		go io.Copy(io.Discard, speaker.br)
+
+		before := srv.db.Stats().Commits
+		const n = 500
+		var all strings.Builder
+		for i := range n {
+			fmt.Fprintf(&all, "m%d\n", i)
+		}
+		speaker.send(strings.TrimSuffix(all.String(), "\n"))
+		for i := range n {
+			if l, want := listener.expect("<speaker>"), fmt.Sprintf("#burst <speaker> m%d", i); l != want {
+				t.Fatalf("listener got %q, want %q", l, want)
+			}
+		}
+		if commits := srv.db.Stats().Commits - before; commits >= n {
+			t.Errorf("%d messages took %d commits: back-to-back messages did not share one", n, commits)
+		} else {
+			t.Logf("%d messages in %d commits", n, commits)
+		}
+
+		// The join replays the last 200 (Options.History) from the database.
+		late := dialLine(t, srv.tcpAddr())
+		late.send("/nick late", "/join burst")
+		for i := n - 200; i < n; i++ {
+			if l, want := late.expect("<speaker>"), fmt.Sprintf("] m%d", i); !strings.HasSuffix(l, want) || !strings.Contains(l, "[history ") {
+				t.Fatalf("history replay got %q, want a history line ending %q", l, want)
+			}
+		}
+	})
+}

@@ -36,7 +36,9 @@
 // through the ordinary dbowner calls, so from a room on another shard it is
 // the traced hop to the owner shard) and only then delivered: a message
 // anyone saw survives a restart, and /join replays the last
-// Options.History messages from the database.
+// Options.History messages from the database. Messages said back to back
+// share one write (room.sayBatch), so a room is not bound to one message
+// per commit.
 //
 // # Limits
 //

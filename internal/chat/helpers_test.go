@@ -70,6 +70,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, cfg runtime.Config)) {
 type server struct {
 	rt       *runtime.Runtime
 	svc      *Service
+	db       *dbowner.DB
 	tcp, web *runtime.Server
 	data     *httpd.Server // the worker's data plane, chat.Mount-ed
 }
@@ -134,7 +135,7 @@ func startWith(t testing.TB, cfg runtime.Config, dir string, opts Options, tp tr
 		if extra != nil {
 			extra(f, svc)
 		}
-		ready <- up{s: &server{svc: svc, tcp: tcp, web: web, data: data}}
+		ready <- up{s: &server{svc: svc, db: db, tcp: tcp, web: web, data: data}}
 		for !f.Stopping() {
 			runtime.Sleep(f, time.Hour)
 		}

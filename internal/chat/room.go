@@ -95,9 +95,71 @@ type room struct {
 	// room's span (nil when the message is not traced).
 	call *dbowner.DB
 	span trace.Span
+
+	// queue is the room's mail not yet handled, in arrival order, and
+	// working says a worker fiber is handling it (see Receive).
+	queue    []roomMsg
+	working  bool
+	maxBatch int // sayBatchLimit
 }
 
+// sayBatchLimit is how many messages one history write may carry: a quarter
+// of a connection's queue, so that a batch delivered at once never fills
+// the queue of a reader that keeps up (a room's messages arrive in bursts
+// of a batch; a reader's fiber drains its queue between them).
+func sayBatchLimit(queueLen int) int { return max(1, queueLen/4) }
+
+// Receive queues m for the room's worker fiber, starting one if none runs.
+// The worker handles the queue in order, as Receive once did, with one
+// difference: messages said back to back are made durable together, in one
+// transaction (sayBatch), then delivered in order. A room that handled one
+// message per commit was bound by the commit's latency: its messages
+// queued behind each other's fsyncs while the owner's group commit had room
+// for all of them.
 func (r *room) Receive(f *runtime.Fiber, m roomMsg) {
+	r.queue = append(r.queue, m)
+	if !r.working {
+		r.working = true
+		runtime.Go(f, r.work)
+	}
+}
+
+// work drains the queue. It runs on the room's shard, so it and Receive
+// never run at once; between its parks, Receive may queue more.
+func (r *room) work(f *runtime.Fiber) {
+	defer func() { r.working = false }()
+	for len(r.queue) > 0 {
+		if n := r.sayRun(); n > 1 {
+			r.sayBatch(f, r.queue[:n])
+			r.dequeue(n)
+			continue
+		}
+		m := r.queue[0]
+		r.dequeue(1)
+		r.handle(f, m)
+	}
+}
+
+// sayRun counts the untraced messages at the head of the queue (at most
+// maxBatch) that can share one write. A traced message keeps its own
+// write, so its trace shows its own database call.
+func (r *room) sayRun() int {
+	n := 0
+	for n < len(r.queue) && n < r.maxBatch && r.queue[n].op == roomSay && !r.queue[n].ref.valid() {
+		n++
+	}
+	return n
+}
+
+func (r *room) dequeue(n int) {
+	clear(r.queue[:n])
+	r.queue = r.queue[n:]
+	if len(r.queue) == 0 {
+		r.queue = nil
+	}
+}
+
+func (r *room) handle(f *runtime.Fiber, m roomMsg) {
 	ctx, sp := r.startSpan(f, m)
 	r.call, r.span = r.db, sp
 	if sp != nil {
@@ -218,14 +280,7 @@ func (r *room) say(f *runtime.Fiber, m roomMsg) {
 	}
 	seq := r.seq + 1
 	at := time.Now()
-	_, err := r.call.Insert(f, Table, map[string]engine.Value{
-		"id":   engine.String(messageID(r.name, seq)),
-		"room": engine.String(r.name),
-		"seq":  engine.Int(int64(seq)),
-		"nick": engine.String(m.nick),
-		"text": engine.String(m.text),
-		"at":   engine.Time(at),
-	})
+	_, err := r.call.Insert(f, Table, historyRecord(r.name, seq, m.nick, m.text, at))
 	if err != nil {
 		r.fail(f, m.member, "message not stored, not sent: "+err.Error())
 		return
@@ -235,6 +290,59 @@ func (r *room) say(f *runtime.Fiber, m roomMsg) {
 		r.span.SetAttributes(semconv.MessagingMessageID(messageID(r.name, seq)))
 	}
 	r.broadcast(f, Event{Kind: EvMessage, Nick: m.nick, Text: m.text, Seq: seq, At: at.UnixNano()})
+}
+
+// sayBatch is say for several untraced messages: one transaction inserts
+// them all (all or nothing), then each is delivered, in order. A sender who
+// is not in the room is told so, as by say, and its message is not stored.
+func (r *room) sayBatch(f *runtime.Fiber, ms []roomMsg) {
+	r.call, r.span = r.db, nil
+	if !r.loaded {
+		if err := r.load(f); err != nil {
+			for _, m := range ms {
+				r.fail(f, m.member, "room history unavailable: "+err.Error())
+			}
+			return
+		}
+	}
+	at := time.Now()
+	seq := r.seq
+	b := make(engine.Batch, 0, len(ms))
+	said := make([]roomMsg, 0, len(ms))
+	for _, m := range ms {
+		if r.find(m.member) < 0 {
+			r.fail(f, m.member, "you are not in #"+r.name+" (/join "+r.name+")")
+			continue
+		}
+		seq++
+		b = append(b, engine.Insert(Table, historyRecord(r.name, seq, m.nick, m.text, at)))
+		said = append(said, m)
+	}
+	if len(b) == 0 {
+		return
+	}
+	if _, err := r.db.Tx(f, b); err != nil {
+		for _, m := range said {
+			r.fail(f, m.member, "message not stored, not sent: "+err.Error())
+		}
+		return
+	}
+	for i, m := range said {
+		r.broadcast(f, Event{Kind: EvMessage, Nick: m.nick, Text: m.text, Seq: r.seq + uint64(i) + 1, At: at.UnixNano()})
+	}
+	r.seq = seq
+}
+
+// historyRecord is one message's record in the history table.
+func historyRecord(room string, seq uint64, nick, text string, at time.Time) map[string]engine.Value {
+	return map[string]engine.Value{
+		"id":   engine.String(messageID(room, seq)),
+		"room": engine.String(room),
+		"seq":  engine.Int(int64(seq)),
+		"nick": engine.String(nick),
+		"text": engine.String(text),
+		"at":   engine.Time(at),
+	}
 }
 
 // replay sends the last n messages, oldest first, to one member.
@@ -304,7 +412,7 @@ func (d *directory) Receive(f *runtime.Fiber, m dirMsg) {
 				m.lookup.Send(f, dirReply{err: fmt.Errorf("%w: the server holds %d rooms; join an existing one (/rooms)", ErrTooManyRooms, len(d.rooms))})
 				return
 			}
-			a = runtime.SpawnKeyed[roomMsg](f, m.name, &room{name: m.name, db: d.svc.db, dir: d.svc.dir, history: d.svc.opts.History, tr: d.svc.tr})
+			a = runtime.SpawnKeyed[roomMsg](f, m.name, &room{name: m.name, db: d.svc.db, dir: d.svc.dir, history: d.svc.opts.History, tr: d.svc.tr, maxBatch: sayBatchLimit(d.svc.opts.QueueLen)})
 			d.rooms[m.name] = a
 		}
 		m.lookup.Send(f, dirReply{room: a})

@@ -1,0 +1,144 @@
+package runtime
+
+import (
+	"errors"
+	"testing"
+)
+
+// An Ask reuses its fiber's waiter from the last Ask (ask.go, askWaiter), so
+// these tests pin down what the reuse must never do: let an answer meant for
+// an earlier request finish a later one.
+
+// keeper answers the first request it gets and keeps that Reply; on a later
+// request it answers the kept Reply again (a late, duplicate answer) before
+// answering the new one.
+type keeper struct{ kept Reply[int] }
+
+type keeperMsg struct{ reply Reply[int] }
+
+func (k *keeper) Receive(f *Fiber, m keeperMsg) {
+	if k.kept.w == nil {
+		k.kept = m.reply
+		m.reply.Send(f, 1)
+		return
+	}
+	k.kept.Send(f, 666)
+	m.reply.Send(f, 2)
+}
+
+func TestALateReplyNeverAnswersALaterAsk(t *testing.T) {
+	cfg := multiShardConfig(t)
+	run(t, cfg, func(f *Fiber) int {
+		for shard := 0; shard < 2; shard++ { // the keeper beside the asker, then across
+			k := SpawnOn[keeperMsg](f, shard, &keeper{})
+			ask := func() int {
+				v, err := Ask(f, k, 0, func(r Reply[int]) keeperMsg { return keeperMsg{reply: r} })
+				if err != nil {
+					t.Errorf("keeper on shard %d: %v", shard, err)
+				}
+				return v
+			}
+			if v := ask(); v != 1 {
+				t.Errorf("keeper on shard %d: first answer %d, want 1", shard, v)
+			}
+			if v := ask(); v != 2 {
+				t.Errorf("keeper on shard %d: second answer %d, want 2 (666 is the first request's late duplicate)", shard, v)
+			}
+		}
+		return 0
+	})
+}
+
+// holdGate holds the one request it is asked until a release arrives.
+type holdGate struct{ held Reply[struct{}] }
+
+type gateMsg struct {
+	hold    Reply[struct{}]
+	release bool
+}
+
+func (g *holdGate) Receive(f *Fiber, m gateMsg) {
+	if m.release {
+		g.held.Send(f, struct{}{})
+		return
+	}
+	g.held = m.hold
+}
+
+// doomed answers its request, then waits at the gate and dies: the request
+// it answered is still among its askers when it dies.
+type doomed struct{ gate Addr[gateMsg] }
+
+type doomedMsg struct{ reply Reply[int] }
+
+func (d *doomed) Receive(f *Fiber, m doomedMsg) {
+	m.reply.Send(f, 1)
+	if _, err := Ask(f, d.gate, 0, func(r Reply[struct{}]) gateMsg { return gateMsg{hold: r} }); err != nil {
+		return
+	}
+	panic("doomed: dies after answering")
+}
+
+// releaser opens the gate, waits until the doomed actor is dead (asking it
+// fails), then answers.
+type releaser struct {
+	gate   Addr[gateMsg]
+	doomed Addr[doomedMsg]
+}
+
+type releaserMsg struct{ reply Reply[int] }
+
+func (r *releaser) Receive(f *Fiber, m releaserMsg) {
+	Send(f, r.gate, gateMsg{release: true})
+	_, err := Ask(f, r.doomed, 0, func(rep Reply[int]) doomedMsg { return doomedMsg{reply: rep} })
+	if !errors.Is(err, ErrDeadActor) {
+		m.reply.Send(f, -1)
+		return
+	}
+	m.reply.Send(f, 2)
+}
+
+func TestAnActorDyingAfterItAnsweredDoesNotFailTheAskersNextAsk(t *testing.T) {
+	cfg := multiShardConfig(t)
+	run(t, cfg, func(f *Fiber) int {
+		// All three on one shard, the asker on another: the dead actor's
+		// failure notices and the releaser's answer leave that shard in
+		// order, so a failure that wrongly names the asker's next request
+		// would reach it first.
+		g := SpawnOn[gateMsg](f, 1, &holdGate{})
+		d := SpawnOn[doomedMsg](f, 1, &doomed{gate: g})
+		r := SpawnOn[releaserMsg](f, 1, &releaser{gate: g, doomed: d})
+		if v, err := Ask(f, d, 0, func(rep Reply[int]) doomedMsg { return doomedMsg{reply: rep} }); err != nil || v != 1 {
+			t.Errorf("doomed actor's answer: %d, %v; want 1", v, err)
+		}
+		v, err := Ask(f, r, 0, func(rep Reply[int]) releaserMsg { return releaserMsg{reply: rep} })
+		if err != nil || v != 2 {
+			t.Errorf("next ask: %d, %v; want 2 (the dead actor failed a request it had already answered)", v, err)
+		}
+		return 0
+	})
+}
+
+// TestAskAllocatesNothing: a cross-shard Ask (request, typed reply, the
+// waiter) makes no allocation once warm.
+func TestAskAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	cfg := multiShardConfig(t)
+	run(t, cfg, func(f *Fiber) int {
+		c := SpawnOn[counterMsg](f, 1, &counter{})
+		ask := func() {
+			if _, err := Ask(f, c, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} }); err != nil {
+				t.Error(err)
+			}
+		}
+		for i := 0; i < 100; i++ {
+			ask()
+		}
+		if n := testing.AllocsPerRun(1000, ask); n != 0 {
+			t.Errorf("a cross-shard Ask allocates %.2f times, want 0", n)
+		}
+		return 0
+	})
+}
