@@ -1,7 +1,10 @@
 package dbowner
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -69,4 +72,31 @@ func (h *HistoryWriter) CloseCommitting(commit uint64) error {
 		return err
 	}
 	return h.log.Close()
+}
+
+// SnapshotState reads the newest snapshot of the closed database in dir
+// with the same decoders recovery uses: its raft index and the engine
+// state it restores to.
+func SnapshotState(dir string) (uint64, *engine.DB, error) {
+	l, rec, err := wal.Open(wal.OS{}, dir, wal.Options{})
+	if err != nil {
+		return 0, nil, fmt.Errorf("open the log in %s: %w", dir, err)
+	}
+	defer l.Close()
+	if rec.Snapshot == nil {
+		return 0, nil, errors.New("no snapshot in " + dir)
+	}
+	snap, err := parseSnapBody(rec.Snapshot)
+	if err != nil {
+		return 0, nil, fmt.Errorf("snapshot body: %w", err)
+	}
+	data := snap.GetData()
+	if len(data) < 4 || uint64(len(data)-4) < uint64(binary.BigEndian.Uint32(data)) {
+		return 0, nil, errors.New("snapshot data shorter than its membership header")
+	}
+	o := &owner{}
+	if err := (stateMachine{o}).Restore(nil, data[4+binary.BigEndian.Uint32(data):]); err != nil {
+		return 0, nil, err
+	}
+	return snap.GetMetadata().GetIndex(), o.eng, nil
 }

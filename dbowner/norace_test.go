@@ -1,0 +1,5 @@
+//go:build !race
+
+package dbowner_test
+
+const raceEnabled = false
