@@ -37,25 +37,36 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const exitLocked = 75
 
 // lockDataDir creates data.dir if missing and takes its lock for the rest
-// of the process's life; it returns 0, or the exit status to stop with.
-func lockDataDir(dir string, log *slog.Logger) int {
+// of the process's life; it returns the lock (a bare descriptor, without a
+// finalizer: it lasts until the process ends) and 0, or the exit status to
+// stop with. A holder that is draining (a restart started before the old
+// process finished) is waited for, up to its drain's length and a margin;
+// any other holder is refused at once.
+func lockDataDir(cfg config.Config, log *slog.Logger) (*dirlock.Lock, int) {
+	dir := cfg.DataDir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		log.Error("worker: data dir", "dir", dir, "err", err)
-		return 1
+		return nil, 1
 	}
-	// The *Lock is not kept: it is a bare descriptor, without a finalizer,
-	// so the lock lasts until the process ends.
-	if _, err := dirlock.Acquire(dir); err != nil {
+	wait := cfg.HTTP.DrainGrace + cfg.HTTP.DrainTimeout + drainLockMargin
+	l, err := dirlock.AcquireWait(dir, wait, func(held *dirlock.HeldError) {
+		log.Info("worker: data dir held by a draining worker; waiting for it to stop", "dir", dir, "pid", held.PID, "up_to", wait.String())
+	})
+	if err != nil {
 		var held *dirlock.HeldError
 		if errors.As(err, &held) {
 			log.Error("worker: data dir in use by another process", "dir", dir, "pid", held.PID, "err", err)
-			return exitLocked
+			return nil, exitLocked
 		}
 		log.Error("worker: data dir lock", "dir", dir, "err", err)
-		return 1
+		return nil, 1
 	}
-	return 0
+	return l, 0
 }
+
+// drainLockMargin is what a draining worker may take past its drain to
+// close its database and exit, as a restart waiting for its lock sees it.
+const drainLockMargin = 10 * time.Second
 
 // fdReserve is the part of the file descriptor limit the data port's
 // automatic connection cap leaves to everything else: the WAL, the ops
@@ -83,7 +94,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// stop at the ops port's collision and hide the real reason). The
 	// lock is never released: the kernel drops it when this process ends,
 	// however it ends (internal/dirlock).
-	if code := lockDataDir(cfg.DataDir, log); code != 0 {
+	dirLock, code := lockDataDir(cfg, log)
+	if code != 0 {
 		return code
 	}
 	// A volume too small for the log's first steps is refused now, naming
@@ -156,6 +168,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		select {
 		case sig := <-sigs:
 			opsSrv.SetState(ops.Draining)
+			// A worker started on this data dir from now on waits for
+			// the lock instead of refusing (a restart within the drain).
+			if err := dirLock.MarkDraining(); err != nil {
+				log.Warn("worker: data dir lock", "err", err)
+			}
 			select {
 			case rep := <-stopper:
 				log.Info("worker: signal; draining", "signal", sig.String())
@@ -175,7 +192,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	code := runtime.RunContext(runCtx, cfg.Runtime(log), func(f *runtime.Fiber) int {
+	code = runtime.RunContext(runCtx, cfg.Runtime(log), func(f *runtime.Fiber) int {
 		return mainFiber(f, cfg, log, token, opsSrv, adminSrv, opsLn.Addr().String(), stopper)
 	})
 	close(runDone)

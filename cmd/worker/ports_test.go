@@ -120,6 +120,43 @@ func TestRestartOnTheSamePortsRightAfterAStop(t *testing.T) {
 	})
 }
 
+// A worker started on the same data dir and ports while the old one is
+// still draining (a restart that did not wait for the old process) waits
+// for the old one's lock, then its ports, and comes up with every write
+// the old one acknowledged; it neither refuses nor fails to bind.
+func TestRestartWithinTheDrain(t *testing.T) {
+	ports, err := testport.Reserve(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
+	// A drain long enough that the new worker starts inside it.
+	wrap := withPorts("", addr(0), addr(1), addr(2)) + " --http-drain-grace 2s"
+	dataDir := t.TempDir()
+	old := startWorkerWrapped(t, dataDir, wrap)
+	must(t, "PUT", old.http+"/v1/records/ada", `{"name":"Ada"}`, 200)
+	if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if code, _, err := get(old.ops + "/readyz"); err != nil || code == 503 {
+			break // draining: the lock file says so by now
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w := startWorkerWrapped(t, dataDir, wrap)
+	select {
+	case <-old.exited: // it had to: the new one held the lock
+	case <-time.After(30 * time.Second):
+		t.Fatal("the new worker is ready and the old one has not exited")
+	}
+	if !strings.Contains(w.logs.String(), "waiting for it to stop") {
+		t.Errorf("the new worker did not say it waited for the draining one:\n%s", w.logs.String())
+	}
+	must(t, "GET", w.http+"/v1/records/ada", "", 200)
+	w.stop(t)
+}
+
 // holdConnections opens a connection to each address with a request in
 // flight on the HTTP ones, so the worker's side is open when it stops.
 func holdConnections(t *testing.T, addrs ...string) []net.Conn {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,12 +26,18 @@ var ErrLocked = errors.New("dirlock: the data directory is in use by another pro
 type HeldError struct {
 	Dir string
 	PID int
+	// Draining: the holder said it is stopping (MarkDraining), so the lock
+	// is about to be free; AcquireWait waits for such a holder.
+	Draining bool
 }
 
 func (e *HeldError) Error() string {
 	holder := "another process (pid unknown)"
 	if e.PID > 0 {
 		holder = "pid " + strconv.Itoa(e.PID)
+	}
+	if e.Draining {
+		holder += ", draining"
 	}
 	return fmt.Sprintf("data directory %s is locked by %s (%s): one process per data directory; stop that one first", e.Dir, holder, filepath.Join(e.Dir, Name))
 }
@@ -62,13 +69,14 @@ func Acquire(dir string) (*Lock, error) {
 	if err := flock(fd); err != nil {
 		unix.Close(fd)
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &HeldError{Dir: dir, PID: readPID(path)}
+			pid, draining := readHolder(path)
+			return nil, &HeldError{Dir: dir, PID: pid, Draining: draining}
 		}
 		return nil, fmt.Errorf("dirlock: flock %s: %w", path, err)
 	}
 	// Ours now: say who holds it. A directory where a 10-byte write fails
 	// is no place to start a database in either, so a failure refuses.
-	if err := writePID(fd); err != nil {
+	if err := writeHolder(fd, ""); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("dirlock: write pid to %s: %w", path, err)
 	}
@@ -85,11 +93,21 @@ func flock(fd int) error {
 	}
 }
 
-func writePID(fd int) error {
+// drainingWord follows the pid in the lock file of a holder that is
+// stopping: "1234 draining".
+const drainingWord = "draining"
+
+// writeHolder writes this process's pid, and state if not empty, as the
+// lock file's one line.
+func writeHolder(fd int, state string) error {
 	if err := unix.Ftruncate(fd, 0); err != nil {
 		return err
 	}
-	b := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	line := strconv.Itoa(os.Getpid())
+	if state != "" {
+		line += " " + state
+	}
+	b := []byte(line + "\n")
 	n, err := unix.Pwrite(fd, b, 0)
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
@@ -97,17 +115,58 @@ func writePID(fd int) error {
 	return err
 }
 
-// readPID reads the holder's pid from the lock file; 0 if it cannot.
-func readPID(path string) int {
+// readHolder reads the holder's pid (0 if it cannot) and whether it said
+// it is draining from the lock file.
+func readHolder(path string) (pid int, draining bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0, false
+	}
+	pid, err = strconv.Atoi(fields[0])
 	if err != nil || pid <= 0 {
-		return 0
+		pid = 0
 	}
-	return pid
+	return pid, len(fields) > 1 && fields[1] == drainingWord
+}
+
+// AcquireWait is Acquire that, when the holder has said it is draining
+// (MarkDraining), waits up to wait for it to go, calling waiting once
+// first (to log it). A holder that is not draining is refused at once, as
+// by Acquire: a second process on a directory is a mistake, while a new
+// process started during the old one's drain (a restart) is not.
+func AcquireWait(dir string, wait time.Duration, waiting func(*HeldError)) (*Lock, error) {
+	deadline := time.Now().Add(wait)
+	told := false
+	for {
+		l, err := Acquire(dir)
+		var held *HeldError
+		if err == nil || !errors.As(err, &held) || !held.Draining || !time.Now().Before(deadline) {
+			return l, err
+		}
+		if !told && waiting != nil {
+			waiting(held)
+			told = true
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// pollEvery is how often AcquireWait tries again: flock has no timed wait,
+// and a blocking flock could not be given up at the deadline.
+const pollEvery = 20 * time.Millisecond
+
+// MarkDraining says in the lock file that this holder is stopping, so
+// that a process started now (AcquireWait) waits for the lock instead of
+// refusing.
+func (l *Lock) MarkDraining() error {
+	if err := writeHolder(l.fd, drainingWord); err != nil {
+		return fmt.Errorf("dirlock: mark %s draining: %w", l.dir, err)
+	}
+	return nil
 }
 
 // Dir is the locked directory.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writeonce/wo/internal/dirlock"
 )
@@ -45,5 +46,41 @@ func TestMissingDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "absent")
 	if _, err := dirlock.Acquire(dir); err == nil || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("Acquire on a missing dir: %v", err)
+	}
+}
+
+// TestAcquireWaitWaitsOnlyForADrainingHolder: a holder that has not said it
+// is draining is refused at once; one that has is waited for, and its lock
+// is taken once it lets go.
+func TestAcquireWaitWaitsOnlyForADrainingHolder(t *testing.T) {
+	dir := t.TempDir()
+	held, err := dirlock.Acquire(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dirlock.AcquireWait(dir, time.Hour, func(*dirlock.HeldError) { t.Error("waited for a holder that is not draining") }); !errors.Is(err, dirlock.ErrLocked) {
+		t.Fatalf("AcquireWait on a running holder: %v, want ErrLocked at once", err)
+	}
+	if err := held.MarkDraining(); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan *dirlock.HeldError, 1)
+	got := make(chan error, 1)
+	go func() {
+		l, err := dirlock.AcquireWait(dir, time.Hour, func(h *dirlock.HeldError) { waiting <- h })
+		if err == nil {
+			err = l.Release()
+		}
+		got <- err
+	}()
+	h := <-waiting
+	if !h.Draining || h.PID != os.Getpid() || !strings.Contains(h.Error(), "draining") {
+		t.Fatalf("waiting on %+v (%v), want this pid, draining", h, h)
+	}
+	if err := held.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("AcquireWait after the draining holder let go: %v", err)
 	}
 }
