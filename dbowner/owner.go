@@ -210,7 +210,7 @@ func (o *owner) retryable(f *runtime.Fiber, err error, deadline time.Time, op, t
 		runtime.Sleep(f, min(o.opts.Cluster.Tick/10, time.Until(deadline)))
 		return nil
 	}
-	if again || errors.Is(err, runtime.ErrTimeout) {
+	if again || errors.Is(err, runtime.ErrTimeout) || errors.Is(err, node.ErrOutcomeUnknown) {
 		return o.noQuorum(f, op, table)
 	}
 	if errors.Is(err, node.ErrRemoved) {

@@ -561,3 +561,41 @@ func TestDemoteTheLastVoter(t *testing.T) {
 		return 0
 	})
 }
+
+// TestALeaderSaveThatFailsAfterTheSendIsNotANo: a leader sends a Ready's
+// entries before it saves them, so when its save then fails the followers
+// may hold them, and a new leader commits them. The proposer must hear "the
+// outcome is unknown" (ErrOutcomeUnknown, which the records API answers as
+// "may still be applied"), never the save's error alone, which would say
+// the write was not made.
+func TestALeaderSaveThatFailsAfterTheSendIsNotANo(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, false)
+		defer g.stopAll()
+		g.bootstrap(3)
+		lead := g.leader()
+		g.mustPropose(lead, "before=1")
+		m := g.members[lead]
+		shardtest.On(f, m.shard, func(*runtime.Fiber) {
+			m.store.FailSave = fmt.Errorf("%w: no space left on device", ErrNothingSaved)
+		})
+		_, err := g.propose(lead, "sent=1")
+		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrNothingSaved) {
+			t.Errorf("the failed leader's proposal: %v; want ErrOutcomeUnknown wrapping the save's error", err)
+		}
+		shardtest.On(f, m.shard, func(*runtime.Fiber) { m.store.FailSave = nil })
+		// What it sent may commit: under the next leader it does here,
+		// since both followers persisted it.
+		g.waitFor("the sent entry to commit under a new leader", func() bool {
+			for _, mm := range g.members {
+				var ok bool
+				shardtest.On(f, mm.shard, func(*runtime.Fiber) { _, ok = mm.sm.get("sent") })
+				if !ok {
+					return false
+				}
+			}
+			return true
+		})
+		return 0
+	})
+}

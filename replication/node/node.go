@@ -108,6 +108,11 @@ var (
 	// one in flight — already a member, a conf change not yet applied,
 	// promoting a learner that is not caught up (the admin API: 409).
 	ErrConflict = errors.New("node: membership conflict")
+	// ErrOutcomeUnknown: the leader's save of a proposal failed after the
+	// entries had gone to the followers (a leader sends before it saves),
+	// so a new leader may still commit them: the caller must not report
+	// the write as not made. Retrying with the same request ID is safe.
+	ErrOutcomeUnknown = errors.New("node: the save failed after the entries went to the followers; the write may still commit")
 )
 
 // PromoteLag is how far (in entries) a learner's Match may be behind the
@@ -1031,6 +1036,18 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 		n.lead, n.role = rd.SoftState.Lead, rd.SoftState.RaftState
 	}
 	n.settled = 0
+	// A leader sends before it saves, so its followers write the entries
+	// while it does (raft thesis 10.2.1; etcd's server does the same): a
+	// commit then waits for the slowest of a quorum's fsyncs, not for the
+	// leader's and then the followers' in turn. Safe because the leader
+	// applies (and so acknowledges) an entry only after its own save
+	// below: every acknowledged write is durable on a quorum that
+	// includes the leader. Any other member's messages (votes, append
+	// responses) promise what it has persisted, so they wait for the save.
+	sendFirst := n.role == raft.StateLeader
+	if sendFirst && len(rd.Messages) > 0 {
+		n.cfg.Net.Send(f, rd.Messages)
+	}
 	start := time.Now()
 	if err := n.cfg.Storage.Save(f, rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 		// A Ready with a snapshot is never restarted in place: the
@@ -1038,6 +1055,9 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 		// restarted from storage below a snapshot it holds panics. The
 		// member stops; a restart recovers from what is on disk.
 		if errors.Is(err, ErrNothingSaved) && raft.IsEmptySnap(rd.Snapshot) {
+			if sendFirst && len(rd.Messages) > 0 {
+				err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			}
 			return n.restartRaft(f, err)
 		}
 		return fmt.Errorf("persist ready: %w", err)
@@ -1055,7 +1075,7 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 		}
 	}
 	n.turnProps = n.turnProps[:0]
-	if len(rd.Messages) > 0 {
+	if !sendFirst && len(rd.Messages) > 0 {
 		n.cfg.Net.Send(f, rd.Messages)
 	}
 	if !raft.IsEmptySnap(rd.Snapshot) {
