@@ -204,6 +204,7 @@ type Node struct {
 	// finished; built is what it finished with, for the driver to save.
 	snapping bool
 	built    *builtSnap
+	snapDone *runtime.Reply[struct{}] // a stopping driver waits for the writer
 	term     uint64
 	commit   uint64
 
@@ -815,6 +816,7 @@ func (n *Node) drive(f *runtime.Fiber) {
 	}()
 	for {
 		if n.stopped || f.Stopping() {
+			n.finishSnapshot(f)
 			return
 		}
 		if len(n.work) == 0 && !n.tickDue && !n.rn.HasReady() {
@@ -1305,11 +1307,37 @@ func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotW
 		b.err = fmt.Errorf("state machine snapshot at %d: %w", b.index, b.err)
 	}
 	n.snapping = false
+	n.built = b
+	if n.snapDone != nil {
+		n.snapDone.Send(f, struct{}{})
+		n.snapDone = nil
+	}
 	if n.stopped {
 		return
 	}
-	n.built = b
 	n.push(f, work{kind: workSnapBuilt})
+}
+
+// finishSnapshot, on a stop asked for (Stop, not a failure), waits for the
+// snapshot being written and saves it: a clean stop then leaves the log a
+// next start replays from that snapshot, not the whole log since the last
+// one (TestRecoveryMemoryIsBounded). The runtime stopping unwinds the wait.
+func (n *Node) finishSnapshot(f *runtime.Fiber) {
+	if n.err != nil || f.Stopping() {
+		return
+	}
+	if n.snapping {
+		rep, fu := runtime.NewFuture[struct{}](f)
+		n.snapDone = &rep
+		if _, err := fu.Wait(f, 0); err != nil {
+			return
+		}
+	}
+	if n.built != nil {
+		if err := n.saveBuilt(f); err != nil {
+			n.log.Warn("node: saving the snapshot written before the stop", "err", err)
+		}
+	}
 }
 
 // saveBuilt hands a finished snapshot to the storage. A snapshot restored
