@@ -89,6 +89,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Lines logged with a traced context carry trace_id and span_id.
 	log := slog.New(telemetry.LogHandler(cfg.Logger(stderr).Handler()))
 	slog.SetDefault(log)
+	// The token files are read now (a bad one stops the start, naming the
+	// file and line) and again whenever they change (tokenfile).
+	token, err := tokenfile.Load("auth.token_file", cfg.TokenFile, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
+	adminToken, err := tokenfile.Load("admin.token_file", cfg.AdminTokenFile, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
+	tracing, err := telemetry.Setup(context.Background(), telemetry.Options{FlushTimeout: cfg.TraceFlushTimeout, Logger: log})
+	if err != nil {
+		log.Error("worker: bad telemetry configuration", "err", err)
+		return 2
+	}
+	defer func() {
+		// Bounded by telemetry.flush_timeout; a lost flush is one line.
+		if err := tracing.Shutdown(); err != nil {
+			log.Warn("worker: traces not flushed", "err", err)
+		}
+	}()
+	// The configuration is whole (exit 2 above touched nothing).
 	// One process per data directory, before anything in it is read or
 	// written (and before the ports: a second local run would otherwise
 	// stop at the ops port's collision and hide the real reason). The
@@ -105,35 +129,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("worker: data dir volume too small or too full", "dir", cfg.DataDir, "err", err)
 		return 1
 	}
-	// The token files are read now (a bad one stops the start, naming the
-	// file and line) and again whenever they change (tokenfile).
-	token, err := tokenfile.Load("auth.token_file", cfg.TokenFile, log)
-	if err != nil {
-		fmt.Fprintln(stderr, "worker:", err)
-		return 2
-	}
-	adminToken, err := tokenfile.Load("admin.token_file", cfg.AdminTokenFile, log)
-	if err != nil {
-		fmt.Fprintln(stderr, "worker:", err)
-		return 2
-	}
 	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != nil)
 
-	tracing, err := telemetry.Setup(context.Background(), telemetry.Options{FlushTimeout: cfg.TraceFlushTimeout, Logger: log})
-	if err != nil {
-		log.Error("worker: bad telemetry configuration", "err", err)
-		return 2
-	}
 	// The data plane's spans come from the global provider, and a W3C
 	// traceparent on a request is its parent.
 	tracing.InstallGlobal()
 	tracing.LogStartup(log)
-	defer func() {
-		// Bounded by telemetry.flush_timeout; a lost flush is one line.
-		if err := tracing.Shutdown(); err != nil {
-			log.Warn("worker: traces not flushed", "err", err)
-		}
-	}()
 
 	// The ops port is bound before the runtime starts: /healthz answers
 	// during WAL recovery (the operator's startup probe counts on it).
