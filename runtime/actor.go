@@ -52,9 +52,19 @@ type actorTurn interface {
 // mailbox and a few words of state. No goroutine stack is held by an idle
 // actor; carriers lend theirs while a Receive runs.
 type actorCell[M any] struct {
-	sh    *shard
-	recv  Receiver[M]
-	kind  *string // the receiver's type name, for logs and the watchdog
+	// What senders on other shards read (sh, rx) comes first, with what
+	// never changes; the fields the actor's own shard writes at every turn
+	// start a cache line later (given a line-aligned cell), so a sender
+	// reading rx does not pull a line the actor's core keeps writing.
+	sh   *shard
+	recv Receiver[M]
+	kind *string // the receiver's type name, for logs and the watchdog
+	// rx is the actor's mail from other shards (made on the first such
+	// message): typed, so a value message crosses without being boxed in
+	// an interface, which cost a heap allocation per message.
+	rx atomic.Pointer[remoteMail[M]]
+	_  [24]byte
+
 	state actorState
 	mbox  fifo[M]
 	// askers are the requests (Ask, Call) delivered since the actor was last
@@ -62,10 +72,6 @@ type actorCell[M any] struct {
 	// out their deadlines. Kept beside the mailbox, not in it, so a plain
 	// Send carries nothing extra; answered askers ignore the failure.
 	askers []askRef
-	// rx is the actor's mail from other shards (made on the first such
-	// message): typed, so a value message crosses without being boxed in
-	// an interface, which cost a heap allocation per message.
-	rx atomic.Pointer[remoteMail[M]]
 }
 
 // remoteMail queues an actor's mail from other shards. A sending shard stages

@@ -5,6 +5,8 @@ import (
 	rt "runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // bench runs body as main on a fresh runtime with the given shard count.
@@ -186,4 +188,40 @@ func BenchmarkSleepWake(b *testing.B) {
 			Sleep(f, time.Nanosecond)
 		}
 	})
+}
+
+// cpuClock reads the CPU time this process has used (user and system, every
+// thread): a benchmark reports it per operation beside ns/op, because a
+// runtime that spins while it waits can win on wall time by burning a core.
+func cpuClock() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU used since start per operation, as cpu-ns/op.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuClock()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// pinThread locks the calling goroutine to its thread and the thread to
+// cpu (modulo the CPUs there are), for baselines that must cross cores; the
+// returned func undoes both.
+func pinThread(b *testing.B, cpu int) func() {
+	rt.LockOSThread()
+	var old, set unix.CPUSet
+	// Errors, not Fatal: the baselines call this from their goroutines too.
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		b.Error(err)
+	}
+	set.Set(cpu % rt.NumCPU())
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		b.Error(err)
+	}
+	return func() {
+		_ = unix.SchedSetaffinity(0, &old)
+		rt.UnlockOSThread()
+	}
 }

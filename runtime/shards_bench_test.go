@@ -39,10 +39,12 @@ func BenchmarkCrossShardSend(b *testing.B) {
 	b.Run("wo-2-shards", func(b *testing.B) {
 		var seen [2]paddedCount
 		var wakes uint64
+		var cpu0 time.Duration
 		bench(b, 2, func(f *Fiber) {
 			sinks := []Addr[int]{SpawnOn[int](f, 0, &countSink{&seen[0]}), SpawnOn[int](f, 1, &countSink{&seen[1]})}
 			half := b.N / 2
 			b.ResetTimer()
+			cpu0 = cpuClock()
 			start := f.Runtime().Stats().WakeWrites
 			for s := 0; s < 2; s++ {
 				goOn(f, s, func(f *Fiber) {
@@ -56,6 +58,7 @@ func BenchmarkCrossShardSend(b *testing.B) {
 				Sleep(f, 50*time.Microsecond)
 			}
 			b.StopTimer()
+			reportCPU(b, cpu0)
 			wakes = f.Runtime().Stats().WakeWrites - start
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
@@ -65,6 +68,7 @@ func BenchmarkCrossShardSend(b *testing.B) {
 		half := b.N / 2
 		var wg sync.WaitGroup
 		b.ResetTimer()
+		cpu0 := cpuClock()
 		for s := 0; s < 2; s++ {
 			ch := make(chan int, 4096)
 			wg.Add(2)
@@ -82,6 +86,8 @@ func BenchmarkCrossShardSend(b *testing.B) {
 			}()
 		}
 		wg.Wait()
+		b.StopTimer()
+		reportCPU(b, cpu0)
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	})
 	b.Run("baseline-protoactor", func(b *testing.B) {
@@ -124,9 +130,12 @@ func BenchmarkCrossShardAsk(b *testing.B) {
 		bench(b, 2, func(f *Fiber) {
 			c := SpawnOn[counterMsg](f, 1, &counter{})
 			b.ResetTimer()
+			cpu0 := cpuClock()
 			for i := 0; i < b.N; i++ {
 				Ask(f, c, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} })
 			}
+			b.StopTimer()
+			reportCPU(b, cpu0)
 		})
 	})
 	b.Run("baseline-goroutine-chan", func(b *testing.B) {
@@ -139,12 +148,75 @@ func BenchmarkCrossShardAsk(b *testing.B) {
 			}
 		}()
 		b.ResetTimer()
+		cpu0 := cpuClock()
 		for i := 0; i < b.N; i++ {
 			r := make(chan int, 1)
 			req <- r
 			<-r
 		}
+		b.StopTimer()
+		reportCPU(b, cpu0)
 		close(req)
+	})
+	// The two baselines above and below cross nothing: Go runs a woken
+	// goroutine on the waker's P (runnext), so both ends of the channel
+	// share one core. These two do cross: the same channel round trip
+	// with its ends locked to different CPUs (each wait parks a thread in
+	// futex), and the floor of any crossing on this machine, two pinned
+	// threads spinning on an atomic each (two cache lines moved per round
+	// trip, nothing else).
+	b.Run("baseline-goroutine-chan-cross-core", func(b *testing.B) {
+		req := make(chan chan int)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			unpin := pinThread(b, 1)
+			defer unpin()
+			n := 0
+			for r := range req {
+				n++
+				r <- n
+			}
+		}()
+		unpin := pinThread(b, 0)
+		b.ResetTimer()
+		cpu0 := cpuClock()
+		for i := 0; i < b.N; i++ {
+			r := make(chan int, 1)
+			req <- r
+			<-r
+		}
+		b.StopTimer()
+		reportCPU(b, cpu0)
+		unpin()
+		close(req)
+		<-done
+	})
+	b.Run("floor-atomic-pingpong-cross-core", func(b *testing.B) {
+		var ping, pong paddedCount
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			unpin := pinThread(b, 1)
+			defer unpin()
+			for i := int64(1); i <= int64(b.N); i++ {
+				for ping.Load() != i {
+				}
+				pong.Store(i)
+			}
+		}()
+		unpin := pinThread(b, 0)
+		b.ResetTimer()
+		cpu0 := cpuClock()
+		for i := int64(1); i <= int64(b.N); i++ {
+			ping.Store(i)
+			for pong.Load() != i {
+			}
+		}
+		b.StopTimer()
+		reportCPU(b, cpu0)
+		unpin()
+		<-done
 	})
 	b.Run("baseline-protoactor", func(b *testing.B) {
 		sys := quietActorSystem()
