@@ -5,7 +5,8 @@
 // # Shards and fibers
 //
 // A shard is one OS thread (locked, and pinned to a CPU when pinning is on)
-// with a FIFO run queue, a timer heap, an inbox other shards push to, and one
+// with a FIFO run queue, a timer heap, a lock-free ring from each shard that
+// sends to it (ring.go) and an inbox for outside goroutines, and one
 // I/O backend (io_uring, or epoll where io_uring is denied; see package
 // iobackend). A fiber is a stackful coroutine created on its shard's thread
 // with the Go runtime's coroutine switch (iter.Pull): the switch donates the
