@@ -1,22 +1,29 @@
 // Command bench-chat is the chat benchmark: one load generator run against
-// two servers of the same JSON-over-WebSocket protocol: wo's chat (fibers,
+// three servers of the same JSON-over-WebSocket protocol: wo's chat (fibers,
 // rooms as actors, every message made durable in the database before it is
-// delivered) and a peer written the canonical Go way (gorilla/websocket's
-// chat example: a hub goroutine per room, a read pump and a write pump
-// goroutine per connection, a buffered send channel of 256).
+// delivered), a peer written the canonical Go way (gorilla/websocket's chat
+// example: a hub goroutine per room, a read pump and a write pump goroutine
+// per connection, a buffered send channel of 256) that stores nothing, and
+// the same peer made durable the way a Go programmer would do it: every
+// message appended to a write-ahead log with group commit (one writer
+// goroutine, one write and one fdatasync for all the appends waiting) before
+// its hub broadcasts it. The peers import nothing of wo's.
 //
-//	bench-chat -mode wo   -addr 127.0.0.1:7081 -data DIR   # the wo server
-//	bench-chat -mode peer -addr 127.0.0.1:7082             # the gorilla-style peer
-//	bench-chat -mode load -addr ... -conns 10000 -pid PID  # the load generator
+//	bench-chat -mode wo      -addr 127.0.0.1:7081 -data DIR   # the wo server
+//	bench-chat -mode peer    -addr 127.0.0.1:7082             # the gorilla-style peer
+//	bench-chat -mode peerwal -addr 127.0.0.1:7083 -data DIR   # the same peer, with a WAL
+//	bench-chat -mode load    -addr ... -conns 10000 -pid PID  # the load generator
 //
 // hack/bench-chat.sh runs the whole comparison; see docs/benchmarks.md.
 package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"log"
 	"log/slog"
 	"math"
@@ -24,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -38,6 +46,7 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 	"github.com/gorilla/websocket"
+	"golang.org/x/sys/unix"
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/chat"
@@ -48,9 +57,9 @@ import (
 var profStop = func() {}
 
 func main() {
-	mode := flag.String("mode", "", "wo, peer or load")
-	addr := flag.String("addr", "127.0.0.1:7081", "listen (wo, peer) or connect (load) address")
-	data := flag.String("data", "", "wo: data directory")
+	mode := flag.String("mode", "", "wo, peer, peerwal or load")
+	addr := flag.String("addr", "127.0.0.1:7081", "listen (wo, peer, peerwal) or connect (load) address")
+	data := flag.String("data", "", "wo, peerwal: data directory")
 	conns := flag.Int("conns", 1000, "load: WebSocket clients")
 	room := flag.Int("room", 100, "load: clients per room")
 	senders := flag.Int("senders", 2, "load: senders per room, each with one message in flight")
@@ -58,7 +67,7 @@ func main() {
 	dur := flag.Duration("duration", 10*time.Second, "load: measured time")
 	pid := flag.Int("pid", 0, "load: the server's pid, for its resident memory")
 	name := flag.String("name", "", "load: the server's name in the report")
-	prof := flag.String("cpuprofile", "", "wo, peer: write a CPU profile here until SIGTERM")
+	prof := flag.String("cpuprofile", "", "wo, peer, peerwal: write a CPU profile here until SIGTERM")
 	flag.Parse()
 	if *prof != "" {
 		f, err := os.Create(*prof)
@@ -70,11 +79,11 @@ func main() {
 		}
 		profStop = func() { pprof.StopCPUProfile(); f.Close() }
 	}
-	if *mode == "wo" || *mode == "peer" {
+	if *mode == "wo" || *mode == "peer" || *mode == "peerwal" {
 		// SIGUSR1: collect and return free memory to the OS, so that the
 		// load generator reads a resident size that is the live data, not
-		// garbage or freed spans the scavenger has not returned yet. Both
-		// servers get the same treatment.
+		// garbage or freed spans the scavenger has not returned yet. Every
+		// server gets the same treatment.
 		usr1 := make(chan os.Signal, 1)
 		signal.Notify(usr1, syscall.SIGUSR1)
 		go func() {
@@ -91,11 +100,20 @@ func main() {
 	case "wo":
 		serveWo(*addr, *data)
 	case "peer":
-		servePeer(*addr)
+		servePeer(*addr, nil)
+	case "peerwal":
+		if *data == "" {
+			log.Fatal("bench-chat: -mode peerwal needs -data DIR")
+		}
+		w, err := openGroupWAL(*data)
+		if err != nil {
+			log.Fatal(err)
+		}
+		servePeer(*addr, w)
 	case "load":
 		load(*addr, *name, *conns, *room, *senders, *warm, *dur, *pid)
 	default:
-		log.Fatalf("bench-chat: -mode %q: want wo, peer or load", *mode)
+		log.Fatalf("bench-chat: -mode %q: want wo, peer, peerwal or load", *mode)
 	}
 }
 
@@ -138,13 +156,16 @@ func serveWo(addr, dir string) {
 	os.Exit(code)
 }
 
-// The peer: gorilla/websocket's chat example, with a hub per room.
+// The peer: gorilla/websocket's chat example, with a hub per room. With a
+// WAL (-mode peerwal) a message is appended to it, durably, before it goes
+// to its hub; the rest is the same code.
 
 type peerClient struct {
 	hub  *peerHub
 	conn *websocket.Conn
 	send chan []byte
 	nick string
+	done chan error // the WAL's answer to this client's append (peerwal)
 }
 
 type peerHub struct {
@@ -182,6 +203,19 @@ type peerServer struct {
 	mu   sync.Mutex
 	hubs map[string]*peerHub
 	seq  atomic.Uint64
+	wal  *groupWAL // nil: nothing is stored (-mode peer)
+}
+
+// publish hands a chat message to c's hub, after making it durable when the
+// server has a WAL. The read pump waits for the group commit, as a handler
+// waits for its database; other connections' appends share the fsync.
+func (s *peerServer) publish(c *peerClient, b []byte) {
+	if s.wal != nil {
+		if err := s.wal.append(b, c.done); err != nil {
+			log.Fatalf("bench-chat: wal: %v", err) // a failed fsync: nothing after it is durable
+		}
+	}
+	c.hub.broadcast <- b
 }
 
 func (s *peerServer) hub(name string) *peerHub {
@@ -256,7 +290,7 @@ func (s *peerServer) readPump(c *peerClient) {
 			}
 			b, _ := json.Marshal(outFrame{Type: "message", Room: c.hub.name, Nick: c.nick, Text: in.Text,
 				Seq: s.seq.Add(1), At: time.Now().UTC().Format(time.RFC3339Nano)})
-			c.hub.broadcast <- b
+			s.publish(c, b)
 		}
 	}
 }
@@ -300,8 +334,8 @@ func (s *peerServer) writePump(c *peerClient) {
 	}
 }
 
-func servePeer(addr string) {
-	s := &peerServer{hubs: map[string]*peerHub{}}
+func servePeer(addr string, wal *groupWAL) {
+	s := &peerServer{hubs: map[string]*peerHub{}, wal: wal}
 	up := websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 1024}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/chat", func(w http.ResponseWriter, r *http.Request) {
@@ -310,6 +344,9 @@ func servePeer(addr string) {
 			return
 		}
 		c := &peerClient{conn: conn, send: make(chan []byte, 256), nick: "guest"}
+		if wal != nil {
+			c.done = make(chan error, 1)
+		}
 		go s.readPump(c)
 	})
 	ln, err := net.Listen("tcp", addr)
@@ -325,6 +362,139 @@ func servePeer(addr string) {
 		os.Exit(0)
 	}()
 	log.Fatal(http.Serve(ln, mux))
+}
+
+// The peer's write-ahead log: size-rotated, preallocated segment files of
+// records, each [length uint32 LE][CRC32C of the payload uint32 LE][payload],
+// written with group commit. One writer goroutine takes every append waiting
+// (from every room's connections), writes them with one write, calls
+// fdatasync once and then answers each appender, whose message then goes to
+// its hub. While it syncs, the next group gathers in the queue.
+
+const walSegmentSize = 64 << 20 // preallocated, so that fdatasync has no file size to update
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+type walAppend struct {
+	rec  []byte
+	done chan error
+}
+
+type groupWAL struct {
+	dir    string
+	q      chan walAppend
+	f      *os.File
+	fd     int
+	off    int64 // where the next group is written in f
+	seg    int   // f's number
+	buf    []byte
+	failed error // sticky: after a failed write or sync nothing is accepted
+}
+
+func openGroupWAL(dir string) (*groupWAL, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	w := &groupWAL{dir: dir, q: make(chan walAppend, 1<<14), seg: -1}
+	if err := w.roll(); err != nil {
+		return nil, err
+	}
+	go w.run()
+	return w, nil
+}
+
+// append queues rec and waits until it is durable. done is the caller's,
+// buffered by one and used by one append at a time.
+func (w *groupWAL) append(rec []byte, done chan error) error {
+	w.q <- walAppend{rec, done}
+	return <-done
+}
+
+// roll starts the next segment: created, preallocated, and its directory
+// entry made durable.
+func (w *groupWAL) roll() error {
+	if w.f != nil {
+		if err := w.f.Close(); err != nil {
+			return err
+		}
+	}
+	w.seg++
+	f, err := os.OpenFile(filepath.Join(w.dir, fmt.Sprintf("%08d.wal", w.seg)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, walSegmentSize); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	d, err := os.Open(w.dir)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	err = d.Sync()
+	d.Close()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	w.f, w.fd, w.off = f, int(f.Fd()), 0
+	return nil
+}
+
+func (w *groupWAL) run() {
+	var group []walAppend
+	for a := range w.q {
+		group = append(group[:0], a)
+	more:
+		for {
+			select {
+			case a := <-w.q:
+				group = append(group, a)
+			default:
+				break more
+			}
+		}
+		err := w.commit(group)
+		for i := range group {
+			group[i].done <- err
+			group[i] = walAppend{}
+		}
+	}
+}
+
+// commit writes group's records with one write and makes them durable with
+// one fdatasync.
+func (w *groupWAL) commit(group []walAppend) error {
+	if w.failed != nil {
+		return w.failed
+	}
+	w.buf = w.buf[:0]
+	for _, a := range group {
+		w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(len(a.rec)))
+		w.buf = binary.LittleEndian.AppendUint32(w.buf, crc32.Checksum(a.rec, castagnoli))
+		w.buf = append(w.buf, a.rec...)
+	}
+	if w.off > 0 && w.off+int64(len(w.buf)) > walSegmentSize {
+		if err := w.roll(); err != nil {
+			w.failed = err
+			return err
+		}
+	}
+	if _, err := w.f.WriteAt(w.buf, w.off); err != nil {
+		w.failed = err
+		return err
+	}
+	if err := unix.Fdatasync(w.fd); err != nil {
+		w.failed = err
+		return err
+	}
+	w.off += int64(len(w.buf))
+	return nil
 }
 
 // The load generator.
@@ -540,7 +710,7 @@ func load(addr, name string, conns, roomSize, senders int, warm, dur time.Durati
 	n := delivered.Load()
 	rate := float64(n) / el.Seconds()
 	cpuPerK := float64(cpu1-cpu0) * 10 / (float64(n) / 1000) // 100 ticks/s: ms of server CPU per 1000 deliveries
-	fmt.Printf("%-5s conns=%-6d rooms=%-4d delivered/s=%-9.0f p50=%-9s p99=%-9s server_cpu_ms_per_1k=%-6.2f rss_idle_per_conn=%.1fKiB rss_busy_per_conn=%.1fKiB\n",
+	fmt.Printf("%-7s conns=%-6d rooms=%-4d delivered/s=%-9.0f p50=%-9s p99=%-9s server_cpu_ms_per_1k=%-6.2f rss_idle_per_conn=%.1fKiB rss_busy_per_conn=%.1fKiB\n",
 		name, conns, (conns+roomSize-1)/roomSize, rate, lat.quantile(0.50).Round(time.Microsecond), lat.quantile(0.99).Round(time.Microsecond),
 		cpuPerK, float64(idle-base)/float64(conns), float64(busy-base)/float64(conns))
 	for _, cl := range clients {
