@@ -397,8 +397,9 @@ func newTraceparent() (traceID, header string) {
 	return t, "00-" + t + "-" + s + "-01"
 }
 
-// request issues one request on a fresh connection (so that SO_REUSEPORT
-// spreads the requests over the shards) with a traceparent of ours.
+// request issues one request on a fresh connection (so that the worker's
+// accept loop spreads the requests over the shards) with a traceparent of
+// ours.
 func request(method, url, body string) (status int, traceID string, err error) {
 	traceID, tp := newTraceparent()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
@@ -436,7 +437,10 @@ func run(r *report) {
 	r.check("startup line", strings.Contains(w.log.String(), `"worker: tracing on" endpoint=http://`+j.otlp),
 		"the worker logs that tracing is on, with the endpoint and the sampler: %s", grepLine(w.log.String(), "worker: tracing"))
 
-	// PUTs and GETs, each on its own connection.
+	// PUTs, then GETs, each on its own connection. Not interleaved: the
+	// worker's shards take new connections in turn (one listening socket,
+	// each shard's accept waiting in line), so with two shards PUT, GET,
+	// PUT, GET... put every PUT on the same shard and no PUT crossed one.
 	const n = 16
 	var putIDs, gets []string
 	for i := 0; i < n; i++ {
@@ -445,7 +449,9 @@ func run(r *report) {
 			fatal(fmt.Errorf("PUT %d: status %d, %v", i, st, err))
 		}
 		putIDs = append(putIDs, id)
-		st, id, err = request("GET", fmt.Sprintf("%s/v1/records/e2e-%d", data, i), "")
+	}
+	for i := 0; i < n; i++ {
+		st, id, err := request("GET", fmt.Sprintf("%s/v1/records/e2e-%d", data, i), "")
 		if err != nil || st != 200 {
 			fatal(fmt.Errorf("GET %d: status %d, %v", i, st, err))
 		}
