@@ -43,16 +43,11 @@ func benchPutP99(b *testing.B, size int, snapshots bool) {
 	lat := make([][]time.Duration, writers) // each writer appends to its own
 	var snaps uint64
 	run(b, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, opts)
-		if err != nil {
-			b.Error(err)
+		db := openBig(b, f, opts)
+		if db == nil {
 			return 1
 		}
 		defer db.Close(f)
-		if err := db.CreateTable(f, bigSchema); err != nil {
-			b.Error(err)
-			return 1
-		}
 		for i := 0; i < size; i += perTx {
 			if _, err := db.Tx(f, bigBatch(i, min(perTx, size-i))); err != nil {
 				b.Error(err)

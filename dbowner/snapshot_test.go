@@ -14,6 +14,22 @@ import (
 	"github.com/writeonce/wo/runtime"
 )
 
+// openBig opens the database with opts and creates bigSchema's table; nil
+// (the error reported) if either fails.
+func openBig(tb testing.TB, f *runtime.Fiber, opts dbowner.Options) *dbowner.DB {
+	db, err := dbowner.Open(f, opts)
+	if err != nil {
+		tb.Error(err)
+		return nil
+	}
+	if err := db.CreateTable(f, bigSchema); err != nil {
+		tb.Error(err)
+		db.Close(f)
+		return nil
+	}
+	return db
+}
+
 // bigSchema is a table of ~100-byte records: a 10-byte key and a 90-byte
 // body, the size the records service stores in its benchmarks.
 var bigSchema = engine.Schema{
@@ -75,16 +91,11 @@ func TestSnapshotsDoNotStallTheOwner(t *testing.T) {
 	var overruns uint64
 	var st dbowner.Stats
 	run(t, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, opts)
-		if err != nil {
-			t.Error(err)
+		db := openBig(t, f, opts)
+		if db == nil {
 			return 1
 		}
 		defer db.Close(f)
-		if err := db.CreateTable(f, bigSchema); err != nil {
-			t.Error(err)
-			return 1
-		}
 		before := f.Runtime().Stats().PerShard[dbowner.OwnerShard].Overruns
 		parallel(f, writers, func(f *runtime.Fiber, w int) {
 			for b := w; b < batches; b += writers {

@@ -53,9 +53,8 @@ type actorTurn interface {
 // actor; carriers lend theirs while a Receive runs.
 type actorCell[M any] struct {
 	// What senders on other shards read (sh, rx) comes first, with what
-	// never changes; the fields the actor's own shard writes at every turn
-	// start a cache line later (given a line-aligned cell), so a sender
-	// reading rx does not pull a line the actor's core keeps writing.
+	// never changes, and the fields the actor's own shard writes at every
+	// turn after it.
 	sh   *shard
 	recv Receiver[M]
 	kind *string // the receiver's type name, for logs and the watchdog
@@ -63,7 +62,6 @@ type actorCell[M any] struct {
 	// message): typed, so a value message crosses without being boxed in
 	// an interface, which cost a heap allocation per message.
 	rx atomic.Pointer[remoteMail[M]]
-	_  [24]byte
 
 	state actorState
 	mbox  fifo[M]

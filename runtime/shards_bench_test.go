@@ -138,26 +138,7 @@ func BenchmarkCrossShardAsk(b *testing.B) {
 			reportCPU(b, cpu0)
 		})
 	})
-	b.Run("baseline-goroutine-chan", func(b *testing.B) {
-		req := make(chan chan int)
-		go func() {
-			n := 0
-			for r := range req {
-				n++
-				r <- n
-			}
-		}()
-		b.ResetTimer()
-		cpu0 := cpuClock()
-		for i := 0; i < b.N; i++ {
-			r := make(chan int, 1)
-			req <- r
-			<-r
-		}
-		b.StopTimer()
-		reportCPU(b, cpu0)
-		close(req)
-	})
+	b.Run("baseline-goroutine-chan", func(b *testing.B) { chanRoundTrips(b, false) })
 	// The two baselines above and below cross nothing: Go runs a woken
 	// goroutine on the waker's P (runnext), so both ends of the channel
 	// share one core. These two do cross: the same channel round trip
@@ -165,33 +146,7 @@ func BenchmarkCrossShardAsk(b *testing.B) {
 	// futex), and the floor of any crossing on this machine, two pinned
 	// threads spinning on an atomic each (two cache lines moved per round
 	// trip, nothing else).
-	b.Run("baseline-goroutine-chan-cross-core", func(b *testing.B) {
-		req := make(chan chan int)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			unpin := pinThread(b, 1)
-			defer unpin()
-			n := 0
-			for r := range req {
-				n++
-				r <- n
-			}
-		}()
-		unpin := pinThread(b, 0)
-		b.ResetTimer()
-		cpu0 := cpuClock()
-		for i := 0; i < b.N; i++ {
-			r := make(chan int, 1)
-			req <- r
-			<-r
-		}
-		b.StopTimer()
-		reportCPU(b, cpu0)
-		unpin()
-		close(req)
-		<-done
-	})
+	b.Run("baseline-goroutine-chan-cross-core", func(b *testing.B) { chanRoundTrips(b, true) })
 	b.Run("floor-atomic-pingpong-cross-core", func(b *testing.B) {
 		var ping, pong paddedCount
 		done := make(chan struct{})
@@ -306,4 +261,41 @@ func BenchmarkCPUBound(b *testing.B) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	})
+}
+
+// chanRoundTrips is the channel baseline of BenchmarkCrossShardAsk: a
+// server goroutine answering each request on the channel it carries. With
+// crossCore its end and the caller's are locked to CPUs 1 and 0.
+func chanRoundTrips(b *testing.B, crossCore bool) {
+	pin := func(cpu int) func() {
+		if !crossCore {
+			return func() {}
+		}
+		return pinThread(b, cpu)
+	}
+	req := make(chan chan int)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		unpin := pin(1)
+		defer unpin()
+		n := 0
+		for r := range req {
+			n++
+			r <- n
+		}
+	}()
+	unpin := pin(0)
+	b.ResetTimer()
+	cpu0 := cpuClock()
+	for i := 0; i < b.N; i++ {
+		r := make(chan int, 1)
+		req <- r
+		<-r
+	}
+	b.StopTimer()
+	reportCPU(b, cpu0)
+	unpin()
+	close(req)
+	<-done
 }
