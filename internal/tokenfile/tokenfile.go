@@ -16,7 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/writeonce/wo/internal/fileid"
+	"github.com/writeonce/wo/fileid"
 )
 
 // Interval is the least time between two looks at a token file.

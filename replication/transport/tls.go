@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/writeonce/wo/internal/fileid"
+	"github.com/writeonce/wo/fileid"
 )
 
 // LoadTLS is OpenTLS(...).Config(): the peer port's mutual-TLS

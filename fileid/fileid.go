@@ -6,6 +6,11 @@
 // directory: the path then names a new inode. A file rewritten in place
 // gets a new modification time or size. Stat follows symlinks, so either
 // change gives a different ID.
+//
+// It sits at the module's root, beside sizing, because its two users are on
+// different floors: replication/transport (below the worker's services) and
+// internal/tokenfile (one of them). Under internal/ the transport would have
+// reached up into the worker's services for it.
 package fileid
 
 import (
