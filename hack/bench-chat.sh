@@ -1,61 +1,77 @@
 #!/usr/bin/env bash
-# bench-chat.sh: the chat benchmark of docs/benchmarks.md in one run. For
-# 1,000 and 10,000 WebSocket clients in rooms of 100, the same load
-# generator (hack/bench-chat -mode load) drives wo's chat, the
-# gorilla/websocket-style peer and the same peer with a write-ahead log
-# (group commit: one write and one fdatasync for every message waiting),
-# each server in its own process, and prints delivered messages/s, p50/p99
-# delivery latency, server CPU per 1,000 deliveries and the server's
-# resident memory per connection; after each run the ratios wo/peer and
-# wo/peerwal, and for each size the median of the per-run ratios.
+# bench-chat.sh: the chat benchmark of docs/benchmarks.md in one run. The
+# same load generator (hack/bench-chat -mode load) drives three servers of
+# the same JSON-over-WebSocket protocol, each in its own process:
+#   wo       the worker (cmd/worker) at its shipped defaults (chat.rate 20/s,
+#            chat.queue 256, chat.history 20): every message durable before
+#            it is delivered
+#   peer     gorilla/websocket's chat example, a goroutine pair per
+#            connection, stores nothing
+#   peerwal  the same peer appending every message to a write-ahead log with
+#            group commit (one write and one fdatasync for all waiting)
+# and prints delivered messages/s, p50/p99 delivery latency, server CPU per
+# 1,000 deliveries and resident memory per connection (read from /proc as
+# the server holds it), then for each workload the median of the per-run
+# ratios wo/peer and wo/peerwal.
 #
-#   bash hack/bench-chat.sh                 # both sizes, 3 runs each
-#   RUNS=1 SIZES=1000 bash hack/bench-chat.sh
-#   SERVERS="wo peerwal" bash hack/bench-chat.sh   # a subset, same order
+# Workloads (WORKLOADS, "loop:conns:room:senders-or-rate" each):
+#   open:1000:10:10      1,000 connections in rooms of 10, each sending 10
+#                        messages/s on its own schedule (an open loop: the
+#                        tail shows when a server falls behind)
+#   open:10000:100:1     10,000 connections in rooms of 100, 1 message/s each
+#   closed:1000:100:100  1,000 connections in rooms of 100, every one a
+#                        sender with one message in flight (the most each
+#                        server delivers; wo's per-connection rate limit is
+#                        not what binds: 1,000 x 20/s x 100 is past any
+#                        server here)
+# Server on CPU ${SERVER_CPUS:-0}, load generator on CPU ${LOAD_CPUS:-1}
+# (taskset); the order of the servers alternates from run to run.
 #
-# The data directories of wo and peerwal are under $BENCH_DATA (default: a
-# fresh temp dir), so both write to the same disk. wo and peerwal make every
-# message durable (WAL write + fdatasync) before it is delivered; the peer
-# keeps nothing.
+#   bash hack/bench-chat.sh                          # 5 runs of each workload
+#   RUNS=1 WORKLOADS=open:1000:10:10 bash hack/bench-chat.sh
+#   SERVERS="wo peerwal" bash hack/bench-chat.sh     # a subset
+#   WORKER=/path/to/worker bash hack/bench-chat.sh   # a worker built elsewhere
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${RUNS:-3}
-SIZES=${SIZES:-"1000 10000"}
-DUR=${DUR:-10s}
+RUNS=${RUNS:-5}
+WORKLOADS=${WORKLOADS:-"open:1000:10:10 open:10000:100:1 closed:1000:100:100"}
+DUR=${DUR:-8s}
+WARM=${WARM:-2s}
 SERVERS=${SERVERS:-"wo peer peerwal"}
+SERVER_CPUS=${SERVER_CPUS:-0}
+LOAD_CPUS=${LOAD_CPUS:-1}
 tmp=$(mktemp -d)
 bin=$tmp/bench-chat
 go build -o "$bin" ./hack/bench-chat
+if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$tmp/worker"; else go build -o "$tmp/worker" ./cmd/worker; fi
 data_root=${BENCH_DATA:-$(mktemp -d)}
 port=17081
-results=$tmp/results # one load report per line, prefixed with size and run
+results=$tmp/results # one load report per line, prefixed with workload and run
+ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-start() { # name -> prints pid
-	local name=$1 addr=127.0.0.1:$port
+start() { # name -> prints pid once the server answers
+	local name=$1 addr=127.0.0.1:$port d="$data_root/$1-$port"
+	rm -rf "$d"
 	case "$name" in
-	wo | peerwal)
-		local d="$data_root/$name-$port"
-		rm -rf "$d"
-		"$bin" -mode "$name" -addr "$addr" -data "$d" >"$bin.$name.out" 2>&1 &
+	wo)
+		taskset -c "$SERVER_CPUS" "$tmp/worker" --config /dev/null --data-dir "$d" --http-addr "$addr" \
+			--ops-addr 127.0.0.1:0 --chat-addr 127.0.0.1:0 --log-level warn >"$bin.$name.out" 2>&1 &
 		;;
-	*)
-		"$bin" -mode peer -addr "$addr" >"$bin.$name.out" 2>&1 &
-		;;
+	peerwal) taskset -c "$SERVER_CPUS" "$bin" -mode peerwal -addr "$addr" -data "$d" >"$bin.$name.out" 2>&1 & ;;
+	peer) taskset -c "$SERVER_CPUS" "$bin" -mode peer -addr "$addr" >"$bin.$name.out" 2>&1 & ;;
 	esac
 	local pid=$!
-	for _ in $(seq 100); do
-		grep -q ready "$bin.$name.out" 2>/dev/null && break
-		sleep 0.1
+	for _ in $(seq 200); do
+		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$addr/" || true) =~ ^[2-4] ]] && break
+		sleep 0.05
 	done
 	echo "$pid"
 }
 
-# ratios SIZE [RUN]: wo over each peer that ran, for one run (with RUN) or
-# the median of the per-run ratios (without), in the load report's columns:
-# delivered/s, p99, server CPU per 1,000 deliveries, RSS per connection idle
-# and busy.
+# ratios WORKLOAD [RUN]: wo over each peer, for one run (with RUN) or the
+# median of the per-run ratios (without), in the load report's columns.
 ratios() {
-	awk -v size="$1" -v run="${2:-}" '
+	awk -v wl="$1" -v run="${2:-}" '
 	function dur(s,   n, part) { # a Go duration as the report prints it: 850µs, 545.1ms, 3.58s, 1m2.5s
 		if (s ~ /ms$/) return substr(s, 1, length(s) - 2) / 1e3
 		if (s ~ /µs$/) { n = s; sub(/µs$/, "", n); return n / 1e6 }
@@ -70,8 +86,8 @@ ratios() {
 			for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
-	BEGIN { nk = split("delivered/s p99 server_cpu_ms_per_1k rss_idle_per_conn rss_busy_per_conn", keys, " ") }
-	$1 == size && (run == "" || $2 == run) {
+	BEGIN { nk = split("delivered/s p99 server_cpu_ms_per_1k rss_busy_per_conn", keys, " ") }
+	$1 == wl && (run == "" || $2 == run) {
 		runs[$2] = 1
 		for (i = 4; i <= NF; i++) {
 			eq = index($i, "=")
@@ -95,32 +111,37 @@ ratios() {
 				}
 			}
 			if (n == 0) continue
-			line = sprintf("ratio conns=%-6s wo/%-7s", size, peer)
+			line = sprintf("ratio %s wo/%-7s", wl, peer)
 			for (k = 1; k <= nk; k++) {
 				for (i = 1; i <= n; i++) col[i] = ratio[k, i]
 				line = line sprintf(" %s=%.2fx", keys[k], median(col, n))
 			}
-			print line (run == "" ? sprintf("  (median of %d runs)", n) : sprintf("  (run %s)", run))
+			print line (run == "" ? sprintf("  (median of %d per-run ratios)", n) : sprintf("  (run %s)", run))
 		}
 	}' "$results"
 }
 
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, WO_SHARDS=${WO_SHARDS:-all}, WO_IO=${WO_IO:-auto}, $DUR per run, data in $data_root"
+echo "# bench-chat $(date -u +%FT%TZ): load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, servers on CPU $SERVER_CPUS, load on CPU $LOAD_CPUS, WO_IO=${WO_IO:-auto}, $DUR per run after $WARM, data in $data_root"
 : >"$results"
-for n in $SIZES; do
+for wl in $WORKLOADS; do
+	IFS=: read -r loop conns room knob <<<"$wl"
+	if [ "$loop" = open ]; then flags=(-rate "$knob"); else flags=(-senders "$knob"); fi
 	for run in $(seq "$RUNS"); do
-		for name in $SERVERS; do
+		order=$SERVERS
+		if ((run % 2 == 0)); then order=$(tr ' ' '\n' <<<"$SERVERS" | tac | tr '\n' ' '); fi
+		for name in $order; do
 			port=$((port + 1))
 			pid=$(start "$name")
-			out=$("$bin" -mode load -name "$name" -addr 127.0.0.1:$port -conns "$n" -pid "$pid" -duration "$DUR") || true
+			out=$(taskset -c "$LOAD_CPUS" "$bin" -mode load -name "$name" -addr 127.0.0.1:$port -conns "$conns" -room "$room" \
+				"${flags[@]}" -pid "$pid" -warmup "$WARM" -duration "$DUR") || true
 			kill "$pid" 2>/dev/null || true
 			wait "$pid" 2>/dev/null || true
 			rm -rf "$data_root/$name-$port"
 			[ -n "$out" ] || continue
 			echo "$out"
-			echo "$n $run $out" >>"$results"
+			echo "$wl $run $out" >>"$results"
 		done
-		ratios "$n" "$run"
+		ratios "$wl" "$run"
 	done
-	if [ "$RUNS" -gt 1 ]; then ratios "$n"; fi
+	if [ "$RUNS" -gt 1 ]; then ratios "$wl"; fi
 done

@@ -1,5 +1,6 @@
 // Command bench-chat is the chat benchmark: one load generator run against
-// three servers of the same JSON-over-WebSocket protocol: wo's chat (fibers,
+// three servers of the same JSON-over-WebSocket protocol: wo's worker
+// (cmd/worker at its shipped defaults, started by hack/bench-chat.sh: fibers,
 // rooms as actors, every message made durable in the database before it is
 // delivered), a peer written the canonical Go way (gorilla/websocket's chat
 // example: a hub goroutine per room, a read pump and a write pump goroutine
@@ -9,10 +10,17 @@
 // goroutine, one write and one fdatasync for all the appends waiting) before
 // its hub broadcasts it. The peers import nothing of wo's.
 //
-//	bench-chat -mode wo      -addr 127.0.0.1:7081 -data DIR   # the wo server
 //	bench-chat -mode peer    -addr 127.0.0.1:7082             # the gorilla-style peer
 //	bench-chat -mode peerwal -addr 127.0.0.1:7083 -data DIR   # the same peer, with a WAL
-//	bench-chat -mode load    -addr ... -conns 10000 -pid PID  # the load generator
+//	bench-chat -mode load    -addr ... -conns 10000 -pid PID  # the load generator, closed loop
+//	bench-chat -mode load    -addr ... -conns 1000 -room 10 -rate 10 -pid PID  # open loop
+//
+// The closed loop keeps one message in flight per sender (-senders per room)
+// and shows the most a server delivers; the open loop has every connection
+// send -rate messages a second on its own schedule whatever the server does,
+// and measures each delivery from the time its message was due, so a server
+// that falls behind shows it in the tail instead of slowing the load.
+// Resident memory is read from /proc as the server holds it.
 //
 // hack/bench-chat.sh runs the whole comparison; see docs/benchmarks.md.
 package main
@@ -25,14 +33,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	goruntime "runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
@@ -47,22 +53,19 @@ import (
 	"github.com/gobwas/ws/wsutil"
 	"github.com/gorilla/websocket"
 	"golang.org/x/sys/unix"
-
-	"github.com/writeonce/wo/dbowner"
-	"github.com/writeonce/wo/internal/chat"
-	"github.com/writeonce/wo/runtime"
 )
 
 // profStop ends the CPU profile, if one runs.
 var profStop = func() {}
 
 func main() {
-	mode := flag.String("mode", "", "wo, peer, peerwal or load")
+	mode := flag.String("mode", "", "peer, peerwal or load")
 	addr := flag.String("addr", "127.0.0.1:7081", "listen (wo, peer, peerwal) or connect (load) address")
 	data := flag.String("data", "", "wo, peerwal: data directory")
 	conns := flag.Int("conns", 1000, "load: WebSocket clients")
 	room := flag.Int("room", 100, "load: clients per room")
-	senders := flag.Int("senders", 2, "load: senders per room, each with one message in flight")
+	senders := flag.Int("senders", 2, "load, closed loop: senders per room, each with one message in flight")
+	rate := flag.Float64("rate", 0, "load: messages per second from every connection, an open loop (0: closed loop)")
 	warm := flag.Duration("warmup", 3*time.Second, "load: warm-up before measuring")
 	dur := flag.Duration("duration", 10*time.Second, "load: measured time")
 	pid := flag.Int("pid", 0, "load: the server's pid, for its resident memory")
@@ -79,26 +82,7 @@ func main() {
 		}
 		profStop = func() { pprof.StopCPUProfile(); f.Close() }
 	}
-	if *mode == "wo" || *mode == "peer" || *mode == "peerwal" {
-		// SIGUSR1: collect and return free memory to the OS, so that the
-		// load generator reads a resident size that is the live data, not
-		// garbage or freed spans the scavenger has not returned yet. Every
-		// server gets the same treatment.
-		usr1 := make(chan os.Signal, 1)
-		signal.Notify(usr1, syscall.SIGUSR1)
-		go func() {
-			for range usr1 {
-				debug.FreeOSMemory()
-				var ms goruntime.MemStats
-				goruntime.ReadMemStats(&ms)
-				fmt.Fprintf(os.Stderr, "memstats: heap_inuse=%dKiB stack_inuse=%dKiB sys=%dKiB goroutines=%d\n",
-					ms.HeapInuse>>10, ms.StackInuse>>10, ms.Sys>>10, goruntime.NumGoroutine())
-			}
-		}()
-	}
 	switch *mode {
-	case "wo":
-		serveWo(*addr, *data)
 	case "peer":
 		servePeer(*addr, nil)
 	case "peerwal":
@@ -111,49 +95,10 @@ func main() {
 		}
 		servePeer(*addr, w)
 	case "load":
-		load(*addr, *name, *conns, *room, *senders, *warm, *dur, *pid)
+		load(*addr, *name, *conns, *room, *senders, *rate, *warm, *dur, *pid)
 	default:
-		log.Fatalf("bench-chat: -mode %q: want wo, peer, peerwal or load", *mode)
+		log.Fatalf("bench-chat: -mode %q: want peer, peerwal or load", *mode)
 	}
-}
-
-// serveWo runs wo's chat (the page/WebSocket front) on every shard, with
-// the limits opened so that the load is not throttled.
-func serveWo(addr, dir string) {
-	if dir == "" {
-		log.Fatal("bench-chat: -mode wo needs -data DIR")
-	}
-	cfg, err := runtime.ConfigFromEnv(runtime.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctx, stop := runtime.SignalContext(context.Background())
-	defer stop()
-	code := runtime.RunContext(ctx, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir})
-		if err != nil {
-			log.Print(err)
-			return 1
-		}
-		defer db.Close(f)
-		svc, err := chat.Start(f, db, chat.Options{Rate: 1e9, Burst: 1 << 30, QueueLen: 1024, History: 1})
-		if err != nil {
-			log.Print(err)
-			return 1
-		}
-		if _, err := runtime.ServeTCP(f, "tcp", addr, svc.ServeHTTP); err != nil {
-			log.Print(err)
-			return 1
-		}
-		fmt.Println("ready")
-		for !f.Stopping() {
-			runtime.Sleep(f, time.Hour)
-		}
-		return 0
-	})
-	profStop()
-	os.Exit(code)
 }
 
 // The peer: gorilla/websocket's chat example, with a hub per room. With a
@@ -533,12 +478,10 @@ func (h *hist) reset() {
 	}
 }
 
-// rssKiB returns the server's resident memory after asking it (SIGUSR1) to
-// collect garbage and return free memory to the OS.
+// rssKiB returns the server's resident memory as the process holds it: no
+// collection is forced and nothing is returned to the OS first, so garbage
+// and freed spans count, as they do for the machine.
 func rssKiB(pid int) int64 {
-	if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.SIGUSR1) == nil {
-		time.Sleep(time.Second)
-	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return -1
@@ -570,7 +513,7 @@ type client struct {
 	echo chan struct{} // a sender's own message came back
 }
 
-func load(addr, name string, conns, roomSize, senders int, warm, dur time.Duration, pid int) {
+func load(addr, name string, conns, roomSize, senders int, rate float64, warm, dur time.Duration, pid int) {
 	debug.SetGCPercent(400)
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < lim.Max {
@@ -669,12 +612,47 @@ func load(addr, name string, conns, roomSize, senders int, warm, dur time.Durati
 	idle := rssKiB(pid)
 	stop := make(chan struct{})
 	var sendWG sync.WaitGroup
-	for r := 0; r*roomSize < conns; r++ {
-		for k := 0; k < senders && r*roomSize+k < conns; k++ {
+	if rate > 0 {
+		openLoop(clients, rate, stop, &sendWG)
+	} else {
+		closedLoop(clients, roomSize, senders, stop, &sendWG)
+	}
+	time.Sleep(warm)
+	lat.reset()
+	cpu0 := cpuTicks(pid)
+	measuring.Store(1)
+	t0 := time.Now()
+	time.Sleep(dur)
+	measuring.Store(0)
+	el := time.Since(t0)
+	cpu1 := cpuTicks(pid)
+	close(stop)
+	sendWG.Wait()
+	busy := rssKiB(pid)
+	n := delivered.Load()
+	delivRate := float64(n) / el.Seconds()
+	cpuPerK := float64(cpu1-cpu0) * 10 / (float64(n) / 1000) // 100 ticks/s: ms of server CPU per 1000 deliveries
+	loop := "closed"
+	if rate > 0 {
+		loop = fmt.Sprintf("open@%g/s", rate)
+	}
+	fmt.Printf("%-7s loop=%s conns=%-6d rooms=%-4d delivered/s=%-9.0f p50=%-9s p99=%-9s server_cpu_ms_per_1k=%-6.2f rss_idle_per_conn=%.1fKiB rss_busy_per_conn=%.1fKiB\n",
+		name, loop, conns, (conns+roomSize-1)/roomSize, delivRate, lat.quantile(0.50).Round(time.Microsecond), lat.quantile(0.99).Round(time.Microsecond),
+		cpuPerK, float64(idle-base)/float64(conns), float64(busy-base)/float64(conns))
+	for _, cl := range clients {
+		cl.c.Close()
+	}
+}
+
+// closedLoop starts senders per room, each sending its next message when
+// its last one came back to it.
+func closedLoop(clients []*client, roomSize, senders int, stop chan struct{}, wg *sync.WaitGroup) {
+	for r := 0; r*roomSize < len(clients); r++ {
+		for k := 0; k < senders && r*roomSize+k < len(clients); k++ {
 			cl := clients[r*roomSize+k]
-			sendWG.Add(1)
+			wg.Add(1)
 			go func() {
-				defer sendWG.Done()
+				defer wg.Done()
 				for {
 					select {
 					case <-stop:
@@ -695,25 +673,40 @@ func load(addr, name string, conns, roomSize, senders int, warm, dur time.Durati
 			}()
 		}
 	}
-	time.Sleep(warm)
-	lat.reset()
-	cpu0 := cpuTicks(pid)
-	measuring.Store(1)
-	t0 := time.Now()
-	time.Sleep(dur)
-	measuring.Store(0)
-	el := time.Since(t0)
-	cpu1 := cpuTicks(pid)
-	close(stop)
-	sendWG.Wait()
-	busy := rssKiB(pid)
-	n := delivered.Load()
-	rate := float64(n) / el.Seconds()
-	cpuPerK := float64(cpu1-cpu0) * 10 / (float64(n) / 1000) // 100 ticks/s: ms of server CPU per 1000 deliveries
-	fmt.Printf("%-7s conns=%-6d rooms=%-4d delivered/s=%-9.0f p50=%-9s p99=%-9s server_cpu_ms_per_1k=%-6.2f rss_idle_per_conn=%.1fKiB rss_busy_per_conn=%.1fKiB\n",
-		name, conns, (conns+roomSize-1)/roomSize, rate, lat.quantile(0.50).Round(time.Microsecond), lat.quantile(0.99).Round(time.Microsecond),
-		cpuPerK, float64(idle-base)/float64(conns), float64(busy-base)/float64(conns))
-	for _, cl := range clients {
-		cl.c.Close()
+}
+
+// openLoop has every client send rate messages a second, each stamped with
+// the time it was due (not the time it went out), so that a server that
+// falls behind is charged for the wait. The clients' schedules are spread
+// over one period so that the load is even.
+func openLoop(clients []*client, rate float64, stop chan struct{}, wg *sync.WaitGroup) {
+	period := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for i, cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			due := start.Add(period * time.Duration(i) / time.Duration(len(clients)))
+			for {
+				if d := time.Until(due); d > 0 {
+					select {
+					case <-stop:
+						return
+					case <-time.After(d):
+					}
+				} else {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+				msg := fmt.Sprintf(`{"type":"say","text":"t%d s%d"}`, due.UnixNano(), cl.id)
+				if wsutil.WriteClientText(cl.c, []byte(msg)) != nil {
+					return
+				}
+				due = due.Add(period)
+			}
+		}()
 	}
 }

@@ -1,0 +1,23 @@
+module github.com/writeonce/wo/hack/benchsvc
+
+go 1.26.0
+
+require (
+	github.com/tsenart/vegeta/v12 v12.13.0
+	github.com/valyala/fasthttp v1.79.0
+	go.etcd.io/bbolt v1.5.0
+)
+
+require (
+	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/josharian/intern v1.0.0 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/mailru/easyjson v0.7.7 // indirect
+	github.com/molecule-man/go-brrr v1.3.1 // indirect
+	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
