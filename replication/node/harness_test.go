@@ -187,7 +187,7 @@ func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]strin
 	m := &member{id: id, shard: int(id) % g.f.Shards(), sm: newKV(), store: store}
 	var err error
 	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) {
-		var h relay
+		var h Relay
 		var tn transport.Net
 		if g.useTCP {
 			addr := g.addrs[id]
@@ -215,7 +215,7 @@ func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]strin
 		if err != nil {
 			return
 		}
-		h.n = m.node
+		h.Set(m.node)
 		if !g.useTCP {
 			tn = g.mem.Join(id, m.node.Inbox(), m.node)
 		}
@@ -227,30 +227,6 @@ func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]strin
 	}
 	g.members[id] = m
 	return m
-}
-
-// relay hands transport callbacks to the node once it exists.
-type relay struct{ n *Node }
-
-func (r *relay) Process(f *runtime.Fiber, m *raftpb.Message) {
-	if r.n != nil {
-		r.n.Process(f, m)
-	}
-}
-func (r *relay) ReportUnreachable(f *runtime.Fiber, id uint64) {
-	if r.n != nil {
-		r.n.ReportUnreachable(f, id)
-	}
-}
-func (r *relay) ReportRemoved(f *runtime.Fiber, by uint64) {
-	if r.n != nil {
-		r.n.ReportRemoved(f, by)
-	}
-}
-func (r *relay) ReportSnapshot(f *runtime.Fiber, id uint64, s raft.SnapshotStatus) {
-	if r.n != nil {
-		r.n.ReportSnapshot(f, id, s)
-	}
 }
 
 // lateNet queues what the node does with its Net until the real one is set.

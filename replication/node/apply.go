@@ -1,0 +1,315 @@
+package node
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/writeonce/wo/runtime"
+)
+
+// snapState is the driver's snapshot bookkeeping.
+type snapState struct {
+	index uint64 // the last snapshot's index
+	// needed asks for a snapshot after this Ready (a member was added).
+	needed bool
+	// writing: a snapshot was captured and its writer fiber has not
+	// finished; built is what it finished with, for the driver to save.
+	writing bool
+	built   *builtSnap
+	done    *runtime.Reply[struct{}] // a stopping driver waits for the writer
+}
+
+// applyReady restores the Ready's snapshot and applies its committed
+// entries, in order.
+func (n *Node) applyReady(f *runtime.Fiber, rd raft.Ready) error {
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.restore(f, rd.Snapshot); err != nil {
+			return err
+		}
+	}
+	for _, e := range rd.CommittedEntries {
+		if err := n.apply(f, e); err != nil {
+			return err
+		}
+		runtime.Checkpoint(f) // a long catch-up must not hold the shard
+	}
+	return nil
+}
+
+func (n *Node) apply(f *runtime.Fiber, e *raftpb.Entry) error {
+	var err error
+	switch e.GetType() {
+	case raftpb.EntryNormal:
+		err = n.applyCommand(f, e)
+	case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+		err = n.applyConfChange(f, e)
+	}
+	if err != nil {
+		return err
+	}
+	n.applied, n.appliedTerm = e.GetIndex(), e.GetTerm()
+	return nil
+}
+
+// applyCommand applies a proposal's payload and answers its waiter when
+// this member proposed it.
+func (n *Node) applyCommand(f *runtime.Fiber, e *raftpb.Entry) error {
+	idx, data := e.GetIndex(), e.GetData()
+	if len(data) == 0 { // a new leader's empty entry
+		return nil
+	}
+	if len(data) < 16 {
+		return fmt.Errorf("entry %d: %d bytes, shorter than its 16-byte header", idx, len(data))
+	}
+	v, err := n.sm.Apply(f, idx, data[16:])
+	if err != nil {
+		return fmt.Errorf("apply entry %d: %w", idx, err)
+	}
+	if binary.BigEndian.Uint64(data) == n.cfg.ID && n.waits.trigger(f, binary.BigEndian.Uint64(data[8:]), idx, v, nil) {
+		n.group.settled++
+	}
+	return nil
+}
+
+// decodeConfChange reads a conf change entry and its context.
+func decodeConfChange(e *raftpb.Entry) (raftpb.ConfChangeI, confContext, error) {
+	idx := e.GetIndex()
+	var cc raftpb.ConfChangeI
+	var ctx []byte
+	if e.GetType() == raftpb.EntryConfChange {
+		v1 := &raftpb.ConfChange{}
+		if err := proto.Unmarshal(e.GetData(), v1); err != nil {
+			return nil, confContext{}, fmt.Errorf("entry %d: conf change: %w", idx, err)
+		}
+		cc, ctx = v1, v1.GetContext()
+	} else {
+		v2 := &raftpb.ConfChangeV2{}
+		if err := proto.Unmarshal(e.GetData(), v2); err != nil {
+			return nil, confContext{}, fmt.Errorf("entry %d: conf change: %w", idx, err)
+		}
+		cc, ctx = v2, v2.GetContext()
+	}
+	var cctx confContext
+	if len(ctx) > 0 {
+		if err := json.Unmarshal(ctx, &cctx); err != nil {
+			return nil, confContext{}, fmt.Errorf("entry %d: conf change context: %w", idx, err)
+		}
+	}
+	return cc, cctx, nil
+}
+
+// applyConfChange applies a membership change: raft's configuration, the
+// peer addresses, and this member's own removal.
+func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
+	idx := e.GetIndex()
+	cc, cctx, err := decodeConfChange(e)
+	if err != nil {
+		return err
+	}
+	n.confState = n.rn.ApplyConfChange(cc)
+	for _, ch := range cc.AsV2().GetChanges() {
+		id := ch.GetNodeId()
+		switch ch.GetType() {
+		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+			if cctx.Addr != "" {
+				n.members[id] = cctx.Addr
+			}
+			if id != n.cfg.ID && n.members[id] != "" {
+				n.cfg.Net.AddPeer(f, id, n.members[id])
+			}
+			// A new member far behind gets the latest snapshot; one
+			// taken before it was added would not name it, and raft
+			// refuses a snapshot whose ConfState lacks the receiver.
+			// Whichever rule takes snapshots (entries or SnapshotDue),
+			// the next one is due now.
+			n.snap.needed = n.cfg.SnapshotEntries > 0 || n.cfg.SnapshotDue != nil
+		case raftpb.ConfChangeRemoveNode:
+			delete(n.members, id)
+			if id == n.cfg.ID {
+				// Raft's advice: a removed member shuts down. The
+				// driver stops at the top of its loop.
+				n.removed, n.stopped = true, true
+				n.log.Warn("node: this member was removed from the group; stopping")
+			} else {
+				n.cfg.Net.RemovePeer(f, id)
+			}
+		}
+	}
+	n.noteMembership()
+	n.log.Info("node: membership changed", "index", idx, "change", cc.AsV2().String(), "voters", n.confState.GetVoters(), "learners", n.confState.GetLearners())
+	if cctx.Proposer == n.cfg.ID && cctx.Seq != 0 {
+		n.waits.trigger(f, cctx.Seq, idx, nil, nil)
+	}
+	return nil
+}
+
+// maybeSnapshot starts a snapshot when one is due. It waits until what is
+// committed is applied: during a long catch-up (a restart replaying its
+// log) it would cover only part of it, and each would carry the rest. One
+// snapshot at a time: while one is being written, needed stays set and
+// the rules are asked again once it is saved.
+func (n *Node) maybeSnapshot(f *runtime.Fiber) error {
+	s, c := &n.snap, n.cfg
+	if s.writing || n.applied < n.commit {
+		return nil
+	}
+	if s.needed || (c.SnapshotEntries > 0 && n.applied-s.index >= c.SnapshotEntries) ||
+		(c.SnapshotDue != nil && n.applied > s.index && c.SnapshotDue()) {
+		s.needed = false
+		return n.snapshot(f)
+	}
+	return nil
+}
+
+// builtSnap is a snapshot serialized by its writer fiber, waiting for the
+// driver to hand it to the storage.
+type builtSnap struct {
+	index uint64
+	cs    *raftpb.ConfState
+	data  []byte
+	err   error
+}
+
+// snapshot starts a snapshot at the applied index. The node's snapshot data
+// is the membership addresses, then the state machine's bytes; the
+// addresses travel with it because a member restored from a snapshot never
+// sees the conf changes that named them. Only the capture (the membership
+// and StateMachine.Snapshot) runs on the driver: serializing a large state
+// takes far longer than a write's latency budget, so it runs in a fiber of
+// its own (runSnapshotWriter) while the driver goes on applying and
+// answering writes, and the driver saves the bytes when they are ready
+// (saveBuilt), at the index captured here. Raft's log is compacted only up
+// to that index, however far the applied index has moved meanwhile.
+func (n *Node) snapshot(f *runtime.Fiber) error {
+	write, err := n.sm.Snapshot(f)
+	if err != nil {
+		return fmt.Errorf("state machine snapshot at %d: %w", n.applied, err)
+	}
+	addrs, _ := json.Marshal(n.members)
+	header := binary.BigEndian.AppendUint32(nil, uint32(len(addrs)))
+	header = append(header, addrs...)
+	b := &builtSnap{index: n.applied, cs: proto.Clone(n.confState).(*raftpb.ConfState)}
+	n.snap.writing = true
+	runtime.Go(f, func(f *runtime.Fiber) { n.runSnapshotWriter(f, b, write, header) })
+	return nil
+}
+
+// runSnapshotWriter is the snapshot's writer fiber: it serializes the
+// captured state after header and wakes the driver with the result.
+func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotWriter, header []byte) {
+	b.data, b.err = write(f, header)
+	if b.err != nil {
+		b.err = fmt.Errorf("state machine snapshot at %d: %w", b.index, b.err)
+	}
+	n.snap.writing = false
+	n.snap.built = b
+	if n.snap.done != nil {
+		n.snap.done.Send(f, struct{}{})
+		n.snap.done = nil
+	}
+	if n.stopped {
+		return
+	}
+	n.push(f, work{kind: workSnapBuilt})
+}
+
+// finishSnapshot, on a stop asked for (Stop, not a failure), waits for the
+// snapshot being written and saves it: a clean stop then leaves the log a
+// next start replays from that snapshot, not the whole log since the last
+// one (TestRecoveryMemoryIsBounded). The runtime stopping unwinds the wait.
+func (n *Node) finishSnapshot(f *runtime.Fiber) {
+	if n.err != nil || f.Stopping() {
+		return
+	}
+	if n.snap.writing {
+		rep, fu := runtime.NewFuture[struct{}](f)
+		n.snap.done = &rep
+		if _, err := fu.Wait(f, 0); err != nil {
+			return
+		}
+	}
+	if n.snap.built != nil {
+		if err := n.saveBuilt(f); err != nil {
+			n.log.Warn("node: saving the snapshot written before the stop", "err", err)
+		}
+	}
+}
+
+// saveBuilt hands a finished snapshot to the storage. A snapshot restored
+// from the leader while it was being written supersedes it: it is dropped.
+func (n *Node) saveBuilt(f *runtime.Fiber) error {
+	b := n.snap.built
+	n.snap.built = nil
+	if b.err != nil {
+		return b.err
+	}
+	if b.index <= n.snap.index {
+		return nil
+	}
+	if err := n.cfg.Storage.SaveSnapshot(f, b.index, b.cs, b.data, n.cfg.SnapshotKeep); err != nil {
+		return err
+	}
+	n.snap.index = b.index
+	return nil
+}
+
+func (n *Node) restore(f *runtime.Fiber, snap *raftpb.Snapshot) error {
+	data := snap.GetData()
+	idx := snap.GetMetadata().GetIndex()
+	if len(data) < 4 || uint64(len(data)-4) < uint64(binary.BigEndian.Uint32(data)) {
+		return fmt.Errorf("snapshot at %d: %d bytes, too short for its membership header", idx, len(data))
+	}
+	k := binary.BigEndian.Uint32(data)
+	members := map[uint64]string{}
+	if err := json.Unmarshal(data[4:4+k], &members); err != nil {
+		return fmt.Errorf("snapshot at %d: membership: %w", idx, err)
+	}
+	if err := n.sm.Restore(f, data[4+k:]); err != nil {
+		return fmt.Errorf("restore snapshot at %d: %w", idx, err)
+	}
+	n.members = members
+	for id, addr := range members {
+		if id != n.cfg.ID {
+			n.cfg.Net.AddPeer(f, id, addr)
+		}
+	}
+	n.confState = snap.GetMetadata().GetConfState()
+	n.applied, n.snap.index = idx, idx
+	n.noteMembership()
+	n.log.Info("node: restored a snapshot", "index", idx, "bytes", len(data))
+	return nil
+}
+
+// restartRaft handles a Save that persisted nothing: raft's unsaved state
+// (the Ready's entries, hard state, messages) is dropped by making a new
+// RawNode from the storage, which has everything durable and nothing else,
+// at the applied index; the proposals stepped since the last good Save
+// fail with the error, and so do the reads waiting for a round. This is a
+// crash and restart of the raft state without losing the process: nothing
+// of the Ready was sent or acknowledged.
+func (n *Node) restartRaft(f *runtime.Fiber, cause error) error {
+	// Raft restores the membership from InitialState and skips the conf
+	// changes up to Applied: give it the membership as applied.
+	rn, err := n.newRawNodeOn(appliedConf{n.cfg.Storage, n.confState})
+	if err != nil {
+		return fmt.Errorf("persist ready: %w; and restarting raft from storage: %w", cause, err)
+	}
+	n.rn = rn
+	n.log.Warn("node: a save failed with nothing written; raft restarted from its storage", "err", cause)
+	lost := n.waits.collect(0, func(w *waiter) bool {
+		return w.state == waitStepped && (w.kind == waitEntry && w.gen == n.group.gen || w.kind == waitRead && !w.known)
+	})
+	for _, w := range lost {
+		n.waits.trigger(f, w.id, 0, nil, cause)
+	}
+	n.lead, n.role = raft.None, raft.StateFollower
+	// No campaign of its own before an election timeout: the save that
+	// failed (a full disk) would likely fail again at once.
+	n.quietUntil = n.ticks + uint64(n.cfg.ElectionTicks)
+	return nil
+}

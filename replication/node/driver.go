@@ -1,0 +1,518 @@
+package node
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/runtime"
+)
+
+type workKind uint8
+
+const (
+	workStep      workKind = iota + 1
+	workSubmit             // a waiter was registered (id): step it into raft
+	workUnreachable
+	workSnapStatus
+	workRemoved
+	workSnapBuilt // a snapshot's writer finished (n.snap.built): wakes the driver
+)
+
+// work is what callers and the transport queue for the driver.
+type work struct {
+	kind   workKind
+	msg    *raftpb.Message
+	id     uint64 // workSubmit: the waiter; else a peer
+	status raft.SnapshotStatus
+}
+
+// groupCommit is the driver's group-commit bookkeeping (see gather).
+type groupCommit struct {
+	queued      int           // proposals queued and not yet stepped
+	settled     int           // proposals answered by the last Ready
+	concurrency int           // proposals active in the last cycle
+	lastSave    time.Duration // how long the last Save of entries took
+	gathering   bool
+	want        int
+	wake        runtime.Reply[struct{}]
+	buf         []*waiter
+	// gen counts successful saves: a proposal stepped in the current
+	// generation is not durable yet (restartRaft fails those).
+	gen uint64
+}
+
+func (n *Node) push(f *runtime.Fiber, w work) {
+	if n.stopped {
+		return
+	}
+	n.work = append(n.work, w)
+	if w.kind == workSubmit {
+		if wt := n.waits.get(w.id); wt != nil && wt.kind == waitEntry && wt.cc == nil {
+			n.group.queued++
+			if n.group.gathering && n.group.queued >= n.group.want {
+				n.group.gathering = false
+				n.group.wake.Send(f, struct{}{})
+			}
+		}
+	}
+	n.kick(f)
+}
+
+func (n *Node) kick(f *runtime.Fiber) {
+	if n.parked {
+		n.parked = false
+		n.wake.Send(f, struct{}{})
+	}
+}
+
+func (n *Node) ticker(f *runtime.Fiber) {
+	for !n.stopped && !f.Stopping() {
+		runtime.Sleep(f, n.cfg.Tick)
+		n.tickDue = true
+		n.kick(f)
+	}
+}
+
+// drive is the driver fiber: the only code that touches the RawNode.
+func (n *Node) drive(f *runtime.Fiber) {
+	defer n.exit(f)
+	for {
+		if n.stopped || f.Stopping() {
+			n.finishSnapshot(f)
+			return
+		}
+		if len(n.work) == 0 && !n.tickDue && !n.restepDue && !n.rn.HasReady() {
+			if !n.sleep(f) {
+				return
+			}
+			continue
+		}
+		halt, err := n.turn(f)
+		if err != nil {
+			n.fail(err)
+			return
+		}
+		if halt {
+			return
+		}
+		runtime.Checkpoint(f)
+	}
+}
+
+// sleep parks the driver until something is queued or a tick is due; false
+// when the runtime is stopping.
+func (n *Node) sleep(f *runtime.Fiber) bool {
+	wake, fu := runtime.NewFuture[struct{}](f)
+	n.wake, n.parked = wake, true
+	_, err := fu.Wait(f, 0)
+	n.parked = false
+	return err == nil
+}
+
+// turn is one round of the driver: the Ready left by the last Advance, the
+// queued work stepped into raft, a tick, the reads' round, and the Ready
+// that made. halt: the member was removed while handling the first Ready.
+func (n *Node) turn(f *runtime.Fiber) (halt bool, err error) {
+	n.campaignAlone()
+	// What raft has from the last Advance (in a one-member group: the
+	// entries the last Save made durable, now committed) is applied and
+	// answered before new work is stepped, so that its writers can
+	// rejoin the next group instead of waiting for its fsync.
+	if n.rn.HasReady() {
+		if err := n.handleReady(f, n.rn.Ready()); err != nil {
+			return true, err
+		}
+		n.group.concurrency = n.group.settled + n.group.queued
+		if n.stopped {
+			return true, nil
+		}
+	}
+	n.gather(f)
+	var reads []*waiter
+	if n.restepDue {
+		reads = n.restep(f)
+	}
+	reads = n.stepWork(f, reads)
+	if n.snap.built != nil {
+		if err := n.saveBuilt(f); err != nil {
+			return true, err
+		}
+	}
+	if n.tickDue {
+		n.tick(f)
+	}
+	n.askReads(reads)
+	if n.rn.HasReady() {
+		if err := n.handleReady(f, n.rn.Ready()); err != nil {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+func (n *Node) tick(f *runtime.Fiber) {
+	n.tickDue = false
+	n.ticks++
+	n.rn.Tick()
+	n.expire(f, time.Now())
+	// A leader that dropped proposals (a transfer that ended without a
+	// new leader, the uncommitted limit) takes them on a later tick.
+	if n.waits.held > 0 && n.leaderKnown() {
+		n.restepDue = true
+	}
+}
+
+// leaderKnown: this member knows a leader it can hand proposals and reads
+// to (raft drops them, silently for a read, while it campaigns).
+func (n *Node) leaderKnown() bool {
+	return n.lead != raft.None && n.role != raft.StateCandidate && n.role != raft.StatePreCandidate
+}
+
+func (n *Node) fail(err error) {
+	n.err = err
+	n.log.Error("node: stopping: the member cannot go on safely", "err", err)
+	n.stopped = true
+}
+
+// exit is the driver's last act: every waiter is answered with why the
+// member stopped, and StopWait callers are released.
+func (n *Node) exit(f *runtime.Fiber) {
+	n.stopped = true
+	n.down.Store(true)
+	n.noteMembership()
+	n.work = nil
+	n.waits.failEvery(f, n.stopErr())
+	n.exited = true
+	for _, r := range n.exitWtr {
+		r.Send(f, struct{}{})
+	}
+	n.exitWtr = nil
+}
+
+// gather waits, briefly, for the writers just answered to propose again
+// before their next group is stepped: without it N steady writers split
+// into two alternating groups (one queues while the other's Save is in
+// flight), each fsync carrying N/2. The wait ends as soon as as many
+// proposals are queued as were active in the last cycle, and at most half
+// the last Save's duration (at least 20µs); one writer never waits.
+func (n *Node) gather(f *runtime.Fiber) {
+	g := &n.group
+	want := g.concurrency
+	if want <= 1 || g.lastSave <= 0 || g.queued >= want || n.stopped {
+		return
+	}
+	wake, fu := runtime.NewFuture[struct{}](f)
+	g.gathering, g.want, g.wake = true, want, wake
+	_, _ = fu.Wait(f, max(g.lastSave/2, 20*time.Microsecond))
+	g.gathering = false
+	g.wake = runtime.Reply[struct{}]{}
+}
+
+// stepWork drains the work queue into raft and returns the reads queued
+// (with those of restep), for one round at the end of the turn.
+// Consecutive proposals are stepped as one MsgProp with all their entries:
+// raft appends them at once (one self-acknowledgement), and the order
+// relative to other work is kept.
+func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) []*waiter {
+	batch := n.work
+	n.work = nil
+	n.group.queued = 0
+	props := n.group.buf[:0]
+	for _, wk := range batch {
+		if wk.kind != workSubmit {
+			n.stepEntries(f, props)
+			props = props[:0]
+			n.handle(f, wk)
+			continue
+		}
+		w := n.waits.get(wk.id)
+		switch {
+		case w == nil || w.state != waitQueued: // answered, given up, or nothing to step
+		case w.kind == waitRead:
+			reads = append(reads, w)
+		case w.kind == waitEntry && w.cc == nil:
+			props = append(props, w)
+		default:
+			n.stepEntries(f, props)
+			props = props[:0]
+			n.stepOne(f, w)
+		}
+	}
+	n.stepEntries(f, props)
+	clear(props)
+	n.group.buf = props[:0]
+	return reads
+}
+
+// restep steps again, oldest first, the waiters held for want of a leader
+// now that one is known, and returns the reads among them.
+func (n *Node) restep(f *runtime.Fiber) (reads []*waiter) {
+	n.restepDue = false
+	if n.waits.held == 0 || !n.leaderKnown() {
+		return nil
+	}
+	var props []*waiter
+	for _, w := range n.waits.collect(0, func(w *waiter) bool { return w.state == waitHeld }) {
+		switch {
+		case w.kind == waitRead:
+			reads = append(reads, w)
+		case w.kind == waitEntry && w.cc == nil:
+			props = append(props, w)
+		default:
+			n.stepEntries(f, props)
+			props = nil
+			n.stepOne(f, w)
+		}
+	}
+	n.stepEntries(f, props)
+	return reads
+}
+
+func (n *Node) handle(f *runtime.Fiber, w work) {
+	switch w.kind {
+	case workStep:
+		// A relayed message's From is where it started, not a member this
+		// one heard from.
+		if !transport.Relayed(w.msg.GetType()) {
+			n.heard[w.msg.GetFrom()] = n.ticks
+		}
+		if err := n.rn.Step(w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			n.log.Debug("node: message not stepped", "type", w.msg.GetType().String(), "from", w.msg.GetFrom(), "err", err)
+		}
+	case workUnreachable:
+		n.rn.ReportUnreachable(w.id)
+	case workSnapStatus:
+		n.rn.ReportSnapshot(w.id, w.status)
+	case workSnapBuilt:
+		// Saved by the driver's turn, between Readys (saveBuilt).
+	case workRemoved:
+		if !n.removed {
+			n.removed, n.stopped = true, true
+			n.log.Warn("node: a peer says this member was removed from the group; stopping", "peer", fmt.Sprintf("%x", w.id))
+		}
+	}
+}
+
+// stepOne hands raft a conf change or a leadership transfer; with no
+// leader known it is held for one.
+func (n *Node) stepOne(f *runtime.Fiber, w *waiter) {
+	if !n.leaderKnown() {
+		n.waits.setState(w, waitHeld)
+		return
+	}
+	switch {
+	case w.kind == waitTransfer:
+		if n.lead == w.to {
+			n.waits.trigger(f, w.id, 0, nil, nil)
+			return
+		}
+		// On a follower raft forwards the request to the leader.
+		n.rn.TransferLeader(w.to)
+		n.waits.setState(w, waitStepped)
+	case w.cc != nil:
+		ctx, _ := json.Marshal(confContext{Addr: string(w.data), Proposer: n.cfg.ID, Seq: w.id})
+		w.cc.Context = ctx
+		n.stepped(f, []*waiter{w}, n.rn.ProposeConfChange(w.cc))
+	}
+}
+
+// stepEntries steps proposals into raft as one MsgProp. Each entry's data
+// is the 16-byte header (this member's ID, the waiter's id) and the
+// caller's bytes.
+func (n *Node) stepEntries(f *runtime.Fiber, ws []*waiter) {
+	if len(ws) == 0 {
+		return
+	}
+	ents := make([]*raftpb.Entry, len(ws))
+	for i, w := range ws {
+		data := make([]byte, 16, 16+len(w.data))
+		binary.BigEndian.PutUint64(data, n.cfg.ID)
+		binary.BigEndian.PutUint64(data[8:], w.id)
+		ents[i] = &raftpb.Entry{Data: append(data, w.data...)}
+	}
+	n.stepped(f, ws, n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.ID), Entries: ents}))
+}
+
+// stepped records what raft did with proposals: took them, dropped them
+// (no leader, a transfer in progress, too much uncommitted: nothing was
+// logged, so they are held and stepped again when a leader is known, until
+// their deadline), or refused them otherwise (answered with the error).
+func (n *Node) stepped(f *runtime.Fiber, ws []*waiter, err error) {
+	for _, w := range ws {
+		switch {
+		case err == nil:
+			n.waits.setState(w, waitStepped)
+			w.gen = n.group.gen
+		case errors.Is(err, raft.ErrProposalDropped):
+			n.waits.setState(w, waitHeld)
+		default:
+			n.waits.trigger(f, w.id, 0, nil, fmt.Errorf("node: propose: %w", err))
+		}
+	}
+}
+
+// askReads sends one ReadIndex for reads; with no leader known (raft
+// drops a read index silently then) they are held for one.
+func (n *Node) askReads(reads []*waiter) {
+	if len(reads) == 0 {
+		return
+	}
+	if !n.leaderKnown() {
+		for _, w := range reads {
+			n.waits.setState(w, waitHeld)
+		}
+		return
+	}
+	n.readRounds++
+	for _, w := range reads {
+		w.round = n.readRounds
+		n.waits.setState(w, waitStepped)
+	}
+	n.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, n.readRounds))
+}
+
+// noteSoftState records the leader and role a Ready reports. A new leader
+// is asked again for the reads whose round the old one had not answered
+// (it may never), and held waiters are stepped again once one is known.
+func (n *Node) noteSoftState(ss *raft.SoftState) {
+	if ss == nil {
+		return
+	}
+	if ss.Lead != n.lead {
+		n.log.Info("node: leader changed", "leader", fmt.Sprintf("%x", ss.Lead), "was", fmt.Sprintf("%x", n.lead))
+		for _, w := range n.waits.collect(waitRead, func(w *waiter) bool { return w.state == waitStepped && !w.known }) {
+			w.round = 0
+			n.waits.setState(w, waitHeld)
+		}
+	}
+	n.lead, n.role = ss.Lead, ss.RaftState
+	if n.waits.held > 0 && n.leaderKnown() {
+		n.restepDue = true
+	}
+}
+
+// handleReady does what raft requires, in its order: persist the snapshot,
+// entries and hard state; send the messages; apply the snapshot and the
+// committed entries; Advance.
+func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
+	n.noteSoftState(rd.SoftState)
+	n.group.settled = 0
+	// A leader sends before it saves, so its followers write the entries
+	// while it does (raft thesis 10.2.1; etcd's server does the same): a
+	// commit then waits for the slowest of a quorum's fsyncs, not for the
+	// leader's and then the followers' in turn. Safe because the leader
+	// applies (and so acknowledges) an entry only after its own save
+	// below: every acknowledged write is durable on a quorum that
+	// includes the leader. Any other member's messages (votes, append
+	// responses) promise what it has persisted, so they wait for the save.
+	sendFirst := n.role == raft.StateLeader
+	if sendFirst && len(rd.Messages) > 0 {
+		n.cfg.Net.Send(f, rd.Messages)
+	}
+	if saved, err := n.save(f, rd, sendFirst); !saved {
+		return err
+	}
+	if !sendFirst && len(rd.Messages) > 0 {
+		n.cfg.Net.Send(f, rd.Messages)
+	}
+	if err := n.applyReady(f, rd); err != nil {
+		return err
+	}
+	n.noteReadStates(rd.ReadStates)
+	n.rn.Advance(rd)
+	n.answerWaits(f)
+	return n.maybeSnapshot(f)
+}
+
+// save persists the Ready. saved is false when it did not: with a nil
+// error when nothing was written and raft restarted from its storage (the
+// Ready is dropped), else with why the member must stop.
+func (n *Node) save(f *runtime.Fiber, rd raft.Ready, sent bool) (saved bool, err error) {
+	start := time.Now()
+	if err := n.cfg.Storage.Save(f, rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+		// A Ready with a snapshot is never restarted in place: the
+		// snapshot may be durable though what followed it is not, and raft
+		// restarted from storage below a snapshot it holds panics. The
+		// member stops; a restart recovers from what is on disk.
+		if errors.Is(err, ErrNothingSaved) && raft.IsEmptySnap(rd.Snapshot) {
+			if sent && len(rd.Messages) > 0 {
+				err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			}
+			return false, n.restartRaft(f, err)
+		}
+		return false, fmt.Errorf("persist ready: %w", err)
+	}
+	// Term and commit are what Status reports as this member's progress:
+	// recorded only once durable, so a failed save (and the restart from
+	// storage that follows) never shows what the disk does not hold.
+	if rd.HardState != nil {
+		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
+	}
+	if len(rd.Entries) > 0 {
+		n.group.lastSave = time.Since(start)
+		if n.cfg.OnSave != nil {
+			n.cfg.OnSave(len(rd.Entries), n.group.lastSave)
+		}
+	}
+	n.group.gen++
+	return true, nil
+}
+
+// noteReadStates gives the reads of each round raft answered their index.
+func (n *Node) noteReadStates(rss []raft.ReadState) {
+	for _, rs := range rss {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		round := binary.BigEndian.Uint64(rs.RequestCtx)
+		for _, w := range n.waits.collect(waitRead, func(w *waiter) bool { return w.round == round && !w.known }) {
+			w.known, w.index = true, rs.Index
+		}
+	}
+}
+
+// answerWaits answers, after a Ready, the reads whose index is applied, the
+// transfers whose target leads and the conditions that hold.
+func (n *Node) answerWaits(f *runtime.Fiber) {
+	for _, w := range n.waits.collect(waitRead, func(w *waiter) bool { return w.known && w.index <= n.applied }) {
+		n.waits.trigger(f, w.id, w.index, nil, nil)
+	}
+	for _, w := range n.waits.collect(waitTransfer, func(w *waiter) bool { return n.lead == w.to }) {
+		n.waits.trigger(f, w.id, 0, nil, nil)
+	}
+	for _, w := range n.waits.collect(waitCond, func(w *waiter) bool { return w.cond() }) {
+		n.waits.trigger(f, w.id, 0, nil, nil)
+	}
+}
+
+// expire answers the waiters whose deadline passed: a proposal lost with a
+// leader, a read whose round never came back.
+func (n *Node) expire(f *runtime.Fiber, now time.Time) {
+	for _, w := range n.waits.collect(0, func(w *waiter) bool { return now.After(w.deadline) }) {
+		n.waits.trigger(f, w.id, 0, nil, n.timeoutErr(w))
+	}
+}
+
+// campaignAlone makes a follower that is the group's only voter campaign
+// at once (it wins with its own vote): no peer could win instead, and
+// waiting an election timeout would only delay every start of a single
+// worker. Raft refuses a campaign while committed conf changes are not
+// applied, so it waits for those.
+func (n *Node) campaignAlone() {
+	if n.role != raft.StateFollower || n.ticks < n.quietUntil {
+		return
+	}
+	if st := n.rn.BasicStatus(); st.Applied < st.GetCommit() {
+		return
+	}
+	if v := n.confState.GetVoters(); len(v) == 1 && v[0] == n.cfg.ID {
+		_ = n.rn.Campaign()
+	}
+}
