@@ -9,7 +9,7 @@ SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 # go test, repeating what failed at the end of its output (hack/gotest.sh).
 GOTEST = GO=$(GO) bash hack/gotest.sh
 
-.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-chat bench-replication envtest-binaries helm cert-manager-crds fuzz fmt image manifests verify-manifests
+.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-service bench-chat bench-replication envtest-binaries helm cert-manager-crds fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -107,9 +107,16 @@ verify-generated: generate
 bench-replication: envtest-binaries
 	bash hack/bench-replication.sh
 
-## bench-chat: the chat benchmark (wo vs a gorilla/websocket-style peer).
+## bench-chat: the chat benchmark (the worker vs a gorilla/websocket-style
+## peer, with and without a group-commit WAL).
 bench-chat:
 	bash hack/bench-chat.sh
+
+## bench-service: every service benchmark beside independent peers, pinned,
+## interleaved, medians of per-run ratios (micro, records, echo, chat,
+## replication); the table goes into docs/benchmarks.md. Run it alone.
+bench-service: envtest-binaries
+	bash hack/bench-service.sh
 
 ## bench: every benchmark beside its baseline; see docs/benchmarks.md.
 bench:

@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# bench-records.sh: the records API on fibers (the worker) against the same
-# API on net/http, a goroutine per connection, over the same engine
-# (hack/records-twin), in one run. GET by key and durable PUT of fresh keys,
-# 128 keep-alive connections, wrk from Debian.
+# bench-records.sh: the records API of the worker (cmd/worker at its shipped
+# defaults: HTTP on fibers, every PUT durable through the WAL) against
+# servers independent of wo's code (hack/benchsvc):
+#   peer     net/http (a goroutine per connection) over bbolt, PUTs through
+#            bbolt's Batch (group commit: one fdatasync per batch)
+#   ceiling  fasthttp answering every request with a fixed body (GETs only):
+#            what an HTTP server reaches on this machine at all
+# Two loads each: a closed loop (wrk, 128 keep-alive connections, one
+# request in flight each: the most a server does) and an open loop
+# (benchsvc http-open, vegeta: a fixed offered rate whatever the answers
+# take, so the tail shows). GETs read 1,000 keys written beforehand; PUTs
+# write fresh keys. Server on CPU ${SERVER_CPUS:-0}, load on CPU
+# ${LOAD_CPUS:-1}; the order of the servers alternates from run to run;
+# ratios are the median of the per-run ratios wo/peer and wo/ceiling.
 #
-#   hack/bench-records.sh [seconds per run, default 8] [runs, default 3]
-#
-# Prints each run, then medians and ratios (worker / twin), the worker's
-# per-shard backend completions under load, and CPU per request.
+#   hack/bench-records.sh [seconds per run, default 8] [runs, default 5]
+#   OPEN_GET_RATE=10000 OPEN_PUT_RATE=3000 hack/bench-records.sh
+#   WORKER=/path/to/worker hack/bench-records.sh   # a worker built elsewhere
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-8}
-RUNS=${2:-3}
+RUNS=${2:-5}
 CONNS=128
-THREADS=2
+SERVER_CPUS=${SERVER_CPUS:-0}
+LOAD_CPUS=${LOAD_CPUS:-1}
+OPEN_GET_RATE=${OPEN_GET_RATE:-10000}
+OPEN_PUT_RATE=${OPEN_PUT_RATE:-3000}
 
 if ! command -v wrk >/dev/null; then
   echo "bench-records: installing wrk (Debian)" >&2
@@ -25,23 +37,26 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-go build -o "$tmp/worker" ./cmd/worker
-go build -o "$tmp/twin" ./hack/records-twin
+if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$tmp/worker"; else go build -o "$tmp/worker" ./cmd/worker; fi
+(cd hack/benchsvc && go build -o "$tmp/benchsvc" .)
 
-"$tmp/worker" --config /dev/null --data-dir "$tmp/wdata" --http-addr 127.0.0.1:18080 --ops-addr 127.0.0.1:19090 --chat-addr 127.0.0.1:0 \
-  --log-level warn 2>"$tmp/worker.log" &
-WPID=$!; pids+=("$WPID")
-"$tmp/twin" --addr 127.0.0.1:18089 --data-dir "$tmp/tdata" >"$tmp/twin.log" 2>&1 &
-TPID=$!; pids+=("$TPID")
-for u in http://127.0.0.1:19090/readyz http://127.0.0.1:18089/v1/records/none; do
+declare -A PORT PID
+PORT[wo]=18080 PORT[peer]=18089 PORT[ceiling]=18088
+taskset -c "$SERVER_CPUS" "$tmp/worker" --config /dev/null --data-dir "$tmp/wdata" --http-addr 127.0.0.1:18080 \
+  --ops-addr 127.0.0.1:19090 --chat-addr 127.0.0.1:0 --log-level warn 2>"$tmp/worker.log" &
+PID[wo]=$!; pids+=("$!")
+taskset -c "$SERVER_CPUS" "$tmp/benchsvc" records-peer --addr 127.0.0.1:18089 --data-dir "$tmp/pdata" >"$tmp/peer.log" 2>&1 &
+PID[peer]=$!; pids+=("$!")
+taskset -c "$SERVER_CPUS" "$tmp/benchsvc" ceiling --addr 127.0.0.1:18088 >"$tmp/ceiling.log" 2>&1 &
+PID[ceiling]=$!; pids+=("$!")
+for u in http://127.0.0.1:19090/readyz http://127.0.0.1:18089/v1/records/none http://127.0.0.1:18088/; do
   for _ in $(seq 200); do
     code=$(curl -s -o /dev/null -w '%{http_code}' "$u" || true)
     [[ $code == 200 || $code == 404 ]] && break
     sleep 0.05
   done
 done
-
-# 1000 records to read, on both.
+# 1000 records to read, on both stores.
 for port in 18080 18089; do
   curl -s -o /dev/null -X PUT -H 'Content-Type: application/json' -d '{"name":"bench","team":"records"}' \
     "http://127.0.0.1:$port/v1/records/g[1-1000]"
@@ -54,61 +69,58 @@ end
 LUA
 cat >"$tmp/put.lua" <<'LUA'
 local n = 0
-local threads = 0
-setup = function(thread)
-  threads = threads + 1
-  thread:set("tid", threads)
-end
 request = function()
   n = n + 1
-  return wrk.format("PUT", "/v1/records/" .. run .. "-" .. tid .. "-" .. n, {["Content-Type"] = "application/json"},
+  return wrk.format("PUT", "/v1/records/" .. run .. "-" .. n, {["Content-Type"] = "application/json"},
     '{"name":"bench","team":"records"}')
 end
 LUA
 
-cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime, clock ticks
-counters() {  # per-shard backend counters of the worker: "completed0 completed1 ... | syscalls0 syscalls1 ..."
-  curl -s --max-time 10 http://127.0.0.1:19090/metrics | awk '
-    /^wo_shard_backend_completed_total/ {c = c " " $2}
-    /^wo_shard_backend_syscalls_total/ {s = s " " $2}
-    END {print c " |" s}'
-}
-delta() {  # delta "before" "after": the per-shard differences
-  awk -v b="$1" -v a="$2" 'BEGIN {nb = split(b, x, " "); split(a, y, " "); for (i = 1; i <= nb; i++) printf "%s ", (x[i] == "|" ? "|" : y[i] - x[i])}'
+cpu() { awk '{print $14+$15}' "/proc/$1/stat"; } # utime+stime, clock ticks
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+results=$tmp/results # "test run server key=value ..." per line
+
+run_closed() { # server op run
+  local s=$1 op=$2 i=$3 c0 c1 out
+  c0=$(cpu "${PID[$s]}")
+  sed "s/^local n = 0/run = \"r$i$s\"; local n = 0/" "$tmp/$op.lua" >"$tmp/$op-$s-$i.lua"
+  out=$(taskset -c "$LOAD_CPUS" wrk -t1 -c$CONNS -d"${DUR}s" --latency -s "$tmp/$op-$s-$i.lua" "http://127.0.0.1:${PORT[$s]}")
+  c1=$(cpu "${PID[$s]}")
+  awk -v s="$s" -v op="$op" -v i="$i" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v rss="$(rss "${PID[$s]}")" '
+    function us(x) { if (x ~ /us$/) return x + 0; if (x ~ /ms$/) return x * 1e3; if (x ~ /s$/) return x * 1e6; return x }
+    /^Requests\/sec/ { rps = $2 }
+    / requests in / { reqs = $1 }
+    /^ +99%/ { p99 = us($2) }
+    /Non-2xx/ { errs += $NF }
+    /Socket errors/ { errs += 1 }
+    END { printf "closed-%s %s %s rps=%.0f p99_us=%.0f cpu_us_per_req=%.1f rss_kib=%d errors=%d\n", op, i, s, rps, p99, cpu / hz * 1e6 / reqs, rss, errs }' <<<"$out" | tee -a "$results"
 }
 
-declare -A RPS CPUOP
-run_one() { # name port pid op i
-  local name=$1 port=$2 pid=$3 op=$4 i=$5 c0 c1 out rps reqs
-  c0=$(cpu "$pid")
-  sed "s/^local n = 0/run = \"r$i$name\"; local n = 0/" "$tmp/$op.lua" >"$tmp/$op-$name-$i.lua"
-  out=$(wrk -t$THREADS -c$CONNS -d"${DUR}s" -s "$tmp/$op-$name-$i.lua" "http://127.0.0.1:$port")
-  c1=$(cpu "$pid")
-  rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
-  reqs=$(awk '/requests in/ {print $1}' <<<"$out")
-  errs=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
-  cpuop=$(awk -v c=$((c1 - c0)) -v r="$reqs" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", c / hz * 1e6 / r}')
-  echo "run $i $op $name: $rps req/s, ${cpuop} µs CPU/req ${errs}"
-  RPS[$name-$op]+="$rps "
-  CPUOP[$name-$op]+="$cpuop "
+run_open() { # server op run rate
+  local s=$1 op=$2 i=$3 rate=$4 c0 c1 out
+  c0=$(cpu "${PID[$s]}")
+  out=$(taskset -c "$LOAD_CPUS" "$tmp/benchsvc" http-open -url "http://127.0.0.1:${PORT[$s]}" -op "$op" -rate "$rate" \
+    -duration "${DUR}s" -name "$s" -tag "o$i$s")
+  c1=$(cpu "${PID[$s]}")
+  awk -v s="$s" -v op="$op" -v i="$i" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v dur="$DUR" -v rss="$(rss "${PID[$s]}")" '
+    function us(x) { if (x ~ /µs$/) return x + 0; if (x ~ /ms$/) return x * 1e3; if (x ~ /s$/) return x * 1e6; return x }
+    { for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] = kv[2] } }
+    END { printf "open%s-%s %s %s rps=%.0f p99_us=%.0f cpu_us_per_req=%.1f rss_kib=%d errors=%d\n", v["offered/s"], op, i, s,
+      v["achieved/s"], us(v["p99"]), (v["achieved/s"] > 0 ? cpu / hz * 1e6 / (v["achieved/s"] * dur) : 0), rss, v["errors"] }' <<<"$out" | tee -a "$results"
 }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-echo "bench-records: load average $(cut -d' ' -f1-3 /proc/loadavg); ${RUNS} runs of ${DUR}s, wrk -t$THREADS -c$CONNS, $(nproc) CPUs, worker shards: $(curl -s http://127.0.0.1:19090/metrics | awk '/^wo_runtime_shards/ {print $2}')"
-for op in get put; do
-  for i in $(seq "$RUNS"); do
-    before=$(counters)
-    run_one worker 18080 "$WPID" "$op" "$i"
-    after=$(counters)
-    echo "  worker per shard during the run: backend completions | syscalls: $(delta "$before" "$after")"
-    run_one twin 18089 "$TPID" "$op" "$i"
+echo "# bench-records $(date -u +%FT%TZ): load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, servers on CPU $SERVER_CPUS, load on CPU $LOAD_CPUS, ${RUNS} runs of ${DUR}s, worker shards: $(curl -s http://127.0.0.1:19090/metrics | awk '/^wo_runtime_shards/ {print $2}')"
+: >"$results"
+for i in $(seq "$RUNS"); do
+  order="wo peer ceiling"
+  if ((i % 2 == 0)); then order="ceiling peer wo"; fi
+  for s in $order; do
+    run_closed "$s" get "$i"
+    run_open "$s" get "$i" "$OPEN_GET_RATE"
+    [ "$s" = ceiling ] && continue
+    run_closed "$s" put "$i"
+    run_open "$s" put "$i" "$OPEN_PUT_RATE"
   done
 done
-
 echo
-echo "medians (req/s; µs CPU per request):"
-for op in get put; do
-  w=$(median <<<"${RPS[worker-$op]}"); t=$(median <<<"${RPS[twin-$op]}")
-  wc=$(median <<<"${CPUOP[worker-$op]}"); tc=$(median <<<"${CPUOP[twin-$op]}")
-  printf "  %-4s worker %10.0f  twin %10.0f  ratio %.2fx   CPU/req worker %s  twin %s\n" "$op" "$w" "$t" "$(bc -l <<<"$w/$t")" "$wc" "$tc"
-done
+awk -v KEYS="rps p99_us cpu_us_per_req" -f hack/lib/ratios.awk "$results" | sort
