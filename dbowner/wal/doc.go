@@ -1,19 +1,24 @@
 // Package wal is the database's write-ahead log: framed, CRC32C-checked
 // records in size-rotated segment files, group commit (one write and one
-// fdatasync for a whole batch of commits), snapshots that bound the log, and
+// fdatasync for a whole group of records: in dbowner, a raft Ready's
+// entries and hard state), snapshots that bound the log, and
 // recovery that truncates a torn tail but refuses a corrupt middle. The
 // format is normative in docs/wal.md.
 //
+// It is the raft log of the member dbowner runs: dbowner writes raft's
+// entries and hard state as records (TypeEntry, TypeHardState) and the
+// member's state as the snapshot; the log itself deals in opaque typed
+// payloads.
+//
 // All file access goes through the FS and File interfaces, so that tests can
-// use OS and fault tests faultfs. An append is two-phase (Log.Prepare gives
-// the bytes and their place, the caller writes and syncs them, Log.Appended
-// or Log.Failed marks the outcome) so that the owner can do the write on
-// its own fiber on its shard's io_uring (a WRITE at an offset linked to an
-// FSYNC(DATASYNC)) while this package does no I/O of its own on that path;
-// AppendBatch is the blocking composition. Snapshots are likewise split
-// (BeginSnapshot, WriteSnapshot, SnapshotDone) so that appends go on while
-// one is written. The log deals in opaque payloads;
-// engine.Mutation.Encode produces the ones the database logs.
+// use OS and fault tests faultfs. An append is two-phase (Log.PrepareRecords
+// gives the bytes and their place, the caller writes and syncs them,
+// Log.Appended or Log.Failed marks the outcome) so that dbowner can do the
+// write on its raft driver fiber on its shard's io_uring (a WRITE at an
+// offset linked to an FSYNC(DATASYNC)) while this package does no I/O of
+// its own on that path; WriteSync is the blocking way to carry one out.
+// Snapshots are likewise split (BeginSnapshot, WriteSnapshot, SnapshotDone)
+// so that appends go on while one is written.
 //
 // Failure contract:
 //   - an fdatasync or directory fsync error is fatal (FatalError, ErrFatal,

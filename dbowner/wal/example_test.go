@@ -9,7 +9,11 @@ import (
 	"github.com/writeonce/wo/dbowner/wal"
 )
 
-// The owner's write path and recovery, end to end on the OS file system.
+// A write path and recovery, end to end on the OS file system: each
+// transaction is logged as one record holding its batch encoding (in
+// dbowner the record is a raft entry whose command carries the batch) and
+// applied once durable; snapshots bound the log; reopening loads the
+// snapshot and replays the records after it.
 func Example() {
 	dir, _ := os.MkdirTemp("", "wal-example")
 	defer os.RemoveAll(dir)
@@ -26,11 +30,11 @@ func Example() {
 			}
 		}
 		for _, r := range rec.Records {
-			m, err := engine.DecodeMutation(r.Payload)
+			b, err := engine.DecodeBatch(r.Payload)
 			if err != nil {
 				panic(err)
 			}
-			if err := db.Redo(m); err != nil {
+			if _, err := db.Exec(b...); err != nil {
 				panic(err)
 			}
 		}
@@ -38,25 +42,30 @@ func Example() {
 	}
 
 	db, log := recoverDB()
-	for i, ops := range [][]engine.Op{
+	for i, b := range []engine.Batch{
 		{engine.CreateTable(engine.Schema{Name: "kv", Fields: []engine.Field{{Name: "k", Kind: engine.KindString}, {Name: "v", Kind: engine.KindInt}}, Key: "k"})},
 		{engine.Insert("kv", map[string]engine.Value{"k": engine.String("a"), "v": engine.Int(1)})},
 		{engine.Update("kv", engine.String("a"), map[string]engine.Value{"v": engine.Int(2)})},
 	} {
-		m, err := db.Prepare(ops)
+		p, err := log.PrepareRecords([]wal.Record{{Type: wal.TypeEntry, Payload: engine.AppendBatch(nil, b)}})
 		if err != nil {
 			panic(err)
 		}
-		if _, err := log.AppendBatch(wal.TypeMutation, [][]byte{m.Encode(nil)}); err != nil {
-			db.Discard(m) // ENOSPC: fail the callers; ErrFatal: stop the process too
-			panic(err)
+		if err := wal.WriteSync(p.File, p.Data, p.Off); err != nil {
+			panic(log.Failed(p, err)) // rolled back (ENOSPC), or fatal (a failed fsync)
 		}
-		if err := db.Apply(m); err != nil { // durable now: visible
+		log.Appended(p)
+		if _, err := db.Exec(b...); err != nil { // durable now: applied
 			panic(err)
 		}
 		if log.SnapshotDue() {
+			lsn, err := log.BeginSnapshot()
+			if err != nil {
+				panic(err)
+			}
 			frozen := db.Freeze()
-			if err := log.Snapshot(log.LastLSN(), func(w io.Writer) error { _, err := frozen.WriteTo(w); return err }); err != nil {
+			werr := log.WriteSnapshot(lsn, func(w io.Writer) error { _, err := frozen.WriteTo(w); return err }, nil)
+			if err := log.SnapshotDone(lsn, werr); err != nil {
 				panic(err)
 			}
 			fmt.Println("snapshot after commit", i)
@@ -74,9 +83,10 @@ func Example() {
 }
 
 // The two-phase append: the log prepares the bytes and their place, the
-// caller (the owner, on its fiber) writes and syncs them, and marks the
-// outcome; only then are the records durable and counted.
-func ExampleLog_Prepare() {
+// caller (dbowner, on its raft driver fiber) writes and syncs them, and
+// marks the outcome; only then are the records durable and counted. Here
+// two raft entries and a hard state, the way dbowner persists one Ready.
+func ExampleLog_PrepareRecords() {
 	dir, _ := os.MkdirTemp("", "wal-example")
 	defer os.RemoveAll(dir)
 	log, _, err := wal.Open(wal.OS{}, dir, wal.Options{})
@@ -85,18 +95,21 @@ func ExampleLog_Prepare() {
 	}
 	defer log.Close()
 
-	p, err := log.Prepare(wal.TypeMutation, [][]byte{[]byte("one"), []byte("two")})
+	p, err := log.PrepareRecords([]wal.Record{
+		{Type: wal.TypeEntry, Payload: []byte("one")},
+		{Type: wal.TypeEntry, Payload: []byte("two")},
+		{Type: wal.TypeHardState, Payload: []byte("term, vote, commit")},
+	})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("pending:", p.Records(), "records at offset", p.Off, "last LSN", log.LastLSN())
 	if err := wal.WriteSync(p.File, p.Data, p.Off); err != nil {
-		err = log.Failed(p, err) // rolled back, or fatal (a failed fsync)
-		panic(err)
+		panic(log.Failed(p, err)) // rolled back, or fatal (a failed fsync)
 	}
 	first := log.Appended(p)
 	fmt.Println("durable: LSN", first, "to", log.LastLSN())
 	// Output:
-	// pending: 2 records at offset 32 last LSN 0
-	// durable: LSN 1 to 2
+	// pending: 3 records at offset 32 last LSN 0
+	// durable: LSN 1 to 3
 }

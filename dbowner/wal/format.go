@@ -23,9 +23,9 @@ const RecordHeaderSize = 9
 // Record types. 0 is never valid, so zero-filled space (a file extended but
 // not written before a crash) never parses as a record.
 const (
-	// TypeMutation carries an engine mutation payload (engine.Mutation.Encode):
-	// the log of the format before replication. dbowner refuses a log
-	// holding one (docs/wal.md, "Record types").
+	// TypeMutation marks a record of the format before replication (an
+	// engine mutation). Nothing writes it any more: dbowner refuses a log
+	// holding one, naming the record (docs/wal.md, "Record types").
 	TypeMutation byte = 1
 	// TypeEntry carries one raft log entry (term, index, type, data).
 	TypeEntry byte = 2
@@ -66,17 +66,10 @@ const (
 	decodeBad
 )
 
-// DecodeRecord decodes the record at the start of b, returning its type, its
-// payload (aliasing b) and its framed size. maxPayload bounds the length
-// field (0 means no bound beyond len(b)).
-func DecodeRecord(b []byte, maxPayload int) (typ byte, payload []byte, size int, err error) {
-	typ, payload, size, st, reason := decodeRecord(b, maxPayload)
-	if st != decodeOK {
-		return 0, nil, 0, fmt.Errorf("wal: record: %s", reason)
-	}
-	return typ, payload, size, nil
-}
-
+// decodeRecord decodes the record at the start of b, returning its type,
+// its payload (aliasing b), its framed size and, when it does not decode,
+// why (short: it may be a torn write; bad: it cannot be a record).
+// maxPayload bounds the length field (0 means no bound beyond len(b)).
 func decodeRecord(b []byte, maxPayload int) (byte, []byte, int, decodeStatus, string) {
 	if len(b) < RecordHeaderSize {
 		return 0, nil, 0, decodeShort, "short header (" + strconv.Itoa(len(b)) + " bytes)"
@@ -151,7 +144,7 @@ func parseSegHeader(b []byte) (LSN, error) {
 //	[8:12)  format version, uint32 LE (1)
 //	[12:16) reserved, zero
 //	[16:24) LSN covered: the state reflects every record <= it, uint64 LE
-//	[24:N)  body (the engine state)
+//	[24:N)  body (dbowner's: raft's metadata and the member's state)
 //	[N:N+8) body length, uint64 LE
 //	[N+8:N+12) CRC32C of bytes [0:N+8), uint32 LE
 const (

@@ -13,13 +13,15 @@ import (
 
 // File is an open log or snapshot file, written by position.
 //
-// The owner implements it over its shard's I/O backend: WriteAt becomes an
-// io_uring WRITE at an explicit offset, Datasync the FSYNC(DATASYNC) linked
-// after it, each parking the calling fiber. Writes carry their offset (rather
+// dbowner's files are runtime.Files (dbowner/file.go): an append's bytes
+// bypass this interface, written by the raft driver fiber as one io_uring
+// WRITE at the Pending's offset linked to one FSYNC(DATASYNC); through it
+// go only the log's own writes, as blocking calls (segment headers,
+// rollbacks, recovery's truncations). Writes carry their offset (rather
 // than using a file position) so that rolling back a failed append is just
 // Truncate(goodOffset) and the next write goes to goodOffset, with no hidden
-// position to keep in step, and so that it maps one-to-one onto
-// iobackend.Backend.Write(fd, buf, off, token).
+// position to keep in step, and so that it maps one-to-one onto a
+// positional ring write.
 type File interface {
 	// WriteAt writes p at off. It may write less than len(p) with a nil
 	// error (a short write); the caller writes the rest.
@@ -30,22 +32,6 @@ type File interface {
 	// Truncate sets the file's size.
 	Truncate(size int64) error
 	Close() error
-}
-
-// SyncWriter is an optional File method: write all of p at off and make it
-// durable as one unit (on io_uring, one WRITE linked to one FSYNC(DATASYNC)
-// in a single submission, so a group commit costs one kernel round trip).
-// AppendBatch uses it when the active segment's File has it, instead of
-// WriteAt followed by Datasync.
-//
-// Contract: a failure of the sync half must be returned wrapping
-// ErrFsyncFailed (it is fatal to the log); any other error means the write
-// failed and nothing of it may be assumed durable, and the log rolls it
-// back with Truncate exactly as for a failed WriteAt. Short writes are the
-// implementation's to finish (a broken link must never be reported as
-// durable).
-type SyncWriter interface {
-	WriteAtSync(p []byte, off int64) error
 }
 
 // FS is the directory the log lives in. Names are full paths.
@@ -92,16 +78,13 @@ func (e Entry) kind() string {
 	return "not a regular file"
 }
 
-// WriteSync writes all of p at off in f and makes it durable: with
-// SyncWriter.WriteAtSync when f has it, else File.WriteAt (looping over
-// short writes) then File.Datasync. A sync failure is returned wrapping
-// ErrFsyncFailed. It is the blocking way to carry out a Pending append; the
-// owner carries it out on its fiber instead (one WRITE linked to one
-// FSYNC(DATASYNC)).
+// WriteSync writes all of p at off in f (File.WriteAt, looping over short
+// writes) and makes it durable (File.Datasync); a sync failure is returned
+// wrapping ErrFsyncFailed. It is the blocking way to carry out a Pending
+// append, for a File that is not one of dbowner's ring files (an FS passed
+// in dbowner's Options: faultfs in tests); dbowner carries out its own
+// with one linked WRITE+FSYNC on the driver fiber instead.
 func WriteSync(f File, p []byte, off int64) error {
-	if sw, ok := f.(SyncWriter); ok {
-		return sw.WriteAtSync(p, off)
-	}
 	if err := writeFull(f, p, off); err != nil {
 		return err
 	}

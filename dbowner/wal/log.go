@@ -163,16 +163,55 @@ func Open(fsys FS, dir string, opts Options) (*Log, *Recovered, error) {
 
 func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
 
+// recover carries out the recovery Open documents, in its steps (the
+// numbers of docs/wal.md, "Recovery"): list the directory (0, 1), load the
+// newest good snapshot (2), drop what it covers and check that the log
+// follows on from it (3), replay the segments, cutting a torn tail or, with
+// Repair, damage (4-6), and open the active segment for appending (7).
 func (l *Log) recover() (*Recovered, error) {
+	snaps, dirty, err := l.scanDir()
+	if err != nil {
+		return nil, err
+	}
+	rec := &Recovered{}
+	if err := l.loadSnapshot(snaps, rec); err != nil {
+		return nil, err
+	}
+	l.snapLSN = rec.SnapshotLSN
+	removed, err := l.removeCovered(rec)
+	if err != nil {
+		return nil, err
+	}
+	end, cut, err := l.replaySegments(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.openActive(rec, end); err != nil {
+		return nil, err
+	}
+	if dirty || removed || cut {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return nil, fsyncFailed("fsync dir", l.dir, err)
+		}
+	}
+	l.bytesSinceSnap = rec.ReplayedBytes
+	l.recordsSinceSnap = int64(rec.Replayed)
+	return rec, nil
+}
+
+// scanDir lists the log's directory (created if missing): the segments go
+// to l.segs, sorted by first LSN, and the snapshots' LSNs are returned,
+// sorted. An unfinished snapshot is removed (dirty reports it); a file
+// with a segment's or snapshot's name that is not a regular file is
+// refused.
+func (l *Log) scanDir() (snaps []LSN, dirty bool, err error) {
 	if err := l.fs.MkdirAll(l.dir); err != nil {
-		return nil, fmt.Errorf("wal: create dir %s: %w", l.dir, err)
+		return nil, false, fmt.Errorf("wal: create dir %s: %w", l.dir, err)
 	}
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
-		return nil, fmt.Errorf("wal: read dir %s: %w", l.dir, err)
+		return nil, false, fmt.Errorf("wal: read dir %s: %w", l.dir, err)
 	}
-	var snaps []LSN
-	dirty := false
 	for _, e := range names {
 		n := e.Name
 		_, isTmp := parseName(strings.TrimSuffix(n, tmpSuffix), snapSuffix)
@@ -182,14 +221,14 @@ func (l *Log) recover() (*Recovered, error) {
 		if (isTmp || isSeg || isSnap) && !e.Regular() {
 			// Reading it could hang (a FIFO) or read something that is not
 			// ours (a device): refuse, and say what to do.
-			return nil, fmt.Errorf("wal: %s is %s, not a regular file: a file with a segment's or snapshot's name must be one (move it out of %s)", l.path(n), e.kind(), l.dir)
+			return nil, false, fmt.Errorf("wal: %s is %s, not a regular file: a file with a segment's or snapshot's name must be one (move it out of %s)", l.path(n), e.kind(), l.dir)
 		}
 		switch {
 		case isTmp:
 			// An unfinished snapshot (%016x.snap.tmp): never renamed, so
 			// never relied on. No other file is removed.
 			if err := l.fs.Remove(l.path(n)); err != nil {
-				return nil, fmt.Errorf("wal: remove %s: %w", l.path(n), err)
+				return nil, false, fmt.Errorf("wal: remove %s: %w", l.path(n), err)
 			}
 			dirty = true
 		case isSeg:
@@ -200,13 +239,18 @@ func (l *Log) recover() (*Recovered, error) {
 	}
 	slices.SortFunc(l.segs, func(a, b segment) int { return cmp.Compare(a.first, b.first) })
 	slices.Sort(snaps)
+	return snaps, dirty, nil
+}
 
-	rec := &Recovered{}
+// loadSnapshot takes the newest of snaps that passes its checks into rec
+// (or hands it to Options.Restore), listing the ones passed over in
+// rec.SkippedSnapshots.
+func (l *Log) loadSnapshot(snaps []LSN, rec *Recovered) error {
 	for i := len(snaps) - 1; i >= 0; i-- {
 		name := l.path(snapName(snaps[i]))
 		b, err := l.fs.ReadFile(name)
 		if err != nil {
-			return nil, fmt.Errorf("wal: read snapshot %s: %w", name, err)
+			return fmt.Errorf("wal: read snapshot %s: %w", name, err)
 		}
 		lsn, body, err := parseSnapshot(b)
 		if err == nil && lsn != snaps[i] {
@@ -219,169 +263,222 @@ func (l *Log) recover() (*Recovered, error) {
 		rec.Snapshot, rec.SnapshotLSN = body, lsn
 		if l.opts.Restore != nil {
 			if err := l.opts.Restore(lsn, body); err != nil {
-				return nil, fmt.Errorf("wal: restore snapshot %s: %w", name, err)
+				return fmt.Errorf("wal: restore snapshot %s: %w", name, err)
 			}
 			rec.Snapshot = nil // the caller has it; do not keep a second copy
 		}
-		break
+		return nil
 	}
-	l.snapLSN = rec.SnapshotLSN
-	skipped := ""
-	if len(rec.SkippedSnapshots) > 0 {
-		skipped = "; skipped bad snapshot " + strings.Join(rec.SkippedSnapshots, "; skipped bad snapshot ")
-	}
+	return nil
+}
 
+// removeCovered removes the segments the snapshot wholly covers (removed
+// reports it), then checks that the log follows on from the snapshot: no
+// record missing between them, and a segment after it at all.
+func (l *Log) removeCovered(rec *Recovered) (removed bool, err error) {
 	// Segments wholly covered by the snapshot are left over from a crash
 	// between writing it and truncating the log.
 	for len(l.segs) > 1 && l.segs[1].first-1 <= rec.SnapshotLSN {
 		if err := l.fs.Remove(l.segs[0].name); err != nil {
-			return nil, fmt.Errorf("wal: remove covered segment %s: %w", l.segs[0].name, err)
+			return false, fmt.Errorf("wal: remove covered segment %s: %w", l.segs[0].name, err)
 		}
 		l.segs = l.segs[1:]
-		dirty = true
+		removed = true
 	}
 	if len(l.segs) > 0 && l.segs[0].first > rec.SnapshotLSN+1 {
-		return nil, &CorruptError{File: l.segs[0].name, Offset: 0,
+		skipped := ""
+		if len(rec.SkippedSnapshots) > 0 {
+			skipped = "; skipped bad snapshot " + strings.Join(rec.SkippedSnapshots, "; skipped bad snapshot ")
+		}
+		return false, &CorruptError{File: l.segs[0].name, Offset: 0,
 			Reason: fmt.Sprintf("records %d..%d are missing (snapshot covers up to %d)%s", rec.SnapshotLSN+1, l.segs[0].first-1, rec.SnapshotLSN, skipped)}
 	}
 	if len(l.segs) == 0 && rec.SnapshotLSN > 0 && !l.opts.Repair {
 		// Taking a snapshot never removes the segment after it (the log
 		// always keeps an active segment), so this directory lost files.
-		return nil, &CorruptError{File: l.path(snapName(rec.SnapshotLSN)), Offset: 0,
+		return false, &CorruptError{File: l.path(snapName(rec.SnapshotLSN)), Offset: 0,
 			Reason: fmt.Sprintf("the snapshot covers up to LSN %d but no segment follows it: the log after the snapshot was deleted", rec.SnapshotLSN)}
 	}
+	return removed, nil
+}
 
-	want := LSN(0) // expected first LSN of the next segment; 0: any <= snapshot+1
-	var activeEnd, prevEnd, activeZeroed, prevZeroed int64
+// logEnd is where replay found the log's end: the LSN the next record
+// gets, and in the last segment the end of the valid records and of the
+// zeroed space after them.
+type logEnd struct {
+	next        LSN
+	end, zeroed int64
+}
+
+// replaySegments reads the segments in order, one in memory at a time,
+// hands every record after the snapshot to rec (or Options.Replay) and
+// returns where the log ends. A segment whose header is bad is removed
+// when it is a torn creation (or, with Repair, with every later one) and
+// the segment before it is the last; a bad record is cut by cutBadRecord.
+// cut reports a segment removed for a bad header.
+func (l *Log) replaySegments(rec *Recovered) (end logEnd, cut bool, err error) {
+	var prev logEnd // the segment before, read in full (next 0: none, any first LSN)
 	var rbuf []byte // one buffer for every segment, with Replay (see readSegment)
 	for i := 0; i < len(l.segs); i++ {
 		s := l.segs[i]
-		last := i == len(l.segs)-1
 		data, err := l.readSegment(s.name, &rbuf)
 		if err != nil {
-			return nil, fmt.Errorf("wal: read segment %s: %w", s.name, err)
+			return logEnd{}, false, fmt.Errorf("wal: read segment %s: %w", s.name, err)
 		}
 		l.opts.Yield()
-		first, herr := parseSegHeader(data)
-		if herr == nil && first != s.first {
-			herr = fmt.Errorf("header says first LSN %d, name says %d", first, s.first)
-		}
-		if herr == nil && want != 0 && first != want {
-			herr = fmt.Errorf("first LSN %d, want %d (gap in the log)", first, want)
-		}
-		if herr != nil {
-			if last && (len(data) <= SegHeaderSize || allZero(data[SegHeaderSize:])) {
-				// Created but its header never became durable: a torn
-				// creation. No record was ever acknowledged from it.
-				l.cut(rec, Truncation{File: s.name, Removed: true, Reason: "torn segment creation: " + herr.Error()})
-				if err := l.fs.Remove(s.name); err != nil {
-					return nil, fmt.Errorf("wal: remove torn segment %s: %w", s.name, err)
-				}
-			} else {
-				cerr := &CorruptError{File: s.name, Offset: 0, Reason: herr.Error()}
-				if !l.opts.Repair {
-					return nil, cerr
-				}
-				if err := l.dropFrom(i, rec, cerr.Reason); err != nil {
-					return nil, err
-				}
+		if herr := checkSegHeader(data, s, prev.next); herr != nil {
+			if err := l.dropBadSegment(i, data, herr, rec); err != nil {
+				return logEnd{}, false, err
 			}
 			// The previous segment, read in full, becomes the active one.
 			l.segs = l.segs[:i]
-			l.next, activeEnd, activeZeroed = want, prevEnd, prevZeroed
-			dirty = true
-			break
+			return prev, true, nil
 		}
-		lsn := first
-		off := SegHeaderSize
-		for off < len(data) {
-			typ, payload, size, st, reason := decodeRecord(data[off:], l.opts.MaxRecordSize)
-			if st == decodeOK {
-				if lsn > rec.SnapshotLSN {
-					rec.Replayed++
-					rec.ReplayedBytes += int64(size)
-					if l.opts.Replay != nil {
-						if err := l.opts.Replay(Record{LSN: lsn, Type: typ, Payload: payload}); err != nil {
-							return nil, err
-						}
-					} else {
-						rec.Records = append(rec.Records, Record{LSN: lsn, Type: typ, Payload: payload})
-					}
-				}
-				lsn++
-				off += size
-				continue
-			}
-			if allZero(data[off:]) {
-				// Preallocated space (Options.Preallocate), or a crash after
-				// the file grew and before the data reached it: the end.
-				break
-			}
-			torn := last && !validRecordAfter(data, off+1, l.opts.MaxRecordSize, l.opts.Yield)
-			if !torn {
-				cerr := &CorruptError{File: s.name, Offset: int64(off), Reason: reason}
-				if last {
-					cerr.Reason += ", followed by a valid record"
-				} else {
-					cerr.Reason += ", in a segment that is not the last"
-				}
-				if !l.opts.Repair {
-					return nil, cerr
-				}
-				l.cut(rec, Truncation{File: s.name, Offset: int64(off), Reason: "repair: " + cerr.Error()})
-				if err := l.dropFrom(i+1, rec, "after corrupt "+s.name); err != nil {
-					return nil, err
-				}
-				last = true
-			} else {
-				l.cut(rec, Truncation{File: s.name, Offset: int64(off), Reason: "torn tail: " + reason})
-			}
-			if err := l.truncateFile(s.name, int64(off)); err != nil {
-				return nil, err
-			}
-			data = data[:off]
-			break
+		if prev, err = l.replayRecords(i, data, rec); err != nil {
+			return logEnd{}, false, err
 		}
-		want = lsn
-		prevEnd = int64(min(off, len(data)))
-		prevZeroed = int64(len(data))
-		data = nil // one segment in memory at a time
-		if last {
-			activeEnd, activeZeroed = prevEnd, prevZeroed
-			l.next = lsn
-			break
+		if i == len(l.segs)-1 { // the last, or the last left by a repair
+			return prev, false, nil
 		}
 	}
+	return logEnd{}, false, nil
+}
 
+// checkSegHeader checks segment s's header: valid, naming the first LSN
+// the file's name says, and following on from the segment before (want;
+// 0: s is the first segment read).
+func checkSegHeader(data []byte, s segment, want LSN) error {
+	first, err := parseSegHeader(data)
+	if err == nil && first != s.first {
+		err = fmt.Errorf("header says first LSN %d, name says %d", first, s.first)
+	}
+	if err == nil && want != 0 && first != want {
+		err = fmt.Errorf("first LSN %d, want %d (gap in the log)", first, want)
+	}
+	return err
+}
+
+// dropBadSegment handles segment i whose header failed its check (herr).
+// The last segment with nothing but zeros after its header is a torn
+// creation and is removed; anything else is a *CorruptError, unless
+// Options.Repair, which removes segment i and every later one.
+func (l *Log) dropBadSegment(i int, data []byte, herr error, rec *Recovered) error {
+	s := l.segs[i]
+	if i == len(l.segs)-1 && (len(data) <= SegHeaderSize || allZero(data[SegHeaderSize:])) {
+		// Created but its header never became durable: a torn
+		// creation. No record was ever acknowledged from it.
+		l.cut(rec, Truncation{File: s.name, Removed: true, Reason: "torn segment creation: " + herr.Error()})
+		if err := l.fs.Remove(s.name); err != nil {
+			return fmt.Errorf("wal: remove torn segment %s: %w", s.name, err)
+		}
+		return nil
+	}
+	cerr := &CorruptError{File: s.name, Offset: 0, Reason: herr.Error()}
+	if !l.opts.Repair {
+		return cerr
+	}
+	return l.dropFrom(i, rec, cerr.Reason)
+}
+
+// replayRecords reads the records of segment i, whose header checked out,
+// hands those after the snapshot to rec (or Options.Replay), and returns
+// where they end. Zeros to the end of the file are the end; a record that
+// does not decode is handled by cutBadRecord.
+func (l *Log) replayRecords(i int, data []byte, rec *Recovered) (logEnd, error) {
+	lsn, off := l.segs[i].first, SegHeaderSize
+	for off < len(data) {
+		typ, payload, size, st, reason := decodeRecord(data[off:], l.opts.MaxRecordSize)
+		if st == decodeOK {
+			if lsn > rec.SnapshotLSN {
+				if err := l.replay(rec, Record{LSN: lsn, Type: typ, Payload: payload}, size); err != nil {
+					return logEnd{}, err
+				}
+			}
+			lsn++
+			off += size
+			continue
+		}
+		if allZero(data[off:]) {
+			// Preallocated space (Options.Preallocate), or a crash after
+			// the file grew and before the data reached it: the end.
+			break
+		}
+		if err := l.cutBadRecord(i, data, off, reason, rec); err != nil {
+			return logEnd{}, err
+		}
+		data = data[:off]
+		break
+	}
+	return logEnd{next: lsn, end: int64(min(off, len(data))), zeroed: int64(len(data))}, nil
+}
+
+// replay hands one record after the snapshot to Options.Replay, or keeps
+// it in rec.Records, and counts it.
+func (l *Log) replay(rec *Recovered, r Record, size int) error {
+	rec.Replayed++
+	rec.ReplayedBytes += int64(size)
+	if l.opts.Replay != nil {
+		return l.opts.Replay(r)
+	}
+	rec.Records = append(rec.Records, r)
+	return nil
+}
+
+// cutBadRecord handles the first record of segment i that does not decode,
+// at off. In the last segment with no valid record after it, it is a torn
+// tail (a crash during a group write; nothing there was acknowledged): the
+// file is truncated there. Anything else is a corrupt middle: a
+// *CorruptError, unless Options.Repair, which truncates there and removes
+// every later segment.
+func (l *Log) cutBadRecord(i int, data []byte, off int, reason string, rec *Recovered) error {
+	s := l.segs[i]
+	last := i == len(l.segs)-1
+	if last && !validRecordAfter(data, off+1, l.opts.MaxRecordSize, l.opts.Yield) {
+		l.cut(rec, Truncation{File: s.name, Offset: int64(off), Reason: "torn tail: " + reason})
+	} else {
+		cerr := &CorruptError{File: s.name, Offset: int64(off), Reason: reason}
+		if last {
+			cerr.Reason += ", followed by a valid record"
+		} else {
+			cerr.Reason += ", in a segment that is not the last"
+		}
+		if !l.opts.Repair {
+			return cerr
+		}
+		l.cut(rec, Truncation{File: s.name, Offset: int64(off), Reason: "repair: " + cerr.Error()})
+		if err := l.dropFrom(i+1, rec, "after corrupt "+s.name); err != nil {
+			return err
+		}
+	}
+	return l.truncateFile(s.name, int64(off))
+}
+
+// openActive makes the log appendable where replay found its end (e):
+// the last segment reopened, or, when there is none or its records are all
+// covered by the snapshot, a fresh segment right after the snapshot (and
+// the segments before it, now covered, removed).
+func (l *Log) openActive(rec *Recovered, e logEnd) error {
+	l.next = e.next
 	if len(l.segs) == 0 || l.next <= rec.SnapshotLSN {
-		// No segment, or the log ends before the snapshot (its records were
-		// all covered): start a fresh segment right after the snapshot.
 		l.next = rec.SnapshotLSN + 1
 		if err := l.createSegment(l.next); err != nil {
-			return nil, err
+			return err
 		}
-		// Segments before the new one are now wholly covered.
 		for len(l.segs) > 1 {
 			if err := l.fs.Remove(l.segs[0].name); err != nil {
-				return nil, fmt.Errorf("wal: remove covered segment %s: %w", l.segs[0].name, err)
+				return fmt.Errorf("wal: remove covered segment %s: %w", l.segs[0].name, err)
 			}
 			l.segs = l.segs[1:]
 		}
-	} else {
-		f, err := l.fs.OpenWrite(l.segs[len(l.segs)-1].name)
-		if err != nil {
-			return nil, fmt.Errorf("wal: open segment %s: %w", l.segs[len(l.segs)-1].name, err)
-		}
-		l.active, l.off, l.zeroed = f, activeEnd, max(activeEnd, activeZeroed)
+		return nil
 	}
-	if dirty {
-		if err := l.fs.SyncDir(l.dir); err != nil {
-			return nil, fsyncFailed("fsync dir", l.dir, err)
-		}
+	name := l.segs[len(l.segs)-1].name
+	f, err := l.fs.OpenWrite(name)
+	if err != nil {
+		return fmt.Errorf("wal: open segment %s: %w", name, err)
 	}
-	l.bytesSinceSnap = rec.ReplayedBytes
-	l.recordsSinceSnap = int64(rec.Replayed)
-	return rec, nil
+	l.active, l.off, l.zeroed = f, e.end, max(e.end, e.zeroed)
+	return nil
 }
 
 // readSegment reads a segment for recovery: into *buf when the records
@@ -542,12 +639,13 @@ func (l *Log) Segments() []string {
 	return out
 }
 
-// Pending is a group of records prepared for the log by Prepare: Data is
-// to be written at Off in File and made durable, as one unit, by whoever
-// owns the I/O (the owner does it on its fiber, as one io_uring WRITE linked
-// to one FSYNC(DATASYNC); WriteSync does it with blocking calls). Then
-// exactly one of Log.Appended or Log.Failed marks the outcome; until then
-// the log refuses another Prepare, and a snapshot.
+// Pending is a group of records prepared for the log by PrepareRecords:
+// Data is to be written at Off in File and made durable, as one unit, by
+// whoever owns the I/O (dbowner does it on its raft driver fiber, as one
+// io_uring WRITE linked to one FSYNC(DATASYNC); WriteSync does it with
+// blocking calls). Then exactly one of Log.Appended or Log.Failed marks the
+// outcome; until then the log refuses another PrepareRecords, and a
+// snapshot.
 //
 // Data holds the framed records and, when the append reaches past the
 // zeroed space, the zeros that extend it (Options.Preallocate).
@@ -555,7 +653,7 @@ type Pending struct {
 	File  File   // the active segment
 	Name  string // its path, for errors
 	Off   int64
-	Data  []byte // valid until the next Prepare
+	Data  []byte // valid until the next PrepareRecords
 	First LSN    // LSN of the first record; the others follow in order
 
 	n      int   // records
@@ -569,26 +667,18 @@ func (p *Pending) Records() int { return p.n }
 // Size is the bytes of framed records (without the zero extension).
 func (p *Pending) Size() int { return p.size }
 
-// Prepare frames payloads as records into one contiguous buffer placed at
-// the end of the active segment, starting a new segment first when the
-// group would pass Options.SegmentSize (the one step here with I/O: a
-// header write, fdatasync and directory fsync, as blocking calls). Nothing
-// is written to the records' place; see Pending.
+// PrepareRecords frames recs (their LSN fields are ignored) into one
+// contiguous buffer placed at the end of the active segment, starting a new
+// segment first when the group would pass Options.SegmentSize (the one step
+// here with I/O: a header write, fdatasync and directory fsync, as blocking
+// calls). Nothing is written to the records' place; see Pending. dbowner
+// prepares a raft Ready's entries and its hard state as one append: one
+// write and one fdatasync.
 //
 // Errors: ErrTooLarge, a reserved type, ErrNoSpace or another error from
 // rotation (the log is unchanged and usable), an ErrFatal error (sticky).
-func (l *Log) Prepare(typ byte, payloads [][]byte) (*Pending, error) {
-	return l.prepare(len(payloads), func(int) byte { return typ }, func(i int) []byte { return payloads[i] })
-}
-
-// PrepareRecords is Prepare for records of several types (the records'
-// LSN fields are ignored): a raft Ready's entries and its hard state are
-// one append, one write and one fdatasync.
 func (l *Log) PrepareRecords(recs []Record) (*Pending, error) {
-	return l.prepare(len(recs), func(i int) byte { return recs[i].Type }, func(i int) []byte { return recs[i].Payload })
-}
-
-func (l *Log) prepare(n int, typeOf func(int) byte, payloadOf func(int) []byte) (*Pending, error) {
+	n := len(recs)
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
@@ -599,8 +689,8 @@ func (l *Log) prepare(n int, typeOf func(int) byte, payloadOf func(int) []byte) 
 	if cap(buf) > 4<<20 {
 		buf = nil // do not pin a one-off huge group
 	}
-	for i := range n {
-		typ, p := typeOf(i), payloadOf(i)
+	for i, r := range recs {
+		typ, p := r.Type, r.Payload
 		if typ == 0 {
 			return nil, fmt.Errorf("wal: record type 0 is reserved")
 		}
@@ -672,59 +762,11 @@ func (l *Log) Failed(p *Pending, err error) error {
 	return classifyWrite("write", p.Name, err)
 }
 
-// AppendBatch logs records as one group commit with blocking I/O: Prepare,
-// WriteSync, then Appended or Failed. It returns the LSN of the first
-// record; the others follow in order. When it returns nil, every record is
-// durable.
-//
-// Errors:
-//   - ErrNoSpace (and ErrTooLarge, and any other write error): nothing was
-//     logged; the partial write was truncated away; the log is usable.
-//   - an ErrFatal error (failed fdatasync, failed rollback): whether the
-//     records are durable is unknown; the log refuses all further appends
-//     and the process must stop.
-func (l *Log) AppendBatch(typ byte, payloads [][]byte) (LSN, error) {
-	if len(payloads) == 0 {
-		if err := l.usable(); err != nil {
-			return 0, err
-		}
-		return l.next, nil
-	}
-	p, err := l.Prepare(typ, payloads)
-	if err != nil {
-		return 0, err
-	}
-	if err := WriteSync(p.File, p.Data, p.Off); err != nil {
-		return 0, l.Failed(p, err)
-	}
-	return l.Appended(p), nil
-}
-
 // SnapshotDue reports whether the configured snapshot interval has passed.
 func (l *Log) SnapshotDue() bool {
 	o := &l.opts
 	return (o.SnapshotEveryBytes > 0 && l.bytesSinceSnap >= o.SnapshotEveryBytes) ||
 		(o.SnapshotEveryRecords > 0 && l.recordsSinceSnap >= o.SnapshotEveryRecords)
-}
-
-// Snapshot takes a snapshot with blocking I/O: BeginSnapshot, WriteSnapshot
-// and SnapshotDone in a row. lsn must be LastLSN() (the state write
-// produces) or, for a state the caller kept, any LSN since the last
-// snapshot; the log is truncated up to it.
-func (l *Log) Snapshot(lsn LSN, write func(w io.Writer) error) error {
-	if lsn == l.LastLSN() {
-		var err error
-		if lsn, err = l.BeginSnapshot(); err != nil {
-			return err
-		}
-	} else if err := l.usable(); err != nil {
-		return err
-	}
-	if lsn > l.LastLSN() || lsn < l.snapLSN {
-		return fmt.Errorf("wal: snapshot at LSN %d outside [%d, %d]", lsn, l.snapLSN, l.LastLSN())
-	}
-	err := l.WriteSnapshot(lsn, write, nil)
-	return l.SnapshotDone(lsn, err)
 }
 
 // BeginSnapshot starts a snapshot of the state as of LastLSN(), which it
@@ -752,8 +794,8 @@ func (l *Log) BeginSnapshot() (LSN, error) {
 }
 
 // WriteSnapshot durably writes the snapshot file of a state that reflects
-// every record up to and including lsn; write produces the body (e.g.
-// engine.Frozen.WriteTo). It touches the directory only, none of the
+// every record up to and including lsn; write produces the body (dbowner:
+// raft's metadata and the member's state, engine.Frozen's bytes inside). It touches the directory only, none of the
 // log's state, so it may run while appends go on (on the same goroutine or
 // fiber scheduler: the Log is not safe for concurrent use). The file is
 // written as NAME.tmp, made durable with sync (nil: File.Datasync),

@@ -101,7 +101,7 @@ func (l *Log) Room(n int) error {
 	}
 	need := end - zeroed
 	if l.opts.Preallocate > 0 {
-		need += l.opts.Preallocate // Prepare grows by a whole step
+		need += l.opts.Preallocate // PrepareRecords grows by a whole step
 	}
 	free, err := l.free(l.dir)
 	if err != nil {
