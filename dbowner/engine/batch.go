@@ -5,8 +5,8 @@ import (
 	"strconv"
 )
 
-// OpKind says what an Op does. The values are not part of any encoding (the
-// WAL logs resolved effects, not Ops), but keep them stable anyway.
+// OpKind says what an Op does. The values are part of the batch encoding
+// (batchcodec.go, the command of a raft entry): never renumber.
 type OpKind uint8
 
 const (
@@ -49,8 +49,8 @@ const (
 )
 
 // Precondition is evaluated against the state an operation sees: the applied
-// state, then every pending mutation, then the earlier operations of the same
-// batch. A failed precondition fails the whole batch with ErrPrecondition.
+// state with the earlier operations of the same batch on top. A failed
+// precondition fails the whole batch with ErrPrecondition.
 type Precondition struct {
 	Exists Existence
 	// Version, when non-zero, requires the record to exist with exactly this
@@ -118,17 +118,16 @@ type Batch []Op
 
 type effectKind uint8
 
-// Effect kinds are encoded in WAL payloads: never renumber.
 const (
-	effPut         effectKind = 1
-	effDelete      effectKind = 2
-	effCreateTable effectKind = 3
-	effCreateIndex effectKind = 4
+	effPut effectKind = iota + 1
+	effDelete
+	effCreateTable
+	effCreateIndex
 )
 
-// effect is a resolved, unconditional change: what Apply and WAL replay
-// execute without further validation. Updates are resolved to full row
-// images so that replay never re-derives anything from older state.
+// effect is a resolved, unconditional change: what apply executes without
+// further validation. Updates are resolved to full row images, so applying
+// never re-derives anything from older state.
 type effect struct {
 	kind  effectKind
 	table string
@@ -143,52 +142,25 @@ type tableKey struct {
 	key   Value
 }
 
-// Mutation is a validated batch: its resolved effects and the sequence
-// number it will give the state. It is produced by Prepare (or decoded from
-// a WAL payload by DecodeMutation) and consumed by Apply or Redo.
-type Mutation struct {
+// mutation is a validated batch: its resolved effects and the sequence
+// number it gives the state, made by prepare and applied by apply.
+type mutation struct {
 	seq     uint64
 	effects []effect
-	// The overlay used to validate later batches against this one before it
-	// is applied: the final image of every key it touched (nil = deleted) and
-	// the final definition of every table it created or changed.
+	// The batch's view of the state while it is validated: the image of
+	// every key an earlier operation of the batch touched (nil = deleted)
+	// and the definition of every table it created or changed, so that
+	// each operation sees the ones before it.
 	rows map[tableKey]*row
 	defs map[string]*tableDef
-	db   *DB // set while pending
 }
 
-// Seq is the sequence number the engine will have once m is applied. Every
-// record m writes gets it as its Version. An empty mutation has the Seq of
-// the state it was prepared on and consumes none.
-func (m *Mutation) Seq() uint64 { return m.seq }
-
-// Empty reports whether m writes nothing (a batch of Checks only). The owner
-// need not log an empty mutation, but it must still not answer its caller
-// before every mutation prepared before it is durable, because the checks
-// were evaluated against those.
-func (m *Mutation) Empty() bool { return len(m.effects) == 0 }
-
-// Prepare validates a batch against the applied state plus every pending
-// mutation, in Prepare order, and returns the resolved Mutation, which joins
-// the tail of the pending queue. Nothing is applied: reads do not see it.
-//
-// The contract, for a caller that logs mutations before applying them:
-//
-//	m, err := db.Prepare(batch) // err: the batch is invalid; nothing changed
-//	payload := m.Encode(nil)    // log it; make it durable
-//	db.Apply(m)                 // once durable, in Prepare order
-//	db.Discard(m)               // or, if logging failed: drops m and every
-//	                            // mutation prepared after it (they were
-//	                            // validated assuming m would happen)
-//
-// A failed Prepare leaves the engine exactly as it was.
-func (db *DB) Prepare(b Batch) (*Mutation, error) {
-	base := db.seq
-	if n := len(db.pending); n > 0 {
-		base = db.pending[n-1].seq
-	}
-	m := &Mutation{
-		seq:  base + 1,
+// prepare validates a batch against the applied state and resolves it into
+// a mutation. Nothing is applied; a failed prepare leaves the engine as it
+// was.
+func (db *DB) prepare(b Batch) (*mutation, error) {
+	m := &mutation{
+		seq:  db.seq + 1,
 		rows: make(map[tableKey]*row),
 		defs: make(map[string]*tableDef),
 	}
@@ -201,22 +173,15 @@ func (db *DB) Prepare(b Batch) (*Mutation, error) {
 		}
 	}
 	if len(m.effects) == 0 {
-		m.seq = base
+		m.seq = db.seq // a batch of checks writes nothing and consumes no number
 	}
-	m.db = db
-	db.pending = append(db.pending, m)
 	return m, nil
 }
 
 // lookupDef finds a table definition as the batch under construction sees it.
-func (db *DB) lookupDef(m *Mutation, name string) *tableDef {
+func (db *DB) lookupDef(m *mutation, name string) *tableDef {
 	if d, ok := m.defs[name]; ok {
 		return d
-	}
-	for i := len(db.pending) - 1; i >= 0; i-- {
-		if d, ok := db.pending[i].defs[name]; ok {
-			return d
-		}
 	}
 	if t, ok := db.tables[name]; ok {
 		return t.def
@@ -225,15 +190,9 @@ func (db *DB) lookupDef(m *Mutation, name string) *tableDef {
 }
 
 // lookupRow finds a row as the batch under construction sees it.
-func (db *DB) lookupRow(m *Mutation, name string, key Value) *row {
-	tk := tableKey{name, key}
-	if r, ok := m.rows[tk]; ok {
+func (db *DB) lookupRow(m *mutation, name string, key Value) *row {
+	if r, ok := m.rows[tableKey{name, key}]; ok {
 		return r
-	}
-	for i := len(db.pending) - 1; i >= 0; i-- {
-		if r, ok := db.pending[i].rows[tk]; ok {
-			return r
-		}
 	}
 	if t, ok := db.tables[name]; ok {
 		if r, ok := t.get(key); ok {
@@ -243,37 +202,52 @@ func (db *DB) lookupRow(m *Mutation, name string, key Value) *row {
 	return nil
 }
 
-func (db *DB) stage(m *Mutation, op Op) error {
-	opName := op.Kind.String()
+// stage validates one operation against the state the batch sees so far
+// and adds its effect to m.
+func (db *DB) stage(m *mutation, op Op) error {
 	switch op.Kind {
 	case OpCreateTable:
-		if db.lookupDef(m, op.Schema.Name) != nil {
-			return newErr(ErrTableExists, opName, op.Schema.Name)
-		}
-		def, err := newTableDef(op.Schema)
-		if err != nil {
-			return err
-		}
-		m.defs[def.schema.Name] = def
-		m.effects = append(m.effects, effect{kind: effCreateTable, table: def.schema.Name, def: def})
-		return nil
+		return db.stageCreateTable(m, op)
 	case OpCreateIndex:
-		def := db.lookupDef(m, op.Table)
-		if def == nil {
-			return newErr(ErrNoTable, opName, op.Table)
-		}
-		nd, err := def.withIndex(op.Field)
-		if err != nil {
-			return err
-		}
-		m.defs[op.Table] = nd
-		m.effects = append(m.effects, effect{kind: effCreateIndex, table: op.Table, def: nd, field: nd.fields[op.Field]})
-		return nil
+		return db.stageCreateIndex(m, op)
 	case OpInsert, OpUpdate, OpDelete, OpCheck, OpPut:
-	default:
-		return newErr(ErrBadBatch, opName, op.Table).detail("unknown operation")
+		return db.stageRecord(m, op)
 	}
+	return newErr(ErrBadBatch, op.Kind.String(), op.Table).detail("unknown operation")
+}
 
+func (db *DB) stageCreateTable(m *mutation, op Op) error {
+	if db.lookupDef(m, op.Schema.Name) != nil {
+		return newErr(ErrTableExists, op.Kind.String(), op.Schema.Name)
+	}
+	def, err := newTableDef(op.Schema)
+	if err != nil {
+		return err
+	}
+	m.defs[def.schema.Name] = def
+	m.effects = append(m.effects, effect{kind: effCreateTable, table: def.schema.Name, def: def})
+	return nil
+}
+
+func (db *DB) stageCreateIndex(m *mutation, op Op) error {
+	def := db.lookupDef(m, op.Table)
+	if def == nil {
+		return newErr(ErrNoTable, op.Kind.String(), op.Table)
+	}
+	nd, err := def.withIndex(op.Field)
+	if err != nil {
+		return err
+	}
+	m.defs[op.Table] = nd
+	m.effects = append(m.effects, effect{kind: effCreateIndex, table: op.Table, def: nd, field: nd.fields[op.Field]})
+	return nil
+}
+
+// stageRecord validates an operation on one record (its key, its
+// precondition, its fields) and resolves it to a full row image or a
+// delete.
+func (db *DB) stageRecord(m *mutation, op Op) error {
+	opName := op.Kind.String()
 	def := db.lookupDef(m, op.Table)
 	if def == nil {
 		return newErr(ErrNoTable, opName, op.Table)
@@ -294,7 +268,7 @@ func (db *DB) stage(m *Mutation, op Op) error {
 		return err
 	}
 
-	tk := tableKey{op.Table, key}
+	var r *row // the new image; nil for a delete
 	switch op.Kind {
 	case OpCheck:
 		return nil
@@ -309,9 +283,7 @@ func (db *DB) stage(m *Mutation, op Op) error {
 		if err := setFields(def, vals, op.Fields, opName); err != nil {
 			return err
 		}
-		r := &row{vals: vals, version: m.seq}
-		m.rows[tk] = r
-		m.effects = append(m.effects, effect{kind: effPut, table: op.Table, key: key, row: r})
+		r = &row{vals: vals, version: m.seq}
 	case OpUpdate:
 		if cur == nil {
 			return newErr(ErrNotFound, opName, op.Table).field(def.schema.Key).value(key)
@@ -324,15 +296,17 @@ func (db *DB) stage(m *Mutation, op Op) error {
 			return newErr(ErrBadBatch, opName, op.Table).field(def.schema.Key).value(vals[def.key]).
 				detail("the primary key cannot be updated")
 		}
-		r := &row{vals: vals, version: m.seq}
-		m.rows[tk] = r
-		m.effects = append(m.effects, effect{kind: effPut, table: op.Table, key: key, row: r})
+		r = &row{vals: vals, version: m.seq}
 	case OpDelete:
 		if cur == nil {
 			return newErr(ErrNotFound, opName, op.Table).field(def.schema.Key).value(key)
 		}
-		m.rows[tk] = nil
+	}
+	m.rows[tableKey{op.Table, key}] = r
+	if r == nil {
 		m.effects = append(m.effects, effect{kind: effDelete, table: op.Table, key: key})
+	} else {
+		m.effects = append(m.effects, effect{kind: effPut, table: op.Table, key: key, row: r})
 	}
 	return nil
 }
@@ -399,43 +373,13 @@ func zeroOf(k Kind) Value {
 	return Value{}
 }
 
-// Apply applies the oldest pending mutation. Call it only once the mutation
-// is durable. It fails with ErrNotPending (and changes nothing) if m is not
-// the head of the pending queue.
-func (db *DB) Apply(m *Mutation) error {
-	if len(db.pending) == 0 || db.pending[0] != m {
-		return newErr(ErrNotPending, "apply", "").detail("seq " + strconv.FormatUint(m.seq, 10) + " is not the oldest pending mutation")
-	}
+// apply applies a prepared mutation: the batch becomes the state, all of
+// it at once.
+func (db *DB) apply(m *mutation) {
 	for _, e := range m.effects {
 		db.applyEffect(e)
 	}
 	db.seq = m.seq
-	db.pending[0] = nil
-	db.pending = db.pending[1:]
-	if len(db.pending) == 0 {
-		db.pending = nil // let the backing array go
-	}
-	m.db = nil
-	m.rows, m.defs = nil, nil // the overlay is no longer needed
-	return nil
-}
-
-// Discard drops m and every mutation prepared after it (they were validated
-// assuming m would be applied), and returns how many were dropped. Use it
-// when logging m failed (for example ENOSPC): the callers of all dropped
-// mutations must be told their transactions failed.
-func (db *DB) Discard(m *Mutation) (int, error) {
-	i := slices.Index(db.pending, m)
-	if i < 0 {
-		return 0, newErr(ErrNotPending, "discard", "").detail("seq " + strconv.FormatUint(m.seq, 10) + " is not pending")
-	}
-	n := len(db.pending) - i
-	for _, d := range db.pending[i:] {
-		d.db = nil
-	}
-	clear(db.pending[i:])
-	db.pending = db.pending[:i]
-	return n, nil
 }
 
 func (db *DB) applyEffect(e effect) {

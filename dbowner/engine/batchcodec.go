@@ -80,7 +80,7 @@ func (d *decoder) optValue() Value {
 }
 
 // DecodeBatch decodes an encoding written by AppendBatch. It checks only
-// well-formedness (Prepare validates the batch against a state); errors
+// well-formedness (Exec validates the batch against a state); errors
 // wrap ErrCorrupt and name the byte offset.
 func DecodeBatch(p []byte) (Batch, error) {
 	d := decoder{b: p}

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"fmt"
-	"testing"
-)
+import "testing"
 
 func benchDB(b *testing.B, n int) *DB {
 	db := New()
@@ -28,22 +25,6 @@ func BenchmarkInsert(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		if _, err := db.Exec(Insert("nums", map[string]Value{"k": Int(int64(i)), "mod": Int(int64(i % 7)), "name": String("x")})); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkPrepareEncode(b *testing.B) {
-	db := benchDB(b, 0)
-	var buf []byte
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		m, err := db.Prepare(Batch{Insert("nums", map[string]Value{"k": Int(int64(i)), "mod": Int(3), "name": String(fmt.Sprint(i))})})
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf = m.Encode(buf[:0])
-		if err := db.Apply(m); err != nil {
 			b.Fatal(err)
 		}
 	}

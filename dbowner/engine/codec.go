@@ -11,14 +11,11 @@ import (
 	"github.com/google/btree"
 )
 
-// The binary encodings of mutations (WAL payloads) and of the full state
-// (snapshot bodies). Both are specified in docs/wal.md ("Payload encoding");
-// change them only by bumping the version byte and keeping a decoder for
-// the old version.
-const (
-	mutationVersion = 1
-	snapshotVersion = 1
-)
+// The binary encoding of the full state (the snapshot body), specified in
+// docs/wal.md ("Snapshot body (engine state)"); the values and schemas in it
+// are also the batch encoding's (batchcodec.go). Change it only by bumping
+// the version byte and keeping a decoder for the old version.
+const snapshotVersion = 1
 
 // Decoding limits: a corrupt count must fail fast instead of allocating.
 const (
@@ -232,170 +229,8 @@ func (d *decoder) schema() *tableDef {
 	return def
 }
 
-// Encode appends m's WAL payload to dst.
-func (m *Mutation) Encode(dst []byte) []byte {
-	b := append(dst, mutationVersion)
-	b = binary.AppendUvarint(b, m.seq)
-	b = binary.AppendUvarint(b, uint64(len(m.effects)))
-	for _, e := range m.effects {
-		b = append(b, byte(e.kind))
-		switch e.kind {
-		case effCreateTable:
-			b = appendSchema(b, e.def)
-		case effCreateIndex:
-			b = appendString(b, e.table)
-			b = binary.AppendUvarint(b, uint64(e.field))
-		case effPut:
-			b = appendString(b, e.table)
-			b = binary.AppendUvarint(b, uint64(len(e.row.vals)))
-			for _, v := range e.row.vals {
-				b = appendValue(b, v)
-			}
-		case effDelete:
-			b = appendString(b, e.table)
-			b = appendValue(b, e.key)
-		}
-	}
-	return b
-}
-
-// DecodeMutation decodes a WAL payload written by Mutation.Encode. The result
-// is only checked for well-formedness; Redo checks it against the state.
-// Errors wrap ErrCorrupt.
-func DecodeMutation(p []byte) (*Mutation, error) {
-	d := decoder{b: p}
-	if v := d.byte(); d.err == nil && v != mutationVersion {
-		return nil, corrupt("mutation", errorf("unknown version %d", v))
-	}
-	m := &Mutation{seq: d.uvarint()}
-	n := d.count(math.MaxInt32, 2)
-	for range n {
-		if d.err != nil {
-			break
-		}
-		e := effect{kind: effectKind(d.byte())}
-		switch e.kind {
-		case effCreateTable:
-			e.def = d.schema()
-			if e.def != nil {
-				e.table = e.def.schema.Name
-			}
-		case effCreateIndex:
-			e.table = d.string()
-			f := d.uvarint()
-			if f > maxFields {
-				d.fail("index field out of range")
-			}
-			e.field = int(f)
-		case effPut:
-			e.table = d.string()
-			nv := d.count(maxFields, 2)
-			vals := make([]Value, nv)
-			for i := range vals {
-				vals[i] = d.value()
-			}
-			e.row = &row{vals: vals, version: m.seq}
-		case effDelete:
-			e.table = d.string()
-			e.key = d.value()
-		default:
-			d.fail("bad effect kind " + strconv.Itoa(int(e.kind)))
-		}
-		m.effects = append(m.effects, e)
-	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("trailing bytes")
-	}
-	if d.err != nil {
-		return nil, corrupt("mutation", d.err)
-	}
-	return m, nil
-}
-
 func corrupt(what string, err error) error {
 	return newErr(ErrCorrupt, "decode", "").detail(what).cause(err)
-}
-
-// Redo applies a decoded mutation during recovery, checking first that it
-// fits the current state (tables exist, rows match their schema, sequence
-// numbers follow on), so that a record that passed the WAL's CRC but is
-// wrong for this state is refused as ErrCorrupt with nothing applied.
-func (db *DB) Redo(m *Mutation) error {
-	if len(db.pending) > 0 {
-		return newErr(ErrNotPending, "redo", "").detail("mutations are pending")
-	}
-	if len(m.effects) == 0 {
-		return nil
-	}
-	if m.seq != db.seq+1 {
-		return newErr(ErrCorrupt, "redo", "").detail(fmt.Sprintf("mutation seq %d does not follow state seq %d", m.seq, db.seq))
-	}
-	defs := make(map[string]*tableDef)
-	lookup := func(name string) *tableDef {
-		if d, ok := defs[name]; ok {
-			return d
-		}
-		if t, ok := db.tables[name]; ok {
-			return t.def
-		}
-		return nil
-	}
-	bad := func(i int, table, detail string) error {
-		return newErr(ErrCorrupt, "redo", table).at(i).detail(detail)
-	}
-	resolved := make([]effect, len(m.effects))
-	for i, e := range m.effects {
-		switch e.kind {
-		case effCreateTable:
-			if lookup(e.table) != nil {
-				return bad(i, e.table, "table already exists")
-			}
-			defs[e.table] = e.def
-		case effCreateIndex:
-			d := lookup(e.table)
-			if d == nil {
-				return bad(i, e.table, "no such table")
-			}
-			if e.field >= len(d.schema.Fields) {
-				return bad(i, e.table, "index field out of range")
-			}
-			nd, err := d.withIndex(d.schema.Fields[e.field].Name)
-			if err != nil {
-				return bad(i, e.table, err.Error())
-			}
-			defs[e.table] = nd
-			e.def = nd
-		case effPut:
-			d := lookup(e.table)
-			if d == nil {
-				return bad(i, e.table, "no such table")
-			}
-			if len(e.row.vals) != len(d.schema.Fields) {
-				return bad(i, e.table, "row has "+strconv.Itoa(len(e.row.vals))+" values for "+strconv.Itoa(len(d.schema.Fields))+" fields")
-			}
-			for j, v := range e.row.vals {
-				if v.kind != d.kind(j) {
-					return bad(i, e.table, "field "+strconv.Quote(d.schema.Fields[j].Name)+" has kind "+v.kind.String())
-				}
-			}
-			e.key = e.row.vals[d.key]
-			e.row = &row{vals: e.row.vals, version: m.seq}
-		case effDelete:
-			d := lookup(e.table)
-			if d == nil {
-				return bad(i, e.table, "no such table")
-			}
-			if e.key.kind != d.kind(d.key) {
-				return bad(i, e.table, "key has kind "+e.key.kind.String())
-			}
-		}
-		resolved[i] = e
-	}
-	for _, e := range resolved {
-		db.applyEffect(e)
-	}
-	db.seq = m.seq
-	return nil
 }
 
 // Frozen is a point-in-time copy of the applied state, made in O(tables) by
@@ -411,9 +246,8 @@ type frozenTable struct {
 	rows *btree.BTreeG[rowItem]
 }
 
-// Freeze returns a point-in-time copy of the applied state (pending
-// mutations are not part of it). Freeze itself must run on the goroutine
-// that owns db; the result may be used anywhere.
+// Freeze returns a point-in-time copy of the state. Freeze itself must run
+// on the goroutine that owns db; the result may be used anywhere.
 func (db *DB) Freeze() *Frozen {
 	f := &Frozen{seq: db.seq}
 	for _, name := range db.Tables() {
@@ -423,7 +257,7 @@ func (db *DB) Freeze() *Frozen {
 	return f
 }
 
-// Seq is the sequence number of the last mutation the frozen state contains.
+// Seq is the sequence number of the last batch the frozen state contains.
 func (f *Frozen) Seq() uint64 { return f.seq }
 
 // WriteTo writes the snapshot body encoding of the frozen state.

@@ -13,8 +13,8 @@ const btreeDegree = 32
 
 // Record is a copy of one stored row.
 type Record struct {
-	// Version is the sequence number of the mutation that last wrote the
-	// record (see Mutation.Seq). It grows on every write and is never reused,
+	// Version is the sequence number of the batch that last wrote the
+	// record (what Exec returned for it). It grows on every write and is never reused,
 	// even when a key is deleted and inserted again, so an expected-version
 	// precondition cannot be fooled by an ABA sequence.
 	Version uint64
@@ -26,7 +26,8 @@ type Record struct {
 func (r Record) Get(field string) Value { return r.Fields[field] }
 
 // row is a stored row. Rows are immutable once built: an update stores a new
-// row, so a pending Mutation, the applied state and a snapshot can share them.
+// row, so a batch being validated, the applied state and a frozen snapshot
+// can share them.
 type row struct {
 	vals    []Value // by field position
 	version uint64
@@ -118,30 +119,27 @@ func (t *table) record(r *row) Record {
 	return Record{Version: r.version, Fields: f}
 }
 
-// DB is the engine: the applied state plus the queue of pending mutations.
+// DB is the engine: tables of rows, and the sequence number of the last
+// batch applied to them.
 //
 // A DB is not safe for concurrent use. It is meant to be owned by one
 // goroutine (the owner shard's fiber); the race detector is the check.
 type DB struct {
-	tables  map[string]*table
-	seq     uint64      // Seq of the last applied mutation
-	pending []*Mutation // prepared, not yet applied, in Prepare order
+	tables map[string]*table
+	seq    uint64 // the sequence number of the last batch that wrote
 }
 
 // New returns an empty engine.
 func New() *DB { return &DB{tables: make(map[string]*table)} }
 
-// Seq returns the sequence number of the last applied mutation (0 for an
+// Seq returns the sequence number of the last batch that wrote (0 for an
 // empty engine).
 func (db *DB) Seq() uint64 { return db.seq }
 
-// Pending returns how many prepared mutations wait to be applied or discarded.
-func (db *DB) Pending() int { return len(db.pending) }
-
-// Tables returns the names of the applied tables, sorted.
+// Tables returns the names of the tables, sorted.
 func (db *DB) Tables() []string { return slices.Sorted(maps.Keys(db.tables)) }
 
-// Schema returns a copy of an applied table's schema.
+// Schema returns a copy of a table's schema.
 func (db *DB) Schema(name string) (Schema, error) {
 	t, ok := db.tables[name]
 	if !ok {
@@ -150,7 +148,7 @@ func (db *DB) Schema(name string) (Schema, error) {
 	return t.def.copySchema(), nil
 }
 
-// Len returns the number of rows of an applied table.
+// Len returns the number of rows of a table.
 func (db *DB) Len(name string) (int, error) {
 	t, ok := db.tables[name]
 	if !ok {
@@ -159,9 +157,7 @@ func (db *DB) Len(name string) (int, error) {
 	return t.rows.Len(), nil
 }
 
-// Get returns a copy of the applied record with the given primary key.
-// Pending mutations are invisible to reads: a reader never sees a write that
-// is not yet durable.
+// Get returns a copy of the record with the given primary key.
 func (db *DB) Get(tableName string, key Value) (Record, error) {
 	t, ok := db.tables[tableName]
 	if !ok {
@@ -186,20 +182,19 @@ func checkKey(def *tableDef, key Value, op string) error {
 	return nil
 }
 
-// Exec prepares and at once applies a batch: the engine used without a WAL
-// (tests, tools, caches). It returns the batch's sequence number. It fails
-// with ErrNotPending while other mutations are pending, because applying out
-// of order would break the Prepare/Apply contract.
+// Exec validates a batch of operations against the current state and
+// applies it, all or nothing: on error nothing changed. It returns the
+// batch's sequence number, the Version of every record it wrote; a batch
+// that writes nothing (only Checks) returns the current Seq.
+//
+// The caller decides when a batch may run: dbowner runs Exec when raft
+// applies the command that carries the batch, on every member in log
+// order, so every member reaches the same state and the same outcome.
 func (db *DB) Exec(ops ...Op) (uint64, error) {
-	if len(db.pending) > 0 {
-		return 0, newErr(ErrNotPending, "exec", "").detail("other mutations are pending")
-	}
-	m, err := db.Prepare(ops)
+	m, err := db.prepare(ops)
 	if err != nil {
 		return 0, err
 	}
-	if err := db.Apply(m); err != nil {
-		return 0, err
-	}
+	db.apply(m)
 	return m.seq, nil
 }

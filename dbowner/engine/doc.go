@@ -4,29 +4,27 @@
 // with optimistic preconditions) applied all or nothing.
 //
 // It lives on the owner shard and is driven by one goroutine; nothing here
-// locks. It knows nothing of files: durability is package wal's, and the
-// owner ties the two together.
+// locks. It knows nothing of files or of replication: the raft log (package
+// wal, through dbowner) carries every write as an encoded Batch
+// (AppendBatch, DecodeBatch), and dbowner calls Exec with it when raft
+// applies that entry, on every member in log order.
 //
-// # Validation and application are separate
+// # One call per transaction
 //
-// The owner may apply a batch to memory only after its WAL record is
-// durable, yet it must validate the next batches while earlier ones are
-// still being written. So:
+// Exec validates a whole batch against the current state, each operation
+// seeing the ones before it in the batch, and then applies it; if any
+// operation fails, nothing is applied. Because the batch travels as asked
+// (checks and preconditions included) and is evaluated at apply time, every
+// member that applies the same log reaches the same state and the same
+// outcome, precondition failures included.
 //
-//   - Prepare(batch) validates against the applied state plus every pending
-//     mutation (prepared, not yet applied, in Prepare order) and returns a
-//     Mutation: resolved effects (full row images), a sequence number, and
-//     an overlay later Prepares consult. Reads (Get, Query) never see it.
-//   - Mutation.Encode gives the WAL payload; DecodeMutation + Redo replay it.
-//   - Apply(m) applies the oldest pending mutation once it is durable.
-//   - Discard(m) drops m and every mutation prepared after it, when logging
-//     failed; their callers' transactions fail.
-//
-// Exec is Prepare+Apply for use without a WAL.
-//
-// Versions are the sequence number of the mutation that last wrote a record:
+// Versions are the sequence number of the batch that last wrote a record:
 // strictly increasing across the whole engine, so never reused by a
 // delete-and-reinsert (no ABA under expected-version preconditions).
+//
+// Snapshots: Freeze takes a point-in-time copy in O(tables), Frozen.WriteTo
+// serializes it (on any goroutine, while writes go on) and LoadYield
+// rebuilds an engine from the bytes.
 //
 // # Ordered structure
 //

@@ -23,12 +23,15 @@ var (
 	ErrBadCursor    = errors.New("bad cursor")
 	ErrPrecondition = errors.New("precondition failed")
 	ErrBadBatch     = errors.New("bad batch")
-	// ErrNotPending is returned by Apply and Discard for a Mutation that is
-	// not the engine's (oldest) pending mutation: a caller bug in the
-	// Prepare/Apply protocol, never bad user input.
+	// ErrNotPending is returned by nothing. It named a caller bug in the
+	// pre-raft Prepare/Apply protocol, which is gone (every batch is Exec'd
+	// whole); it stays only while dbowner's statemachine.go still tests for
+	// it.
+	//
+	// Deprecated: no engine call returns it.
 	ErrNotPending = errors.New("mutation is not pending")
-	// ErrCorrupt is returned when a WAL payload or snapshot cannot be decoded
-	// or does not fit the state it is replayed onto.
+	// ErrCorrupt is returned when a snapshot body (LoadYield) or an encoded
+	// batch (DecodeBatch) cannot be decoded.
 	ErrCorrupt = errors.New("corrupt encoding")
 )
 

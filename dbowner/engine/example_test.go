@@ -54,29 +54,3 @@ func Example() {
 	// 2 bob
 	// 1 ada
 }
-
-// The owner's protocol: validate now, log, apply once durable.
-func ExampleDB_Prepare() {
-	db := engine.New()
-	if _, err := db.Exec(engine.CreateTable(engine.Schema{Name: "kv", Fields: []engine.Field{{Name: "k", Kind: engine.KindString}, {Name: "v", Kind: engine.KindInt}}, Key: "k"})); err != nil {
-		panic(err)
-	}
-	m1, _ := db.Prepare(engine.Batch{engine.Insert("kv", map[string]engine.Value{"k": engine.String("x"), "v": engine.Int(1)})})
-	// A second batch is validated against the first, still in flight.
-	_, err := db.Prepare(engine.Batch{engine.Insert("kv", map[string]engine.Value{"k": engine.String("x")})})
-	fmt.Println(err)
-	_, err = db.Get("kv", engine.String("x"))
-	fmt.Println(err) // not durable yet, so not visible
-
-	payload := m1.Encode(nil) // ... the WAL makes payload durable ...
-	_ = payload
-	if err := db.Apply(m1); err != nil {
-		panic(err)
-	}
-	r, _ := db.Get("kv", engine.String("x"))
-	fmt.Println(r.Get("v").Int(), r.Version)
-	// Output:
-	// op 0: insert table "kv": duplicate key: field "k" value "x"
-	// get table "kv": not found: field "k" value "x"
-	// 1 2
-}

@@ -20,13 +20,13 @@ type Schema struct {
 	Indexes []string // fields with a secondary index (not the key: it is always indexed)
 }
 
-// maxNameLen bounds table and field names so an error message or a WAL record
+// maxNameLen bounds table and field names so an error message or a log record
 // can never be dominated by a name.
 const maxNameLen = 255
 
 // tableDef is the validated, immutable form of a Schema. It is shared between
-// the applied state and pending mutations, and replaced (never mutated) when
-// an index is added.
+// the state, a batch being validated and a frozen snapshot, and replaced
+// (never mutated) when an index is added.
 type tableDef struct {
 	schema  Schema
 	fields  map[string]int // field name -> position
