@@ -65,10 +65,6 @@ func (w *response) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// requestTooLarge is called by http.MaxBytesReader: the rest of the body
-// is not read, so the connection cannot carry another request.
-func (w *response) requestTooLarge() { w.close = true }
-
 // Hijack takes the connection over: the returned net.Conn is the fiber
 // connection (use it only from the handler's fiber) and the ReadWriter
 // holds what was already read past the request's headers. The handler owns
