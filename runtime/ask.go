@@ -127,14 +127,7 @@ func (w *replyWaiter[T]) undeliverable(sh *shard, gen uint64) {
 		}
 		return
 	}
-	if !w.claim(gen) {
-		return
-	}
-	if w.sh == sh {
-		w.finishFailed(ErrDeadActor)
-		return
-	}
-	sh.sendRemote(w.sh, remoteItem{to: w, msg: askFailure{ErrDeadActor}})
+	Reply[T]{w: w, gen: gen}.fail(sh, ErrDeadActor)
 }
 
 func (w *replyWaiter[T]) fire(*shard) {

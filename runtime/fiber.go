@@ -46,6 +46,9 @@ type Fiber struct {
 	// askw is the *replyWaiter[T] of the fiber's last Ask, reused by its
 	// next Ask of the same T (ask.go: askWaiter).
 	askw any
+	// onc is the *onCall[T] of the fiber's last OnShard, reused likewise
+	// (onshard.go).
+	onc any
 
 	// prev and next link every live fiber of the shard, for unwinding at stop.
 	prev, next *Fiber
