@@ -470,12 +470,7 @@ func (d *DB) read(f *runtime.Fiber, req request) response {
 	if f.Shard() == OwnerShard {
 		runtime.Checkpoint(f)
 		_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, req.op, req.table, f.Shard())
-		var resp response
-		if req.stale || d.o.localReadOK() {
-			resp = d.o.serveRead(&req)
-		} else {
-			resp = d.o.serve(f, &req, sp)
-		}
+		resp := d.o.serve(f, &req, sp)
 		endSpan(sp, resp.err)
 		return resp
 	}
@@ -487,9 +482,9 @@ func (d *DB) read(f *runtime.Fiber, req request) response {
 }
 
 // write runs a write transaction. On the owner shard the fiber submits the
-// batch itself and parks on a Future until its group is durable; elsewhere
-// the batch goes to the owner in a message, which submits it the same way
-// with the message's Reply.
+// batch itself (owner.submit) and parks until its group is durable;
+// elsewhere the batch goes to the owner in a message, whose actor submits
+// it the same way and replies from the member's answer.
 func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, error) {
 	req := request{kind: reqWrite, op: op, table: table, reqID: d.reqID}
 	if f.Shard() != OwnerShard {

@@ -51,7 +51,7 @@ type owner struct {
 	node     *node.Node
 	net      transport.Net
 	tcp      *transport.TCP // the transport the owner started, if any
-	relay    *relay
+	relay    *node.Relay
 	peerAddr string
 
 	fatal  error // sticky: the WAL failed fatally
@@ -108,10 +108,15 @@ func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 		})
 		return
 	}
-	if req.kind == reqWrite && o.proposeFast(f, &req, sp) {
+	if req.kind == reqWrite {
+		// The member answers on its driver fiber: no fiber of its own.
+		o.submit(f, &req, sp, func(f *runtime.Fiber, resp response) {
+			endSpan(sp, resp.err)
+			req.reply.Send(f, resp)
+		})
 		return
 	}
-	if (req.kind == reqGet || req.kind == reqQuery) && (req.stale || o.localReadOK()) {
+	if (req.kind == reqGet || req.kind == reqQuery) && o.readLocal(&req) {
 		resp := o.serveRead(&req)
 		endSpan(sp, resp.err)
 		req.reply.Send(f, resp)
@@ -129,10 +134,9 @@ func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 func (o *owner) serve(f *runtime.Fiber, req *request, sp trace.Span) response {
 	switch req.kind {
 	case reqWrite:
-		seq, err := o.propose(f, req, sp)
-		return response{seq: seq, err: err}
+		return o.await(f, req, sp)
 	case reqGet, reqQuery:
-		if !req.stale {
+		if !o.readLocal(req) {
 			if err := o.readIndex(f, req.op, req.table); err != nil {
 				return response{err: err}
 			}
@@ -169,99 +173,126 @@ func (o *owner) usable() error {
 	return nil
 }
 
-// localReadOK: a one-member group's leader reads its applied state without
-// a ReadIndex round. Nothing else can lead (it is the only voter, and a
-// conf change adding one needs its own log), and every write it answered
-// was applied before the answer, so the applied state is linearizable.
-func (o *owner) localReadOK() bool {
-	return !o.closed && o.node != nil && o.node.LocalReadOK()
+// readLocal is the one read decision: a read is served from the applied
+// state at once when the caller asked for a stale read, or when this
+// member is a one-member group's leader, which reads its applied state
+// without a ReadIndex round: nothing else can lead (it is the only voter,
+// and a conf change adding one needs its own log), and every write it
+// answered was applied before the answer, so the applied state is
+// linearizable. Anything else waits for a ReadIndex round (readIndex).
+func (o *owner) readLocal(req *request) bool {
+	return req.stale || !o.closed && o.node != nil && o.node.LocalReadOK()
 }
 
+// readIndex waits until this member applied everything committed when it
+// was called, confirmed by a quorum; the member waits for a leader, if it
+// knows none, until the request timeout.
 func (o *owner) readIndex(f *runtime.Fiber, op, table string) error {
 	if err := o.usable(); err != nil {
-		return fmt.Errorf("dbowner: %s %q: %w", op, table, err)
+		return fmt.Errorf("dbowner: %s: %w", callName(op, table), err)
 	}
-	if o.node.LocalReadOK() {
-		return nil
+	if _, err := o.node.ReadIndex(f, o.opts.Cluster.RequestTimeout); err != nil {
+		return o.callErr(err, op, table)
 	}
-	deadline := time.Now().Add(o.opts.Cluster.RequestTimeout)
-	for {
-		_, err := o.node.ReadIndex(f, time.Until(deadline))
-		if err == nil {
-			return nil
-		}
-		if e := o.retryable(f, err, deadline, op, table); e != nil {
-			return e
-		}
-	}
+	return nil
 }
 
-// retryable turns a failed wait into the caller's error, or nil when it is
-// worth asking again before the deadline: no leader known yet (an election
-// is likely running), or raft dropped the proposal without logging it (the
-// leader is transferring leadership, or over its uncommitted limit), so
-// proposing it again cannot apply it twice.
-func (o *owner) retryable(f *runtime.Fiber, err error, deadline time.Time, op, table string) error {
+// callName names a call in its errors: the operation, and its table if any.
+func callName(op, table string) string {
+	if table == "" {
+		return op
+	}
+	return fmt.Sprintf("%s %q", op, table)
+}
+
+// callErr is the one mapping of the member's errors to the caller's. A
+// save that wrote nothing (and was not sent) says why (no space); a call
+// the member could not get through in time — no leader, no quorum, a
+// leader's save that failed after the send, whose outcome only a new
+// leader decides — is ErrNoQuorum, with what this member reaches.
+func (o *owner) callErr(err error, op, table string) error {
+	name := callName(op, table)
+	if errors.Is(err, node.ErrNothingSaved) && !errors.Is(err, node.ErrOutcomeUnknown) {
+		return fmt.Errorf("dbowner: %s: %w", name, err)
+	}
 	if err2 := o.usable(); err2 != nil {
-		return fmt.Errorf("dbowner: %s %q: %w", op, table, err2)
+		return fmt.Errorf("dbowner: %s: %w", name, err2)
 	}
-	again := errors.Is(err, node.ErrNoLeader) || errors.Is(err, raft.ErrProposalDropped)
-	if again && time.Until(deadline) > 0 {
-		runtime.Sleep(f, min(o.opts.Cluster.Tick/10, time.Until(deadline)))
-		return nil
+	switch {
+	case errors.Is(err, runtime.ErrTimeout), errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrOutcomeUnknown):
+		return o.noQuorum(name)
+	case errors.Is(err, node.ErrRemoved):
+		return fmt.Errorf("dbowner: %s: %w", name, ErrRemoved)
+	case errors.Is(err, node.ErrStopped) && o.fatal != nil:
+		return fmt.Errorf("dbowner: %s: %w: %w", name, ErrFatal, err)
 	}
-	if again || errors.Is(err, runtime.ErrTimeout) || errors.Is(err, node.ErrOutcomeUnknown) {
-		return o.noQuorum(f, op, table)
-	}
-	if errors.Is(err, node.ErrRemoved) {
-		return fmt.Errorf("dbowner: %s %q: %w", op, table, ErrRemoved)
-	}
-	if errors.Is(err, node.ErrStopped) && o.fatal != nil {
-		return fmt.Errorf("dbowner: %s %q: %w: %w", op, table, ErrFatal, err)
-	}
-	return fmt.Errorf("dbowner: %s %q: %w", op, table, err)
+	return fmt.Errorf("dbowner: %s: %w", name, err)
 }
 
-func (o *owner) noQuorum(f *runtime.Fiber, op, table string) error {
-	st := o.node.Status(f)
+// noQuorum is the error of a call the group did not answer in time.
+func (o *owner) noQuorum(name string) error {
 	lead := "leader unknown"
-	if st.Leader != raft.None {
-		lead = fmt.Sprintf("leader %x", st.Leader)
+	if l := o.node.Leader(); l != raft.None {
+		lead = fmt.Sprintf("leader %x", l)
 	}
-	return fmt.Errorf("dbowner: %s %q after %v: %w: %d of %d voters reachable (%s)", op, table, o.opts.Cluster.RequestTimeout, ErrNoQuorum, st.Reachable, st.Voters, lead)
+	reach, voters := o.node.Reachability()
+	return fmt.Errorf("dbowner: %s after %v: %w: %d of %d voters reachable (%s)", name, o.opts.Cluster.RequestTimeout, ErrNoQuorum, reach, voters, lead)
 }
 
-// propose replicates a write and returns its outcome once it is committed
-// and applied on this member.
-func (o *owner) propose(f *runtime.Fiber, req *request, sp trace.Span) (uint64, error) {
+// submit is the one write path: it proposes req's batch and calls done
+// with the outcome — on the member's driver fiber once the entry applied
+// (or the member gave up on it: its deadline, a failed save), or at once
+// when the write is refused before raft sees it. done must not park. A
+// write raft drops for want of a leader is held by the member and stepped
+// again when one is known, until the request timeout. Remote writes'
+// done sends the reply; inline ones' wakes the caller (await).
+func (o *owner) submit(f *runtime.Fiber, req *request, sp trace.Span, done func(*runtime.Fiber, response)) {
+	cmd, err := o.command(req)
+	if err != nil {
+		done(f, response{err: err})
+		return
+	}
+	o.linkSpan(sp)
+	op, table := req.op, req.table
+	o.node.ProposeFunc(f, cmd, o.opts.Cluster.RequestTimeout, func(f *runtime.Fiber, _ uint64, v any, err error) {
+		if err != nil {
+			done(f, response{err: o.callErr(err, op, table)})
+			return
+		}
+		out := v.(outcome)
+		resp := response{seq: out.seq}
+		if out.err != nil {
+			resp.err = fmt.Errorf("dbowner: %s %q: %w", op, table, out.err)
+		}
+		done(f, resp)
+	})
+}
+
+// await is submit for a caller on the owner shard: it parks until the
+// outcome.
+func (o *owner) await(f *runtime.Fiber, req *request, sp trace.Span) response {
+	reply, fu := runtime.NewFuture[response](f)
+	o.submit(f, req, sp, func(f *runtime.Fiber, resp response) { reply.Send(f, resp) })
+	resp, err := fu.Wait(f, 0)
+	if err != nil {
+		return response{err: fmt.Errorf("dbowner: %s %q: %w", req.op, req.table, err)}
+	}
+	return resp
+}
+
+// command is req's batch encoded for the log, or why it is refused.
+func (o *owner) command(req *request) ([]byte, error) {
 	if err := o.usable(); err != nil {
-		return 0, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
+		return nil, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
 	}
 	if len(req.reqID) > maxRequestID {
-		return 0, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", req.op, req.table, len(req.reqID), maxRequestID)
+		return nil, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", req.op, req.table, len(req.reqID), maxRequestID)
 	}
 	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
 	if err := o.room(cmd); err != nil {
-		return 0, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
+		return nil, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
 	}
-	deadline := time.Now().Add(o.opts.Cluster.RequestTimeout)
-	for {
-		o.linkSpan(sp)
-		_, v, err := o.node.ProposeValue(f, cmd, time.Until(deadline))
-		if err == nil {
-			out := v.(outcome)
-			if out.err != nil {
-				return 0, fmt.Errorf("dbowner: %s %q: %w", req.op, req.table, out.err)
-			}
-			return out.seq, nil
-		}
-		if errors.Is(err, node.ErrNothingSaved) {
-			return 0, fmt.Errorf("dbowner: %s %q: %w", req.op, req.table, err)
-		}
-		if e := o.retryable(f, err, deadline, req.op, req.table); e != nil {
-			return 0, e
-		}
-	}
+	return cmd, nil
 }
 
 // room admits a write's command before raft sees it (wal.Log.Room): on a
@@ -274,54 +305,6 @@ func (o *owner) room(cmd []byte) error {
 	return o.log.Room(len(cmd) + entryHeader)
 }
 
-// proposeFast proposes a remote write without a fiber of its own: the
-// member answers on its driver fiber, which sends the reply. It reports
-// false, having done nothing, when the write needs the waiting path (no
-// leader known: the retries sleep); a proposal raft drops is handed to
-// that path from the callback.
-func (o *owner) proposeFast(f *runtime.Fiber, req *request, sp trace.Span) bool {
-	if o.usable() != nil || len(req.reqID) > maxRequestID || o.node.Leader() == raft.None {
-		return false
-	}
-	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
-	if o.room(cmd) != nil {
-		return false // the waiting path refuses it, with the reason
-	}
-	o.linkSpan(sp)
-	reply, op, table := req.reply, req.op, req.table
-	retry := *req
-	o.node.ProposeFunc(f, cmd, o.opts.Cluster.RequestTimeout, func(f *runtime.Fiber, _ uint64, v any, err error) {
-		if errors.Is(err, raft.ErrProposalDropped) {
-			// Raft logged none of it (a leadership transfer in
-			// progress): the waiting path proposes it again until
-			// the transfer ends or the request times out, instead
-			// of failing a write that can still succeed.
-			runtime.Go(f, func(f *runtime.Fiber) {
-				resp := o.serve(f, &retry, sp)
-				endSpan(sp, resp.err)
-				reply.Send(f, resp)
-			})
-			return
-		}
-		var resp response
-		switch {
-		case err == nil:
-			out := v.(outcome)
-			resp.seq = out.seq
-			if out.err != nil {
-				resp.err = fmt.Errorf("dbowner: %s %q: %w", op, table, out.err)
-			}
-		case errors.Is(err, node.ErrNothingSaved):
-			resp.err = fmt.Errorf("dbowner: %s %q: %w", op, table, err)
-		default:
-			resp.err = o.asyncErr(err, op, table)
-		}
-		endSpan(sp, resp.err)
-		reply.Send(f, resp)
-	})
-	return true
-}
-
 // maxLinkedSpans bounds the spans waiting for the next append (a member
 // cut off from the group appends nothing while its callers retry).
 const maxLinkedSpans = 1024
@@ -331,28 +314,6 @@ func (o *owner) linkSpan(sp trace.Span) {
 	if sp != nil && len(o.spans) < maxLinkedSpans {
 		o.spans = append(o.spans, sp)
 	}
-}
-
-// asyncErr is retryable's answer for a proposal that cannot be retried
-// (its callback runs on the driver, which must not sleep).
-func (o *owner) asyncErr(err error, op, table string) error {
-	if err2 := o.usable(); err2 != nil {
-		return fmt.Errorf("dbowner: %s %q: %w", op, table, err2)
-	}
-	switch {
-	case errors.Is(err, node.ErrNoLeader), errors.Is(err, runtime.ErrTimeout):
-		lead := "leader unknown"
-		if l := o.node.Leader(); l != raft.None {
-			lead = fmt.Sprintf("leader %x", l)
-		}
-		reach, voters := o.node.Reachability()
-		return fmt.Errorf("dbowner: %s %q: %w: %d of %d voters reachable (%s)", op, table, ErrNoQuorum, reach, voters, lead)
-	case errors.Is(err, node.ErrRemoved):
-		return fmt.Errorf("dbowner: %s %q: %w", op, table, ErrRemoved)
-	case errors.Is(err, node.ErrStopped) && o.fatal != nil:
-		return fmt.Errorf("dbowner: %s %q: %w: %w", op, table, ErrFatal, err)
-	}
-	return fmt.Errorf("dbowner: %s %q: %w", op, table, err)
 }
 
 func (o *owner) membership(f *runtime.Fiber, req *request) error {
@@ -407,11 +368,8 @@ func (o *owner) membership(f *runtime.Fiber, req *request) error {
 		}
 		err = o.node.TransferLeader(f, target, to)
 	}
-	if errors.Is(err, runtime.ErrTimeout) {
-		return o.noQuorum(f, req.op, "")
-	}
 	if err != nil {
-		return fmt.Errorf("dbowner: %s: %w", req.op, err)
+		return o.callErr(err, req.op, "")
 	}
 	return nil
 }
@@ -566,7 +524,7 @@ func (o *owner) open(f *runtime.Fiber) error {
 		}
 	}
 	o.net = c.Net
-	o.relay = &relay{}
+	o.relay = &node.Relay{}
 	switch {
 	case o.net != nil:
 	case len(c.Peers) > 0 || c.Join:
@@ -602,18 +560,22 @@ func (o *owner) open(f *runtime.Fiber) error {
 		return fmt.Errorf("dbowner: open %s: start the raft member: %w", o.opts.Dir, err)
 	}
 	o.node = n
-	o.relay.n = n
+	o.relay.Set(n)
 	hs, _, _ := rl.ms.InitialState()
 	// Wait for the member to apply what the log says was committed, so
 	// that Open returns with the state recovered (a joining member has
-	// nothing to wait for). The driver applies in chunks, yielding.
-	// A one-member group also waits for its member to lead (at once:
-	// it campaigns alone), so that the first call needs no retry.
-	for n.Applied() < hs.GetCommit() || (!c.Join && n.SoleVoter() && !n.LocalReadOK()) || (!c.Join && len(c.Peers) == 0 && !n.Joined()) {
-		if err := n.Err(); err != nil {
-			return fmt.Errorf("dbowner: open %s: recovery: %w", o.opts.Dir, err)
+	// nothing to wait for). The driver applies in chunks, yielding, and
+	// asks the condition after each Ready. A one-member group also waits
+	// for its member to lead (at once: it campaigns alone), so that the
+	// first call needs no retry.
+	recovered := func() bool {
+		return n.Applied() >= hs.GetCommit() && (c.Join || !n.SoleVoter() || n.LocalReadOK()) && (c.Join || len(c.Peers) > 0 || n.Joined())
+	}
+	if err := n.WaitFor(f, 0, recovered); err != nil {
+		if nerr := n.Err(); nerr != nil {
+			err = nerr
 		}
-		runtime.Sleep(f, time.Millisecond)
+		return fmt.Errorf("dbowner: open %s: recovery: %w", o.opts.Dir, err)
 	}
 	return nil
 }
@@ -663,34 +625,6 @@ func joinPeers(c Cluster) map[uint64]string {
 		return nil
 	}
 	return c.Peers
-}
-
-// relay hands the transport's deliveries to the member, which starts after
-// the transport (the member needs the transport, the transport a handler).
-type relay struct{ n *node.Node }
-
-func (r *relay) Process(f *runtime.Fiber, m *raftpb.Message) {
-	if r.n != nil {
-		r.n.Process(f, m)
-	}
-}
-
-func (r *relay) ReportUnreachable(f *runtime.Fiber, id uint64) {
-	if r.n != nil {
-		r.n.ReportUnreachable(f, id)
-	}
-}
-
-func (r *relay) ReportSnapshot(f *runtime.Fiber, id uint64, s raft.SnapshotStatus) {
-	if r.n != nil {
-		r.n.ReportSnapshot(f, id, s)
-	}
-}
-
-func (r *relay) ReportRemoved(f *runtime.Fiber, by uint64) {
-	if r.n != nil {
-		r.n.ReportRemoved(f, by)
-	}
 }
 
 // noNet is the network of a one-member group: there is nobody to send to.
