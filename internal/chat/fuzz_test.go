@@ -48,6 +48,13 @@ func checkCommand(t *testing.T, in []byte, c Command, err error) {
 		if c.N < 0 || c.N > MaxHistory {
 			t.Fatalf("%q: history count %d", in, c.N)
 		}
+		if c.N != 0 && c.Since != 0 {
+			t.Fatalf("%q: history with both a count and a since", in)
+		}
+	case CmdAuth:
+		if c.Arg == "" || strings.ContainsFunc(c.Arg, isControl) || strings.Contains(c.Arg, " ") {
+			t.Fatalf("%q: token %q is empty or not one word", in, c.Arg)
+		}
 	default:
 		t.Fatalf("%q: unknown kind %d", in, c.Kind)
 	}
@@ -55,7 +62,8 @@ func checkCommand(t *testing.T, in []byte, c Command, err error) {
 
 func FuzzParseLine(f *testing.F) {
 	for _, s := range []string{"hello", "/nick alice", "/join #lobby", "/leave", "/rooms", "/history", "/history 5",
-		"/history -1", "//slash", "/", "/JOIN x", "\xff", "a\x00b", "/nick " + strings.Repeat("a", 40), "hi\r"} {
+		"/history -1", "//slash", "/", "/JOIN x", "\xff", "a\x00b", "/nick " + strings.Repeat("a", 40), "hi\r",
+		"/auth s3cret", "/auth", "/AUTH a b", "/history since 7", "/history since 0", "/history since -3", "/history since 99999999999999999999"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
@@ -67,7 +75,9 @@ func FuzzParseLine(f *testing.F) {
 func FuzzParseFrame(f *testing.F) {
 	for _, s := range []string{`{"type":"say","text":"hi"}`, `{"type":"nick","nick":"bob"}`, `{"type":"join","room":"#a"}`,
 		`{"type":"history","n":3}`, `{"type":"history"}`, `{"type":"leave"}`, `{}`, `[]`, `{"type":"say","text":"a"} {}`,
-		`{"type":"say","bogus":1}`, `{"type":"history","n":1e9}`, "\xff", `{"type":"say","text":"\u0000"}`} {
+		`{"type":"say","bogus":1}`, `{"type":"history","n":1e9}`, "\xff", `{"type":"say","text":"\u0000"}`,
+		`{"type":"join","room":"a","since":4}`, `{"type":"history","since":2}`, `{"type":"history","since":2,"n":3}`, `{"type":"join","room":"a","since":0}`,
+		`{"type":"auth","text":"x"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, p []byte) {

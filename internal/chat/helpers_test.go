@@ -96,6 +96,13 @@ func startTraced(t testing.TB, cfg runtime.Config, dir string, opts Options, tp 
 // servers listen.
 func startWith(t testing.TB, cfg runtime.Config, dir string, opts Options, tp trace.TracerProvider, extra func(f *runtime.Fiber, svc *Service)) (*server, func()) {
 	t.Helper()
+	return startOn(t, cfg, dir, opts, tp, extra, "127.0.0.1:0")
+}
+
+// startOn is startWith whose data plane listens on dataAddr: a restarted
+// server that a page finds on the port it knew.
+func startOn(t testing.TB, cfg runtime.Config, dir string, opts Options, tp trace.TracerProvider, extra func(f *runtime.Fiber, svc *Service), dataAddr string) (*server, func()) {
+	t.Helper()
 	type up struct {
 		s   *server
 		err error
@@ -128,7 +135,7 @@ func startWith(t testing.TB, cfg runtime.Config, dir string, opts Options, tp tr
 		}
 		data := httpd.New(httpd.Options{Logger: cfg.Logger})
 		Mount(data, svc, func(r *http.Request) *runtime.Fiber { return httpd.Fiber(r.Context()) })
-		if err := data.Start(f, "127.0.0.1:0"); err != nil {
+		if err := data.Start(f, dataAddr); err != nil {
 			ready <- up{err: err}
 			return 1
 		}

@@ -32,13 +32,18 @@ const (
 	CmdRooms                      // /rooms
 	CmdHistory                    // /history [N]
 	CmdQuit                       // /quit
+	CmdAuth                       // /auth TOKEN (TCP, when the server wants a token)
 )
 
 // Command is one parsed client request, the same whatever the transport.
 type Command struct {
 	Kind CmdKind
-	Arg  string // nick, room or message text
+	Arg  string // nick, room, message text or token
 	N    int    // /history: how many; 0 means the room's default
+	// Since (/join, /history) asks for the messages after this seq
+	// instead of the last N: what a client that saw message Since missed
+	// (the web page after a reconnect). 0: not asked.
+	Since uint64
 }
 
 // ErrBadInput is wrapped by every parse error; the text after it is what the
@@ -98,6 +103,13 @@ func command(name, arg string, hasArg bool) (Command, error) {
 		if !hasArg {
 			return Command{Kind: CmdHistory}, nil
 		}
+		if rest, ok := strings.CutPrefix(arg, "since "); ok {
+			since, err := parseSince(strings.TrimSpace(rest))
+			if err != nil {
+				return Command{}, err
+			}
+			return Command{Kind: CmdHistory, Since: since}, nil
+		}
 		n, err := strconv.Atoi(arg)
 		if err != nil || n < 1 || n > MaxHistory {
 			return Command{}, badInput("/history takes a count from 1 to %d, got %q", MaxHistory, clip(arg))
@@ -105,10 +117,29 @@ func command(name, arg string, hasArg bool) (Command, error) {
 		return Command{Kind: CmdHistory, N: n}, nil
 	case "quit":
 		return Command{Kind: CmdQuit}, nil
+	case "auth":
+		// The token is never quoted back: an error names what is wrong
+		// with it, not what it is.
+		if arg == "" {
+			return Command{}, badInput("/auth needs the token: /auth TOKEN")
+		}
+		if strings.ContainsFunc(arg, isControl) || strings.ContainsRune(arg, ' ') {
+			return Command{}, badInput("/auth: a token is one word without control characters")
+		}
+		return Command{Kind: CmdAuth, Arg: arg}, nil
 	case "":
 		return Command{}, badInput("empty command (a message starting with / is sent as //text)")
 	}
 	return Command{}, badInput("unknown command /%s (known: /nick NAME, /join ROOM, /leave, /rooms, /history [N], /quit)", clip(name))
+}
+
+// parseSince parses the seq of /history since SEQ.
+func parseSince(s string) (uint64, error) {
+	n, err := strconv.ParseUint(s, 10, 63)
+	if err != nil || n < 1 {
+		return 0, badInput("/history since takes a message number (seq) from 1, got %q", clip(s))
+	}
+	return n, nil
 }
 
 func say(text string) (Command, error) {
@@ -169,16 +200,17 @@ func clip(s string) string {
 
 // inFrame is a client's WebSocket frame: {"type":"join","room":"lobby"}.
 type inFrame struct {
-	Type string `json:"type"`
-	Nick string `json:"nick,omitempty"`
-	Room string `json:"room,omitempty"`
-	Text string `json:"text,omitempty"`
-	N    *int   `json:"n,omitempty"`
+	Type  string  `json:"type"`
+	Nick  string  `json:"nick,omitempty"`
+	Room  string  `json:"room,omitempty"`
+	Text  string  `json:"text,omitempty"`
+	N     *int    `json:"n,omitempty"`
+	Since *uint64 `json:"since,omitempty"`
 }
 
 // ParseFrame decodes one WebSocket text frame of the JSON protocol into the
-// same Command a TCP line gives. Types: say {text}, nick {nick}, join {room},
-// leave, rooms, history {n?}, quit. Unknown fields are refused, so a typo is
+// same Command a TCP line gives. Types: say {text}, nick {nick}, join {room,
+// since?}, leave, rooms, history {n? | since?}, quit. Unknown fields are refused, so a typo is
 // an error and not a silent no-op.
 func ParseFrame(p []byte) (Command, error) {
 	if !utf8.Valid(p) {
@@ -202,9 +234,18 @@ func ParseFrame(p []byte) (Command, error) {
 	case "nick":
 		return command("nick", in.Nick, true)
 	case "join":
-		return command("join", in.Room, true)
+		c, err := command("join", in.Room, true)
+		if err == nil && in.Since != nil {
+			c.Since, err = parseSince(strconv.FormatUint(*in.Since, 10))
+		}
+		return c, err
 	case "history":
-		if in.N == nil {
+		switch {
+		case in.Since != nil && in.N != nil:
+			return Command{}, badInput(`history takes "n" or "since", not both`)
+		case in.Since != nil:
+			return command("history", "since "+strconv.FormatUint(*in.Since, 10), true)
+		case in.N == nil:
 			return Command{Kind: CmdHistory}, nil
 		}
 		return command("history", strconv.Itoa(*in.N), true)

@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,6 +69,7 @@ type roomMsg struct {
 	old    string              // roomNick: the previous nick
 	text   string
 	n      int
+	since  uint64   // roomJoin, roomHistory: replay the messages after this seq instead of the last n
 	ref    traceRef // the sender's span (zero: not traced)
 }
 
@@ -101,6 +103,17 @@ type room struct {
 	queue    []roomMsg
 	working  bool
 	maxBatch int // sayBatchLimit
+
+	// Retention (prune.go): the bounds, the lowest seq that may still be
+	// stored (0: not known yet), whether a prune fiber runs, and when the
+	// age bound was last looked at.
+	retainCount int
+	retainAge   time.Duration
+	low         uint64
+	pruning     bool
+	ageChecked  time.Time
+	stats       *counters
+	log         *slog.Logger
 }
 
 // sayBatchLimit is how many messages one history write may carry: a quarter
@@ -132,11 +145,13 @@ func (r *room) work(f *runtime.Fiber) {
 		if n := r.sayRun(); n > 1 {
 			r.sayBatch(f, r.queue[:n])
 			r.dequeue(n)
+			r.maybePrune(f)
 			continue
 		}
 		m := r.queue[0]
 		r.dequeue(1)
 		r.handle(f, m)
+		r.maybePrune(f)
 	}
 }
 
@@ -180,6 +195,10 @@ func (r *room) handle(f *runtime.Fiber, m roomMsg) {
 	case roomSay:
 		r.say(f, m)
 	case roomHistory:
+		if m.since > 0 {
+			r.replaySince(f, m.member, m.since)
+			break
+		}
 		n := m.n
 		if n <= 0 {
 			n = r.history
@@ -252,7 +271,11 @@ func (r *room) join(f *runtime.Fiber, m roomMsg) {
 		r.tell(f, m.member, Event{Kind: EvInfo, Text: "you are already in #" + r.name})
 		return
 	}
-	r.replay(f, m.member, r.history)
+	if m.since > 0 {
+		r.replaySince(f, m.member, m.since)
+	} else {
+		r.replay(f, m.member, r.history)
+	}
 	r.members = append(r.members, member{addr: m.member, nick: m.nick})
 	r.broadcast(f, Event{Kind: EvInfo, Text: m.nick + " joined (" + strconv.Itoa(len(r.members)) + " here)"})
 	runtime.Send(f, r.dir, dirMsg{op: dirCount, name: r.name, n: len(r.members)})
@@ -358,8 +381,14 @@ func (r *room) replay(f *runtime.Fiber, to runtime.Addr[*wire], n int) {
 	if r.span != nil {
 		r.span.SetAttributes(semconv.MessagingBatchMessageCount(len(res.Records)))
 	}
-	for i := len(res.Records) - 1; i >= 0; i-- {
-		rec := res.Records[i]
+	r.tellRecords(f, to, res.Records)
+}
+
+// tellRecords sends records (newest first, as a descending query gives
+// them) to one member, oldest first, as replayed messages.
+func (r *room) tellRecords(f *runtime.Fiber, to runtime.Addr[*wire], recs []engine.Record) {
+	for i := len(recs) - 1; i >= 0; i-- {
+		rec := recs[i]
 		r.tell(f, to, Event{
 			Kind: EvMessage, History: true,
 			Nick: rec.Get("nick").Str(), Text: rec.Get("text").Str(),
@@ -368,12 +397,42 @@ func (r *room) replay(f *runtime.Fiber, to runtime.Addr[*wire], n int) {
 	}
 }
 
+// replaySince sends the messages after seq since, oldest first, to one
+// member: what a client that saw since missed while it was away. At most
+// MaxHistory are sent, the latest; the client is told when older ones were
+// left out.
+func (r *room) replaySince(f *runtime.Fiber, to runtime.Addr[*wire], since uint64) {
+	if since >= r.seq {
+		return
+	}
+	res, err := r.call.Query(f, engine.Query{Table: Table, Where: []engine.Filter{
+		engine.Gt("id", engine.String(messageID(r.name, since))),
+		engine.Lt("id", engine.String(r.name+"0")),
+	}, Desc: true, Limit: MaxHistory})
+	if err != nil {
+		r.fail(f, to, "history unavailable: "+err.Error())
+		return
+	}
+	if r.span != nil {
+		r.span.SetAttributes(semconv.MessagingBatchMessageCount(len(res.Records)))
+	}
+	if n := len(res.Records); n > 0 {
+		if first := uint64(res.Records[n-1].Get("seq").Int()); first > since+1 {
+			r.tell(f, to, Event{Kind: EvInfo, Text: strconv.FormatUint(first-since-1, 10) + " earlier messages since #" +
+				strconv.FormatUint(since, 10) + " are not replayed (pruned, or more than " + strconv.Itoa(MaxHistory) + " missed)"})
+		}
+	}
+	r.tellRecords(f, to, res.Records)
+}
+
 type dirOp uint8
 
 const (
-	dirLookup dirOp = iota + 1 // find or create a room
-	dirList                    // the rooms and their sizes
-	dirCount                   // a room reports its member count
+	dirLookup  dirOp = iota + 1 // find or create a room
+	dirList                     // the rooms and their sizes
+	dirCount                    // a room reports its member count
+	dirClaim                    // a connection asks for a nick
+	dirRelease                  // a connection gives its nick up (it ended)
 )
 
 // dirMsg is the directory's mail.
@@ -383,6 +442,7 @@ type dirMsg struct {
 	n       int
 	lookup  runtime.Reply[dirReply]
 	listing runtime.Reply[string]
+	member  runtime.Addr[*wire] // dirClaim, dirRelease: the connection
 }
 
 type dirReply struct {
@@ -397,10 +457,38 @@ var ErrTooManyRooms = errors.New("too many rooms")
 // directory maps room names to room actors. It is consulted once per /join
 // (the connection keeps the address while it stays in the room); the rooms
 // themselves are placed by key, over every shard.
+//
+// It also holds the nicks: a nick belongs to one connection at a time
+// (compared without case, so "Ann" cannot pass for "ann"). nicks maps a
+// nick's key to its holder, held a connection to its nick's key.
 type directory struct {
 	svc     *Service
 	rooms   map[string]runtime.Addr[roomMsg]
 	members map[string]int
+	nicks   map[string]runtime.Addr[*wire]
+	held    map[runtime.Addr[*wire]]string
+}
+
+// ErrNickTaken is the answer to a /nick another connection holds.
+var ErrNickTaken = errors.New("nick taken")
+
+// claim gives nick to member, releasing the nick it held before.
+func (d *directory) claim(nick string, member runtime.Addr[*wire]) error {
+	key := strings.ToLower(nick)
+	if holder, ok := d.nicks[key]; ok && holder != member {
+		return fmt.Errorf("%w: %s is held by another connection; pick another nick", ErrNickTaken, nick)
+	}
+	d.release(member)
+	d.nicks[key] = member
+	d.held[member] = key
+	return nil
+}
+
+func (d *directory) release(member runtime.Addr[*wire]) {
+	if key, ok := d.held[member]; ok {
+		delete(d.nicks, key)
+		delete(d.held, member)
+	}
 }
 
 func (d *directory) Receive(f *runtime.Fiber, m dirMsg) {
@@ -412,12 +500,19 @@ func (d *directory) Receive(f *runtime.Fiber, m dirMsg) {
 				m.lookup.Send(f, dirReply{err: fmt.Errorf("%w: the server holds %d rooms; join an existing one (/rooms)", ErrTooManyRooms, len(d.rooms))})
 				return
 			}
-			a = runtime.SpawnKeyed[roomMsg](f, m.name, &room{name: m.name, db: d.svc.db, dir: d.svc.dir, history: d.svc.opts.History, tr: d.svc.tr, maxBatch: sayBatchLimit(d.svc.opts.QueueLen)})
+			o := &d.svc.opts
+			a = runtime.SpawnKeyed[roomMsg](f, m.name, &room{name: m.name, db: d.svc.db, dir: d.svc.dir, history: o.History, tr: d.svc.tr,
+				maxBatch: sayBatchLimit(o.QueueLen), retainCount: o.RetainCount, retainAge: o.RetainAge, stats: &d.svc.stats, log: o.Logger})
 			d.rooms[m.name] = a
+			d.svc.stats.rooms.Store(int64(len(d.rooms)))
 		}
 		m.lookup.Send(f, dirReply{room: a})
 	case dirCount:
 		d.members[m.name] = m.n
+	case dirClaim:
+		m.lookup.Send(f, dirReply{err: d.claim(m.name, m.member)})
+	case dirRelease:
+		d.release(m.member)
 	case dirList:
 		names := make([]string, 0, len(d.rooms))
 		for name := range d.rooms {

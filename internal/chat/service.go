@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -42,6 +43,18 @@ type Options struct {
 	FloodKick int
 	// MaxRooms bounds how many rooms /join may create (default 10000).
 	MaxRooms int
+	// RetainCount bounds each room's stored history, in messages (default
+	// 10000; negative: no bound by count). RetainAge bounds it in time
+	// (default 720h, 30 days; negative: no bound by age). The room prunes
+	// what is past either bound on a fiber of its own, in batches of
+	// pruneBatch deletes per transaction, so its writes never wait for it.
+	RetainCount int
+	RetainAge   time.Duration
+	// Tokens, when set, are the tokens a TCP connection must present
+	// (/auth TOKEN as its first line) before anything else: the worker's
+	// auth.token_file. WebSocket sessions are checked by the HTTP server
+	// that upgrades them (Authorization: Bearer) and are not asked again.
+	Tokens *tokenfile.Tokens
 	// Logger receives connection-level warnings (default slog.Default()).
 	Logger *slog.Logger
 	// TracerProvider makes the chat's spans (a trace per message, /join
@@ -77,11 +90,23 @@ func (o Options) withDefaults() Options {
 	if o.MaxRooms <= 0 {
 		o.MaxRooms = 10000
 	}
+	if o.RetainCount == 0 {
+		o.RetainCount = DefaultRetainCount
+	}
+	if o.RetainAge == 0 {
+		o.RetainAge = DefaultRetainAge
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return o
 }
+
+// The history's retention defaults (Options.RetainCount, RetainAge).
+const (
+	DefaultRetainCount = 10000
+	DefaultRetainAge   = 30 * 24 * time.Hour
+)
 
 // Service is the chat: a directory of rooms, the rooms (actors placed by
 // name), and the connections (a fiber each, on the shard that accepted
@@ -103,11 +128,21 @@ type counters struct {
 	flooded   atomic.Int64 // cut off for flooding
 	badInput  atomic.Int64 // refused lines and frames
 	delivered atomic.Int64 // events written to clients
+	received  atomic.Int64 // messages clients sent to a room
+	rooms     atomic.Int64 // rooms in the directory
+	pruned    atomic.Int64 // history records deleted by retention
+	authFail  atomic.Int64 // TCP connections refused for their token
+	nickTaken atomic.Int64 // /nick refused: another connection holds it
 }
 
 // Stats are the service's counters.
 type Stats struct {
 	Conns, Accepted, SlowCut, FloodCut, BadInput, Delivered int64
+	// Received counts the messages clients sent to their room, Rooms the
+	// rooms that exist now, Pruned the history records retention deleted,
+	// AuthFailed the TCP connections refused for a missing or wrong token,
+	// NickTaken the /nick requests refused because the nick was held.
+	Received, Rooms, Pruned, AuthFailed, NickTaken int64
 }
 
 // Stats returns the counters; safe from any goroutine.
@@ -116,6 +151,8 @@ func (s *Service) Stats() Stats {
 		Conns: s.stats.conns.Load(), Accepted: s.stats.accepted.Load(),
 		SlowCut: s.stats.slow.Load(), FloodCut: s.stats.flooded.Load(),
 		BadInput: s.stats.badInput.Load(), Delivered: s.stats.delivered.Load(),
+		Received: s.stats.received.Load(), Rooms: s.stats.rooms.Load(), Pruned: s.stats.pruned.Load(),
+		AuthFailed: s.stats.authFail.Load(), NickTaken: s.stats.nickTaken.Load(),
 	}
 }
 
@@ -129,6 +166,7 @@ func Start(f *runtime.Fiber, db *dbowner.DB, opts Options) (*Service, error) {
 	s := &Service{db: db, opts: opts.withDefaults(), tr: newTracer(opts.TracerProvider)}
 	s.dir = runtime.SpawnKeyed[dirMsg](f, "chat directory", &directory{
 		svc: s, rooms: map[string]runtime.Addr[roomMsg]{}, members: map[string]int{},
+		nicks: map[string]runtime.Addr[*wire]{}, held: map[runtime.Addr[*wire]]string{},
 	})
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,8 @@ type session struct {
 	link  trace.SpanContext   // the session's span (a WebSocket's upgrade), linked from its spans
 
 	nick     string
+	claimed  bool // the directory holds nick for this connection
+	authed   bool // no token wanted, or /auth gave a good one
 	room     runtime.Addr[roomMsg]
 	roomName string
 
@@ -81,7 +84,10 @@ func (o *outbox) Receive(f *runtime.Fiber, w *wire) { o.s.deliver(w) }
 func newSession(f *runtime.Fiber, svc *Service, c *runtime.Conn, cd codec) *session {
 	s := &session{svc: svc, f: f, c: c, codec: cd, tokens: float64(svc.opts.Burst), last: time.Now()}
 	s.id = svc.stats.accepted.Add(1)
-	s.nick = "guest" + strconv.FormatInt(s.id, 10)
+	s.nick = guestNick(s.id)
+	// A WebSocket was let in by the HTTP server's token check; a TCP
+	// connection shows its token with /auth.
+	s.authed = svc.opts.Tokens == nil || cd.transport() != "tcp"
 	s.self = runtime.SpawnOn[*wire](f, f.Shard(), &outbox{s})
 	return s
 }
@@ -149,12 +155,19 @@ func (s *session) serve(buffered []byte) {
 		if s.room.Valid() {
 			runtime.Send(s.f, s.room, roomMsg{op: roomLeave, member: s.self, nick: s.nick})
 		}
+		if s.claimed {
+			runtime.Send(s.f, s.svc.dir, dirMsg{op: dirRelease, member: s.self})
+		}
 		if (s.done || s.overflow) && !s.f.Stopping() {
 			s.linger()
 		}
 		st.conns.Add(-1)
 	}()
-	s.info("welcome, " + s.nick + ". /nick NAME, /join ROOM, /leave, /rooms, /history [N], /quit; any other line is a message to your room")
+	if s.authed {
+		s.info("welcome, " + s.nick + ". /nick NAME, /join ROOM, /leave, /rooms, /history [N], /quit; any other line is a message to your room")
+	} else {
+		s.info("welcome. this server wants a token: send /auth TOKEN first")
+	}
 
 	limit := s.codec.maxUnit(&s.svc.opts)
 	rbuf := make([]byte, 0, 512)
@@ -282,7 +295,40 @@ func (s *session) input(cmd Command, err error) {
 		s.error(trimBadInput(err))
 		return
 	}
+	if !s.authed && cmd.Kind != 0 {
+		s.auth(cmd)
+		return
+	}
 	s.do(cmd)
+}
+
+// auth handles a line of a TCP connection that has not shown its token:
+// only /auth TOKEN is taken. A wrong token or any other request ends the
+// connection (the reason said first), so that a client without the token
+// can neither guess at leisure nor hold a connection open.
+func (s *session) auth(cmd Command) {
+	switch {
+	case cmd.Kind != CmdAuth:
+		s.svc.stats.authFail.Add(1)
+		s.fatal("authentication required: the first line must be /auth TOKEN (the server's auth.token_file is set); disconnecting")
+	case !s.svc.opts.Tokens.Allows(cmd.Arg):
+		s.svc.stats.authFail.Add(1)
+		s.fatal("wrong token; disconnecting")
+	default:
+		s.authed = true
+		s.info("authenticated. welcome, " + s.nick + ". /nick NAME, /join ROOM, /leave, /rooms, /history [N], /quit; any other line is a message to your room")
+	}
+}
+
+// guestNick is the nick a connection starts with, unique by its id; no
+// /nick may take one (isGuestNick).
+func guestNick(id int64) string { return "guest" + strconv.FormatInt(id, 10) }
+
+// isGuestNick says nick has a guest nick's form ("guest" and digits,
+// compared without case).
+func isGuestNick(nick string) bool {
+	rest, ok := strings.CutPrefix(strings.ToLower(nick), "guest")
+	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
 }
 
 func trimBadInput(err error) string {
@@ -305,9 +351,13 @@ func (s *session) do(cmd Command) {
 			return
 		}
 		sp, ref := s.startSpan("send", s.roomName, len(cmd.Arg))
+		s.svc.stats.received.Add(1)
 		runtime.Send(s.f, s.room, roomMsg{op: roomSay, member: s.self, nick: s.nick, text: cmd.Arg, ref: ref})
 		endSpan(sp, "")
 	case CmdNick:
+		if !s.claim(cmd.Arg) {
+			return
+		}
 		old := s.nick
 		s.nick = cmd.Arg
 		if s.room.Valid() {
@@ -336,7 +386,7 @@ func (s *session) do(cmd Command) {
 		}
 		s.part()
 		s.room, s.roomName = rep.room, cmd.Arg
-		runtime.Send(s.f, s.room, roomMsg{op: roomJoin, member: s.self, nick: s.nick, ref: ref})
+		runtime.Send(s.f, s.room, roomMsg{op: roomJoin, member: s.self, nick: s.nick, since: cmd.Since, ref: ref})
 		endSpan(sp, "")
 	case CmdLeave:
 		if !s.room.Valid() {
@@ -359,12 +409,42 @@ func (s *session) do(cmd Command) {
 			return
 		}
 		sp, ref := s.startSpan("history", s.roomName, 0)
-		runtime.Send(s.f, s.room, roomMsg{op: roomHistory, member: s.self, n: cmd.N, ref: ref})
+		runtime.Send(s.f, s.room, roomMsg{op: roomHistory, member: s.self, n: cmd.N, since: cmd.Since, ref: ref})
 		endSpan(sp, "")
 	case CmdQuit:
 		s.info("bye, " + s.nick)
 		s.done = true
+	case CmdAuth:
+		s.info("already authenticated")
 	}
+}
+
+// claim asks the directory for nick; false (the client told why) when
+// another connection holds it or it has a guest nick's form.
+func (s *session) claim(nick string) bool {
+	if strings.EqualFold(nick, s.nick) && (s.claimed || nick == s.nick) {
+		return true // the same nick, or a change of case of one already held
+	}
+	if isGuestNick(nick) {
+		s.svc.stats.nickTaken.Add(1)
+		s.error("nick " + nick + ": guestN nicks are the server's to give; pick another nick")
+		return false
+	}
+	rep, err := runtime.Ask(s.f, s.svc.dir, askTimeout, func(r runtime.Reply[dirReply]) dirMsg {
+		return dirMsg{op: dirClaim, name: nick, member: s.self, lookup: r}
+	})
+	if err == nil {
+		err = rep.err
+	}
+	if err != nil {
+		if errors.Is(err, ErrNickTaken) {
+			s.svc.stats.nickTaken.Add(1)
+		}
+		s.error("cannot take nick " + nick + ": " + err.Error())
+		return false
+	}
+	s.claimed = true
+	return true
 }
 
 // part leaves the current room, if any.

@@ -3,11 +3,19 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const log = $("log"), status = $("status"), text = $("text"), say = $("say");
-  let sock = null, joined = "";
+  let sock = null;
+  let nick = "";        // the nick asked for, sent again after a reconnect
+  let joined = "";      // the room we are in (kept across a reconnect: it is rejoined)
+  let pendingRoom = ""; // a join sent, not yet answered
+  let resuming = "";    // the room rejoined after a reconnect, until the server says we are in
+  let quitting = false; // /quit: do not reconnect
+  let attempt = 0;      // reconnects since the last open connection
+  const lastSeq = {};   // room -> the highest message seq shown
 
   function line(f) {
     const div = document.createElement("div");
     div.className = "line " + (f.type === "message" ? (f.history ? "history" : "message") : f.type);
+    if (f.seq) div.dataset.seq = f.seq;
     const room = document.createElement("span");
     room.className = "room";
     room.textContent = f.room === "*" ? "*" : "#" + f.room;
@@ -18,61 +26,156 @@
       when.textContent = new Date(f.at).toLocaleTimeString();
       div.appendChild(when);
     }
-    const nick = document.createElement("span");
-    nick.className = "nick";
-    nick.textContent = f.nick;
-    div.appendChild(nick);
+    const who = document.createElement("span");
+    who.className = "nick";
+    who.textContent = f.nick;
+    div.appendChild(who);
     div.appendChild(document.createTextNode((f.type === "error" ? "error: " : "") + f.text));
     const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
     log.appendChild(div);
     if (atEnd) log.scrollTop = log.scrollHeight;
   }
 
+  // note shows a line the page itself says (not from the server).
+  function note(type, t) {
+    line({ type: type, room: joined || "*", nick: "*page*", text: t });
+  }
+
   function send(obj) {
-    if (sock && sock.readyState === WebSocket.OPEN) sock.send(JSON.stringify(obj));
+    if (sock && sock.readyState === WebSocket.OPEN) {
+      sock.send(JSON.stringify(obj));
+      return true;
+    }
+    note("error", "not connected; try again once reconnected");
+    return false;
+  }
+
+  // join asks for room; after a reconnect (resume) it asks only for what
+  // was missed: the messages after the last one shown.
+  function join(room, resume) {
+    if (!room || room === joined) return;
+    const msg = { type: "join", room: room };
+    if (resume && lastSeq[room]) {
+      msg.since = lastSeq[room];
+      resuming = room;
+    }
+    pendingRoom = room;
+    send(msg);
+  }
+
+  // delay is the next reconnect's wait: exponential from 250 ms, capped at
+  // 10 s, with full jitter over its upper half so that pages cut off by one
+  // restart do not all come back at once.
+  function delay() {
+    const base = Math.min(10000, 250 * Math.pow(2, attempt));
+    attempt++;
+    return base / 2 + Math.random() * base / 2;
   }
 
   function connect() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    sock = new WebSocket(proto + "//" + location.host + "/chat");
-    sock.onopen = () => { status.textContent = "connected"; };
-    sock.onclose = () => {
-      status.textContent = "disconnected";
-      text.disabled = say.disabled = true;
-      joined = "";
+    const s = new WebSocket(proto + "//" + location.host + "/chat");
+    sock = s;
+    s.onopen = () => {
+      attempt = 0;
+      status.textContent = "connected";
+      if (nick) send({ type: "nick", nick: nick });
+      if (joined) {
+        const room = joined;
+        joined = "";
+        join(room, true);
+      }
     };
-    sock.onmessage = (ev) => {
+    s.onclose = () => {
+      if (sock !== s) return;
+      text.disabled = say.disabled = true;
+      pendingRoom = "";
+      if (quitting) {
+        status.textContent = "disconnected";
+        return;
+      }
+      const wait = delay();
+      status.textContent = "disconnected; reconnecting in " + (wait / 1000).toFixed(1) + " s";
+      setTimeout(connect, wait);
+    };
+    s.onmessage = (ev) => {
       let f;
       try { f = JSON.parse(ev.data); } catch (e) { return; }
+      if (f.type === "message" && f.seq) {
+        const last = lastSeq[f.room] || 0;
+        // A replay after a reconnect never repeats what is on the page.
+        if (f.history && resuming === f.room && f.seq <= last) return;
+        if (f.seq > last) lastSeq[f.room] = f.seq;
+      }
       line(f);
       if (f.type === "info" && f.room !== "*" && f.room === pendingRoom) {
         joined = f.room;
-        pendingRoom = "";
+        pendingRoom = resuming = "";
         text.disabled = say.disabled = false;
-        text.placeholder = "message to #" + joined;
+        text.placeholder = "message to #" + joined + " (or /rooms, /history [N], /join ROOM, /nick NAME, /leave, /quit)";
         status.textContent = "in #" + joined;
         text.focus();
+      }
+      if (f.type === "info" && f.room === joined && f.text === "you left #" + joined) {
+        joined = "";
+        text.disabled = say.disabled = true;
+        text.placeholder = "join a room to talk";
+        status.textContent = "connected";
       }
     };
   }
 
-  let pendingRoom = "";
+  // command handles a line typed in the message box that starts with "/",
+  // as the TCP protocol does: commands become their frames, "//text" is a
+  // message starting with a slash. Nothing typed as a command is ever sent
+  // as chat text.
+  function command(t) {
+    if (t.startsWith("//")) return send({ type: "say", text: t.slice(1) });
+    const m = /^\/(\S*)\s*(.*)$/.exec(t.trim());
+    const name = m[1].toLowerCase(), arg = m[2].trim();
+    switch (name) {
+      case "rooms": case "list":
+        return send({ type: "rooms" });
+      case "history": {
+        if (!arg) return send({ type: "history" });
+        const since = /^since\s+(\d+)$/.exec(arg);
+        if (since) return send({ type: "history", since: Number(since[1]) });
+        if (/^\d+$/.test(arg)) return send({ type: "history", n: Number(arg) });
+        return note("error", "/history takes a count (/history 50) or /history since SEQ");
+      }
+      case "nick":
+        if (!arg) return note("error", "/nick needs a name");
+        nick = arg;
+        $("nick").value = arg;
+        return send({ type: "nick", nick: arg });
+      case "join":
+        if (!arg) return note("error", "/join needs a room name");
+        $("room").value = arg.replace(/^#/, "");
+        return join(arg.replace(/^#/, ""), false);
+      case "leave": case "part":
+        return send({ type: "leave" });
+      case "quit":
+        quitting = true;
+        return send({ type: "quit" });
+    }
+    return note("error", "unknown command /" + name + " (known: /nick NAME, /join ROOM, /leave, /rooms, /history [N], /quit; //text sends a message starting with /)");
+  }
+
   $("setup").addEventListener("submit", (e) => {
     e.preventDefault();
-    const nick = $("nick").value.trim();
+    const n = $("nick").value.trim();
     const room = $("room").value.trim().replace(/^#/, "");
-    if (!nick || !room) return;
-    send({ type: "nick", nick: nick });
-    if (room !== joined) {
-      pendingRoom = room;
-      send({ type: "join", room: room });
-    }
+    if (!n || !room) return;
+    nick = n;
+    send({ type: "nick", nick: n });
+    join(room, false);
   });
   $("send").addEventListener("submit", (e) => {
     e.preventDefault();
     const t = text.value;
     if (!t.trim()) return;
-    send({ type: "say", text: t });
+    if (t.startsWith("/")) command(t);
+    else send({ type: "say", text: t });
     text.value = "";
   });
   connect();
