@@ -21,7 +21,6 @@ type snapState struct {
 	// finished; built is what it finished with, for the driver to save.
 	writing bool
 	built   *builtSnap
-	done    *runtime.Reply[struct{}] // a stopping driver waits for the writer
 }
 
 // applyReady restores the Ready's snapshot and applies its committed
@@ -208,14 +207,7 @@ func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotW
 	}
 	n.snap.writing = false
 	n.snap.built = b
-	if n.snap.done != nil {
-		n.snap.done.Send(f, struct{}{})
-		n.snap.done = nil
-	}
-	if n.stopped {
-		return
-	}
-	n.push(f, work{kind: workSnapBuilt})
+	n.kick(f) // the driver saves it (saveBuilt), or a stopping one stops waiting
 }
 
 // finishSnapshot, on a stop asked for (Stop, not a failure), waits for the
@@ -226,10 +218,8 @@ func (n *Node) finishSnapshot(f *runtime.Fiber) {
 	if n.err != nil || f.Stopping() {
 		return
 	}
-	if n.snap.writing {
-		rep, fu := runtime.NewFuture[struct{}](f)
-		n.snap.done = &rep
-		if _, err := fu.Wait(f, 0); err != nil {
+	for n.snap.writing {
+		if !n.wake.Wait(f, 0) {
 			return
 		}
 	}

@@ -115,7 +115,7 @@ func (n *Node) ReadIndex(f *runtime.Fiber, timeout time.Duration) (uint64, error
 // how a caller waits for the member's state (a leader, an applied index)
 // without polling.
 func (n *Node) WaitFor(f *runtime.Fiber, timeout time.Duration, cond func() bool) error {
-	if f.Shard() == n.shard && !n.stopped && cond() {
+	if f.Shard() == n.shard && cond() {
 		return nil
 	}
 	_, _, err := n.call(f, &waiter{kind: waitCond, what: "wait", cond: cond, state: waitStepped}, timeout)

@@ -22,7 +22,6 @@ const (
 	workUnreachable
 	workSnapStatus
 	workRemoved
-	workSnapBuilt // a snapshot's writer finished (n.snap.built): wakes the driver
 )
 
 // work is what callers and the transport queue for the driver.
@@ -39,9 +38,6 @@ type groupCommit struct {
 	settled     int           // proposals answered by the last Ready
 	concurrency int           // proposals active in the last cycle
 	lastSave    time.Duration // how long the last Save of entries took
-	gathering   bool
-	want        int
-	wake        runtime.Reply[struct{}]
 	buf         []*waiter
 	// gen counts successful saves: a proposal stepped in the current
 	// generation is not durable yet (restartRaft fails those).
@@ -56,21 +52,13 @@ func (n *Node) push(f *runtime.Fiber, w work) {
 	if w.kind == workSubmit {
 		if wt := n.waits.get(w.id); wt != nil && wt.kind == waitEntry && wt.cc == nil {
 			n.group.queued++
-			if n.group.gathering && n.group.queued >= n.group.want {
-				n.group.gathering = false
-				n.group.wake.Send(f, struct{}{})
-			}
 		}
 	}
 	n.kick(f)
 }
 
-func (n *Node) kick(f *runtime.Fiber) {
-	if n.parked {
-		n.parked = false
-		n.wake.Send(f, struct{}{})
-	}
-}
+// kick wakes the driver (or its gather) to look again.
+func (n *Node) kick(f *runtime.Fiber) { n.wake.Notify(f) }
 
 func (n *Node) ticker(f *runtime.Fiber) {
 	for !n.stopped && !f.Stopping() {
@@ -88,8 +76,10 @@ func (n *Node) drive(f *runtime.Fiber) {
 			n.finishSnapshot(f)
 			return
 		}
-		if len(n.work) == 0 && !n.tickDue && !n.restepDue && !n.rn.HasReady() {
-			if !n.sleep(f) {
+		if len(n.work) == 0 && !n.tickDue && !n.restepDue && n.snap.built == nil && !n.rn.HasReady() {
+			// A wait with no deadline ends false only when the runtime
+			// stops.
+			if !n.wake.Wait(f, 0) {
 				return
 			}
 			continue
@@ -104,16 +94,6 @@ func (n *Node) drive(f *runtime.Fiber) {
 		}
 		runtime.Checkpoint(f)
 	}
-}
-
-// sleep parks the driver until something is queued or a tick is due; false
-// when the runtime is stopping.
-func (n *Node) sleep(f *runtime.Fiber) bool {
-	wake, fu := runtime.NewFuture[struct{}](f)
-	n.wake, n.parked = wake, true
-	_, err := fu.Wait(f, 0)
-	n.parked = false
-	return err == nil
 }
 
 // turn is one round of the driver: the Ready left by the last Advance, the
@@ -205,14 +185,16 @@ func (n *Node) exit(f *runtime.Fiber) {
 func (n *Node) gather(f *runtime.Fiber) {
 	g := &n.group
 	want := g.concurrency
-	if want <= 1 || g.lastSave <= 0 || g.queued >= want || n.stopped {
+	if want <= 1 || g.lastSave <= 0 {
 		return
 	}
-	wake, fu := runtime.NewFuture[struct{}](f)
-	g.gathering, g.want, g.wake = true, want, wake
-	_, _ = fu.Wait(f, max(g.lastSave/2, 20*time.Microsecond))
-	g.gathering = false
-	g.wake = runtime.Reply[struct{}]{}
+	until := time.Now().Add(max(g.lastSave/2, 20*time.Microsecond))
+	for g.queued < want && !n.stopped {
+		left := time.Until(until)
+		if left <= 0 || !n.wake.Wait(f, left) {
+			return
+		}
+	}
 }
 
 // stepWork drains the work queue into raft and returns the reads queued
@@ -290,8 +272,6 @@ func (n *Node) handle(f *runtime.Fiber, w work) {
 		n.rn.ReportUnreachable(w.id)
 	case workSnapStatus:
 		n.rn.ReportSnapshot(w.id, w.status)
-	case workSnapBuilt:
-		// Saved by the driver's turn, between Readys (saveBuilt).
 	case workRemoved:
 		if !n.removed {
 			n.removed, n.stopped = true, true

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"strings"
@@ -20,26 +19,12 @@ import (
 	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/runtimetest"
 	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("WO_TEST_VERBOSE") != "" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
 }
 
 // testRuntime runs main on a runtime with at least 3 shards (unless
@@ -53,7 +38,7 @@ func testRuntime(t *testing.T, main func(f *runtime.Fiber) int) {
 	if os.Getenv("WO_SHARDS") == "" {
 		cfg.Shards = 3
 	}
-	cfg.Logger = testLogger(t)
+	cfg.Logger = runtimetest.Logger(t)
 	code := runtime.Run(cfg, func(f *runtime.Fiber) (code int) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -194,7 +179,7 @@ func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]strin
 			if addr == "" {
 				addr = "127.0.0.1:0"
 			}
-			m.tcp, err = transport.New(f, transport.Config{ID: id, Cluster: 7, Addr: addr, Handler: &h, Logger: testLogger(g.t), TLS: g.tls, BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+			m.tcp, err = transport.New(f, transport.Config{ID: id, Cluster: 7, Addr: addr, Handler: &h, Logger: runtimetest.Logger(g.t), TLS: g.tls, BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
 			if err != nil {
 				return
 			}
@@ -202,7 +187,7 @@ func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]strin
 			tn = m.tcp
 		}
 		cfg := Config{
-			ID: id, Storage: store, StateMachine: m.sm, Logger: testLogger(g.t),
+			ID: id, Storage: store, StateMachine: m.sm, Logger: runtimetest.Logger(g.t),
 			Bootstrap: boot, Peers: peers, Tick: testTick, ElectionTicks: 15,
 		}
 		if g.cfg != nil {

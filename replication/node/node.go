@@ -171,9 +171,10 @@ type Node struct {
 	sm    StateMachine
 	inbox runtime.Addr[transport.Envelope]
 
-	work    []work // queued by callers and the transport, drained by the driver
-	wake    runtime.Reply[struct{}]
-	parked  bool
+	work []work // queued by callers and the transport, drained by the driver
+	// wake is notified by whatever gives the driver something to do: work
+	// queued, a tick due, a snapshot written, a stop.
+	wake    runtime.Signal
 	tickDue bool
 	stopped bool
 	err     error // why the driver stopped
