@@ -142,8 +142,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzBodies -fuzztime 10s ./internal/admin/
 	$(GO) test -run '^$$' -fuzz FuzzRequest -fuzztime 10s ./internal/httpd/
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime 10s ./internal/seccompdeny/
-	$(GO) test -run '^$$' -fuzz FuzzPeerSecret -fuzztime 10s ./internal/operator/
-	$(GO) test -run '^$$' -fuzz FuzzTokenFileRoundTrip -fuzztime 10s ./internal/operator/
+	$(GO) test -run '^$$' -fuzz FuzzPeerSecret -fuzztime 10s ./internal/operator/pki/
+	$(GO) test -run '^$$' -fuzz FuzzTokenFileRoundTrip -fuzztime 10s ./internal/operator/tokens/
 	$(GO) test -run '^$$' -fuzz FuzzParsePeers -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzParseDialMap -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 10s ./replication/transport/

@@ -23,6 +23,8 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/operator/crdsync"
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 // DefaultWorkerImage is the image a Worker without spec.image runs.
@@ -131,17 +133,17 @@ func serve(c config) error {
 			return fmt.Errorf("client for --sync-crd: %w", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err = operator.SyncCRD(ctx, direct)
+		err = crdsync.Sync(ctx, direct)
 		cancel()
 		if err != nil {
 			return err
 		}
-		ctrl.Log.WithName("setup").Info("Worker CRD in step with this operator", "crd", operator.CRDName)
+		ctrl.Log.WithName("setup").Info("Worker CRD in step with this operator", "crd", crdsync.CRDName)
 	}
 	r := &operator.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("wo-operator"),
-		Options:  operator.Options{DefaultImage: c.workerImage, ImagePullPolicy: corev1.PullPolicy(c.workerPullPolicy)},
+		Options:  render.Options{DefaultImage: c.workerImage, ImagePullPolicy: corev1.PullPolicy(c.workerPullPolicy)},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
-	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/operator/certmanager"
 	"github.com/writeonce/wo/internal/testpki"
 )
 
@@ -84,7 +84,7 @@ func TestCertManagerRendersCertificates(t *testing.T) {
 	}
 	get := func(kind, name string) (*unstructured.Unstructured, error) {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(schema.GroupVersionKind{Group: operator.CertManagerGroup, Version: "v1", Kind: kind})
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: certmanager.Group, Version: "v1", Kind: kind})
 		return u, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)
 	}
 	var leafCert *unstructured.Unstructured

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 // UpToDate reports whether an existing object already is what desired says,
@@ -22,7 +24,7 @@ import (
 //     API server's defaults and are ignored) catches someone editing the
 //     object by hand, which the annotation cannot see.
 func UpToDate(existing, desired client.Object) bool {
-	if existing.GetAnnotations()[AnnotationDesiredHash] != desired.GetAnnotations()[AnnotationDesiredHash] {
+	if existing.GetAnnotations()[render.AnnotationDesiredHash] != desired.GetAnnotations()[render.AnnotationDesiredHash] {
 		return false
 	}
 	if !containsAll(existing.GetLabels(), desired.GetLabels()) {

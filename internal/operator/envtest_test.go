@@ -21,6 +21,7 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 func newWorker(ns, name, cpu string, pinning wov1.Pinning) *wov1.Worker {
@@ -67,9 +68,9 @@ func qosOf(t *testing.T, sts *appsv1.StatefulSet) corev1.PodQOSClass {
 	}
 	// The StatefulSet controller adds the claim volume; do the same.
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
-		Name: operator.DataVolume,
+		Name: render.DataVolume,
 		VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-			ClaimName: operator.DataVolume + "-" + sts.Name + "-0",
+			ClaimName: render.DataVolume + "-" + sts.Name + "-0",
 		}},
 	})
 	if err := k8s.Create(context.Background(), pod); err != nil {
@@ -240,7 +241,7 @@ func TestCPULimitChangeRollsShards(t *testing.T) {
 	if after.Generation <= before.Generation {
 		t.Errorf("generation %d -> %d: the pod template did not change", before.Generation, after.Generation)
 	}
-	if a, b := before.Spec.Template.Annotations[operator.AnnotationConfigHash], after.Spec.Template.Annotations[operator.AnnotationConfigHash]; a == b {
+	if a, b := before.Spec.Template.Annotations[render.AnnotationConfigHash], after.Spec.Template.Annotations[render.AnnotationConfigHash]; a == b {
 		t.Errorf("config hash unchanged (%s): pods would keep the old worker.toml", a)
 	}
 	if after.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType {
@@ -568,7 +569,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &operator.Reconciler{Client: c, Options: operator.Options{DefaultImage: "example/wo:1"}, AdminURL: testAdminURL}
+	r := &operator.Reconciler{Client: c, Options: render.Options{DefaultImage: "example/wo:1"}, AdminURL: testAdminURL}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w)}
 
 	if _, err := r.Reconcile(ctx, req); err != nil {

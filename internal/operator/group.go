@@ -16,6 +16,8 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/operator/membership"
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 // The reconciler's I/O for the raft group: the Secrets the members
@@ -33,7 +35,7 @@ type AdminURL func(w *wov1.Worker, ordinal int) string
 // Service publishes not-ready pods, so a joining pod (whose /readyz fails
 // until it is added) is reachable.
 func DefaultAdminURL(w *wov1.Worker, ordinal int) string {
-	return "http://" + PeerHost(w, ordinal) + ":" + strconv.Itoa(PortOps)
+	return "http://" + render.PeerHost(w, ordinal) + ":" + strconv.Itoa(render.PortOps)
 }
 
 func (r *Reconciler) adminClient(w *wov1.Worker, ordinal int, token string) *adminapi.Client {
@@ -49,7 +51,7 @@ func (r *Reconciler) adminClient(w *wov1.Worker, ordinal int, token string) *adm
 }
 
 func (r *Reconciler) ownSecret(w *wov1.Worker, s *corev1.Secret) error {
-	if s.Labels[LabelManagedBy] != ManagedBy || !metav1.IsControlledBy(s, w) {
+	if s.Labels[render.LabelManagedBy] != render.ManagedBy || !metav1.IsControlledBy(s, w) {
 		err := &conflictError{"Secret", s.Name}
 		r.event(w, nil, corev1.EventTypeWarning, "Conflict", "Update", err.Error())
 		return err
@@ -63,8 +65,8 @@ func mapsEqualBytes(a, b map[string][]byte) bool {
 
 // observe asks each of the pods 0..pods-1 for its view of the group, all
 // at once, each bounded by the admin client's timeout.
-func (r *Reconciler) observe(ctx context.Context, w *wov1.Worker, pods int32, token string) []PodView {
-	views := make([]PodView, max(pods, 0))
+func (r *Reconciler) observe(ctx context.Context, w *wov1.Worker, pods int32, token string) []membership.PodView {
+	views := make([]membership.PodView, max(pods, 0))
 	var wg sync.WaitGroup
 	for i := range views {
 		views[i].Ordinal = i
@@ -80,25 +82,25 @@ func (r *Reconciler) observe(ctx context.Context, w *wov1.Worker, pods int32, to
 }
 
 // act performs one membership step on the leader's admin API.
-func (r *Reconciler) act(ctx context.Context, w *wov1.Worker, a Action, token string) error {
+func (r *Reconciler) act(ctx context.Context, w *wov1.Worker, a membership.Action, token string) error {
 	c := r.adminClient(w, a.Via, token)
 	var err error
 	switch a.Kind {
-	case ActionAddLearner:
-		_, err = c.AddLearner(ctx, a.ID, PeerAddr(w, a.Ordinal))
-	case ActionPromote:
+	case membership.ActionAddLearner:
+		_, err = c.AddLearner(ctx, a.ID, render.PeerAddr(w, a.Ordinal))
+	case membership.ActionPromote:
 		_, err = c.Promote(ctx, a.ID)
-	case ActionDemote:
+	case membership.ActionDemote:
 		_, err = c.Demote(ctx, a.ID)
-	case ActionRemove:
+	case membership.ActionRemove:
 		err = c.Remove(ctx, a.ID)
-	case ActionTransferLeader:
+	case membership.ActionTransferLeader:
 		_, err = c.TransferLeader(ctx, a.ID)
 	default:
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s %s (pod %s) via the leader %s: %w", a.Kind, a.ID, PodName(w, a.Ordinal), PodName(w, a.Via), err)
+		return fmt.Errorf("%s %s (pod %s) via the leader %s: %w", a.Kind, a.ID, render.PodName(w, a.Ordinal), render.PodName(w, a.Via), err)
 	}
 	return nil
 }
@@ -113,12 +115,12 @@ func (r *Reconciler) deleteDrainedVolumes(ctx context.Context, w *wov1.Worker, o
 	var errs []error
 	for _, ord := range ordinals {
 		pvc := &corev1.PersistentVolumeClaim{}
-		pvc.Namespace, pvc.Name = w.Namespace, DataVolume+"-"+PodName(w, ord)
+		pvc.Namespace, pvc.Name = w.Namespace, render.DataVolume+"-"+render.PodName(w, ord)
 		err := r.Client.Delete(ctx, pvc)
 		switch {
 		case err == nil:
 			r.event(w, pvc, corev1.EventTypeNormal, "VolumeDeleted", "Delete",
-				fmt.Sprintf("deleted the volume claim %s of pod %s: its member was removed from the group, so its data can never rejoin", pvc.Name, PodName(w, ord)))
+				fmt.Sprintf("deleted the volume claim %s of pod %s: its member was removed from the group, so its data can never rejoin", pvc.Name, render.PodName(w, ord)))
 			done = append(done, ord)
 		case apierrors.IsNotFound(err):
 			done = append(done, ord)

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
-	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/operator/crdsync"
 )
 
 // The chart tests run the real helm binary (hack/helm-binary.sh builds it;
@@ -304,7 +304,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 
 	// --sync-crd, as the chart's ServiceAccount: an out-of-date CRD in the
 	// cluster (here: a changed category) is brought back to the operator's.
-	if err := k8s.Patch(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: operator.CRDName}},
+	if err := k8s.Patch(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: crdsync.CRDName}},
 		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"names":{"categories":["stale"]}}}`))); err != nil {
 		t.Fatal(err)
 	}
@@ -312,11 +312,11 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := operator.SyncCRD(ctx, saClient); err != nil {
+	if err := crdsync.Sync(ctx, saClient); err != nil {
 		t.Fatalf("SyncCRD with the chart's RBAC: %v", err)
 	}
 	var synced apiextensionsv1.CustomResourceDefinition
-	if err := k8s.Get(ctx, types.NamespacedName{Name: operator.CRDName}, &synced); err != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Name: crdsync.CRDName}, &synced); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(synced.Spec.Names.Categories, []string{"wo"}) || synced.Annotations["helm.sh/resource-policy"] != "keep" {

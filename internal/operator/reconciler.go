@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/operator/membership"
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 // The operator's permissions, generated into config/rbac by hack/gen.sh: a
@@ -47,12 +49,12 @@ import (
 
 // Reconciler turns Workers into their StatefulSet, Services, ConfigMap and
 // Secrets, and drives the raft group's membership through the pods' admin
-// API (see Decide).
+// API (see membership.Decide).
 type Reconciler struct {
 	Client client.Client
 	// Recorder receives an event for each decision; nil records none.
 	Recorder events.EventRecorder
-	Options  Options
+	Options  render.Options
 
 	// AdminURL maps a pod to its admin API's base URL; nil is
 	// DefaultAdminURL. Tests map pods to loopback.
@@ -60,11 +62,11 @@ type Reconciler struct {
 	// AdminHTTP makes the admin calls; nil is a client with
 	// DefaultAdminTimeout.
 	AdminHTTP *http.Client
-	// CatchUpEntries is the promotion lag bound (DefaultCatchUpEntries
+	// CatchUpEntries is the promotion lag bound (membership.DefaultCatchUpEntries
 	// when 0).
 	CatchUpEntries uint64
 	// PeerCertValidity is a leaf certificate's lifetime
-	// (DefaultPeerCertValidity when 0); it is renewed with a third left.
+	// (pki.DefaultPeerCertValidity when 0); it is renewed with a third left.
 	PeerCertValidity time.Duration
 	// Now is the clock certificates are issued and checked by; nil is
 	// time.Now.
@@ -100,7 +102,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // in the cache; creating ours fails with AlreadyExists and is reported as a
 // conflict.
 func CacheOptions() cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.StatefulSet{}: {Label: managed},
 		&corev1.Service{}:     {Label: managed},
@@ -152,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		logger.Error(err, "membership step failed", "step", m.Next.Kind.String())
 		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
 	}
-	if m.Next.Kind != ActionNone || !m.InStep || res.rotating() {
+	if m.Next.Kind != membership.ActionNone || !m.InStep || res.rotating() {
 		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: SteadyInterval}, nil
@@ -168,11 +170,11 @@ const (
 )
 
 // step performs the membership step and records it as an event.
-func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a Action, token string) error {
+func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a membership.Action, token string) error {
 	switch a.Kind {
-	case ActionNone:
+	case membership.ActionNone:
 		return nil
-	case ActionBlocked:
+	case membership.ActionBlocked:
 		r.event(w, nil, corev1.EventTypeWarning, blockedReason(a), "Membership", a.Reason)
 		return nil
 	}
@@ -180,10 +182,10 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a Action, token s
 		r.event(w, nil, corev1.EventTypeWarning, "MembershipStepFailed", "Membership", err.Error())
 		return err
 	}
-	reason := map[ActionKind]string{
-		ActionAddLearner: "MemberAdded", ActionPromote: "MemberPromoted",
-		ActionRemove: "MemberRemoved", ActionTransferLeader: "LeaderTransferred",
-		ActionDemote: "MemberDemoted",
+	reason := map[membership.ActionKind]string{
+		membership.ActionAddLearner: "MemberAdded", membership.ActionPromote: "MemberPromoted",
+		membership.ActionRemove: "MemberRemoved", membership.ActionTransferLeader: "LeaderTransferred",
+		membership.ActionDemote: "MemberDemoted",
 	}[a.Kind]
 	r.event(w, nil, corev1.EventTypeNormal, reason, "Membership", a.Reason)
 	return nil
@@ -192,8 +194,8 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a Action, token s
 // blockedReason is the event and condition reason of a step that waits
 // for the quorum: ScaleDownBlocked for a scale-down, DemotionBlocked for a
 // lowered spec.voters.
-func blockedReason(a Action) string {
-	if a.Blocked == ActionDemote {
+func blockedReason(a membership.Action) string {
+	if a.Blocked == membership.ActionDemote {
 		return "DemotionBlocked"
 	}
 	return "ScaleDownBlocked"
@@ -206,7 +208,7 @@ func blockedReason(a Action) string {
 type synced struct {
 	sts    *appsv1.StatefulSet
 	shards int
-	m      *Membership
+	m      *membership.Decision
 	token  string
 	conds  []metav1.Condition
 }
@@ -221,7 +223,7 @@ func (s synced) rotating() bool {
 // group's state render to.
 func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, error) {
 	var out synced
-	if _, err := Render(w, r.Options, Cluster{}); err != nil {
+	if _, err := render.Render(w, r.Options, render.Cluster{}); err != nil {
 		r.event(w, nil, corev1.EventTypeWarning, "InvalidSpec", "Render", err.Error())
 		// Retrying cannot help: only a change of the Worker (which
 		// triggers a reconcile) or of the operator's flags can.
@@ -230,11 +232,11 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 	// The group as the pods see it: the pods the StatefulSet runs now.
 	current := int32(-1)
 	var existing appsv1.StatefulSet
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: statefulSetName(w)}, &existing); {
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: render.StatefulSetName(w)}, &existing); {
 	case err == nil:
 		current = derefReplicas(existing.Spec.Replicas)
 	case !apierrors.IsNotFound(err):
-		return out, fmt.Errorf("get StatefulSet %s: %w", statefulSetName(w), err)
+		return out, fmt.Errorf("get StatefulSet %s: %w", render.StatefulSetName(w), err)
 	}
 	token, tokenCond, err := r.syncAdminToken(ctx, w, current)
 	if err != nil {
@@ -251,7 +253,7 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 		return out, nil
 	}
 	views := r.observe(ctx, w, current, token)
-	m := Decide(MembershipInput{
+	m := membership.Decide(membership.Input{
 		Worker:              w,
 		StatefulSetReplicas: current,
 		Pods:                views,
@@ -271,11 +273,11 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 			return out, err
 		}
 		out.conds = append(out.conds, caCond)
-		tlsCond = condition(wov1.ConditionPeerTLS, metav1.ConditionTrue, "Operator",
-			"the operator issues the members' certificates from its CA in the Secret "+peerCAName(w))
+		tlsCond = render.Condition(wov1.ConditionPeerTLS, metav1.ConditionTrue, "Operator",
+			"the operator issues the members' certificates from its CA in the Secret "+render.PeerCAName(w))
 	}
 	out.conds = append(out.conds, tlsCond)
-	objs, err := Render(w, r.Options, Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped, CertManager: certManager})
+	objs, err := render.Render(w, r.Options, render.Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped, CertManager: certManager})
 	if err != nil {
 		return out, err
 	}
@@ -304,7 +306,7 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 	if len(m.DeleteVolumes) > 0 {
 		done, err := r.deleteDrainedVolumes(ctx, w, m.DeleteVolumes)
 		for _, ord := range done {
-			m.Draining = slices.DeleteFunc(m.Draining, func(p string) bool { return p == PodName(w, ord) })
+			m.Draining = slices.DeleteFunc(m.Draining, func(p string) bool { return p == render.PodName(w, ord) })
 		}
 		if err != nil {
 			return out, err
@@ -384,11 +386,11 @@ func (r *Reconciler) sync(ctx context.Context, w *wov1.Worker, desired, existing
 // carried: the shard count and pinning on creation; a shard change (which
 // rolls the pods: pinned pods cannot resize in place, and the worker reads
 // WO_SHARDS only at start), a scale, a storage change that cannot apply.
-func (r *Reconciler) explainStatefulSet(w *wov1.Worker, objs *Objects, sts *appsv1.StatefulSet, res syncResult) {
+func (r *Reconciler) explainStatefulSet(w *wov1.Worker, objs *render.Objects, sts *appsv1.StatefulSet, res syncResult) {
 	cpu := w.Spec.Resources.Limits.Cpu()
 	if res.created {
 		note := fmt.Sprintf("limits.cpu %s gives WO_SHARDS=%d (one shard per whole CPU, rounded down); pinning %s, WO_PIN=%s",
-			cpu, objs.Shards, pinningName(w.Spec.Pinning), pinEnv(w.Spec.Pinning))
+			cpu, objs.Shards, pinningName(w.Spec.Pinning), render.PinEnv(w.Spec.Pinning))
 		if w.Spec.Pinning == wov1.PinningExclusive {
 			note += "; requests = limits so the pod is Guaranteed and the static CPU manager gives it whole cores"
 		}
@@ -441,7 +443,7 @@ func derefReplicas(p *int32) int32 {
 
 func envValue(sts *appsv1.StatefulSet, name string) string {
 	for _, c := range sts.Spec.Template.Spec.Containers {
-		if c.Name != ContainerName {
+		if c.Name != render.ContainerName {
 			continue
 		}
 		for _, e := range c.Env {
@@ -491,14 +493,14 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *wov1.Worker, res synce
 // could not be synced), the membership decision (nil when none was made)
 // and the error of this reconcile. Conditions keep their lastTransitionTime
 // unless their status flips, so an unchanged world gives an unchanged status.
-func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *Membership, syncErr error) wov1.WorkerStatus {
+func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *membership.Decision, syncErr error) wov1.WorkerStatus {
 	st := *w.Status.DeepCopy()
 	st.ObservedGeneration = w.Generation
-	st.Selector = Selector(w)
+	st.Selector = render.Selector(w)
 	if shards > 0 {
 		st.Shards = int32(shards)
 	}
-	desired := derefReplicas(w.Spec.Replicas)
+	desired := render.Replicas(w)
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
 		setCondition(&st.Conditions, metav1.Condition{
 			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: w.Generation,
@@ -552,7 +554,7 @@ func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *Membe
 		set(wov1.ConditionReady, metav1.ConditionFalse, "ReplicasNotReady", fmt.Sprintf("%d of %d pods ready", s.ReadyReplicas, desired))
 	}
 	switch {
-	case m != nil && m.Next.Kind == ActionBlocked:
+	case m != nil && m.Next.Kind == membership.ActionBlocked:
 		set(wov1.ConditionProgressing, metav1.ConditionFalse, blockedReason(m.Next), m.Next.Reason)
 	case podsReady && !inStep:
 		set(wov1.ConditionProgressing, metav1.ConditionTrue, "MembershipChanging", m.Next.Reason)

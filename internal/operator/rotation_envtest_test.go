@@ -15,6 +15,8 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/operator/pki"
+	"github.com/writeonce/wo/internal/operator/tokens"
 	"github.com/writeonce/wo/internal/tokenfile"
 )
 
@@ -62,7 +64,7 @@ func TestAdminTokenRotation(t *testing.T) {
 	var both []string
 	eventually(t, "the new token trusted beside the old, pod 1 awaited", func() error {
 		toks, phase := tokenSecret(t, w)
-		if phase != operator.TokenPhaseTrusted || len(toks) != 2 || toks[1] != old[0] {
+		if phase != tokens.PhaseTrusted || len(toks) != 2 || toks[1] != old[0] {
 			return fmt.Errorf("phase %q, %d tokens", phase, len(toks))
 		}
 		both = toks
@@ -83,7 +85,7 @@ func TestAdminTokenRotation(t *testing.T) {
 		}
 		return nil
 	})
-	if toks, phase := tokenSecret(t, w); phase != operator.TokenPhaseTrusted || !slices.Equal(toks, both) {
+	if toks, phase := tokenSecret(t, w); phase != tokens.PhaseTrusted || !slices.Equal(toks, both) {
 		t.Fatalf("after the restart: phase %q, tokens changed %t", phase, !slices.Equal(toks, both))
 	}
 
@@ -96,7 +98,7 @@ func TestAdminTokenRotation(t *testing.T) {
 		}
 		return findEvent(ns, w.Name, "AdminTokenNotAccepted")
 	})
-	if toks, phase := tokenSecret(t, w); phase != operator.TokenPhaseTrusted || !slices.Equal(toks, both) {
+	if toks, phase := tokenSecret(t, w); phase != tokens.PhaseTrusted || !slices.Equal(toks, both) {
 		t.Fatalf("held rotation moved: phase %q, tokens %d", phase, len(toks))
 	}
 
@@ -145,7 +147,7 @@ func TestAdminTokenRotatesByAge(t *testing.T) {
 	g := startFakeGroup(t, ns, w.Name)
 	waitGroup(t, g, w, 1, "0:voter")
 	old, _ := tokenSecret(t, w)
-	skew.Store(int64(operator.AdminTokenMaxAge + time.Hour))
+	skew.Store(int64(tokens.MaxAge + time.Hour))
 	eventually(t, "the old token rotated away", func() error {
 		toks, phase := tokenSecret(t, w)
 		if phase != "" || len(toks) != 1 || toks[0] == old[0] {
@@ -205,7 +207,7 @@ func TestPeerCARotation(t *testing.T) {
 	g.freezeTLS(1, true, true)
 	runKubectl(t, "-n", ns, "annotate", "worker/"+w.Name, wov1.AnnotationRotatePeerCA+"=1", "--overwrite")
 	eventually(t, "the new CA trusted beside the old, pod 2 awaited", func() error {
-		if p := caSecret(t, w).Annotations["wo.writeonce.dev/peer-ca-phase"]; p != operator.CAPhaseTrusting {
+		if p := caSecret(t, w).Annotations["wo.writeonce.dev/peer-ca-phase"]; p != pki.CAPhaseTrusting {
 			return fmt.Errorf("phase %q", p)
 		}
 		if n := bundleSize(t, w); n != 2 {
@@ -227,7 +229,7 @@ func TestPeerCARotation(t *testing.T) {
 		}
 		return findEvent(ns, w.Name, "PeerCARotationWaiting")
 	})
-	if s := caSecret(t, w); s.Annotations["wo.writeonce.dev/peer-ca-phase"] != operator.CAPhaseTrusting || string(s.Data["tls.crt"]) != oldCA {
+	if s := caSecret(t, w); s.Annotations["wo.writeonce.dev/peer-ca-phase"] != pki.CAPhaseTrusting || string(s.Data["tls.crt"]) != oldCA {
 		t.Fatalf("the rotation moved while held: phase %q", s.Annotations["wo.writeonce.dev/peer-ca-phase"])
 	}
 	g.setDown(0, false)
@@ -235,7 +237,7 @@ func TestPeerCARotation(t *testing.T) {
 
 	eventually(t, "leaves re-issued from the new CA, pod 1 awaited", func() error {
 		s := caSecret(t, w)
-		if p := s.Annotations["wo.writeonce.dev/peer-ca-phase"]; p != operator.CAPhaseReissuing || string(s.Data["tls.crt"]) == oldCA {
+		if p := s.Annotations["wo.writeonce.dev/peer-ca-phase"]; p != pki.CAPhaseReissuing || string(s.Data["tls.crt"]) == oldCA {
 			return fmt.Errorf("phase %q", p)
 		}
 		c := condition(getWorker(t, w), wov1.ConditionPeerCARotating)

@@ -36,6 +36,7 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 // The suite runs against a real kube-apiserver and etcd started by envtest
@@ -301,7 +302,7 @@ func startOperator(t *testing.T, ns string, cfg *rest.Config, tune ...func(*oper
 	r := &operator.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("wo-operator"),
-		Options:  operator.Options{DefaultImage: "example/wo-worker:test"},
+		Options:  render.Options{DefaultImage: "example/wo-worker:test"},
 		// Pods are whatever the test runs in their place, on loopback.
 		AdminURL: testAdminURL,
 	}

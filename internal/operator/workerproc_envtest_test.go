@@ -30,7 +30,7 @@ import (
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/config"
-	"github.com/writeonce/wo/internal/operator"
+	"github.com/writeonce/wo/internal/operator/render"
 	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/internal/tokenfile"
 )
@@ -333,8 +333,8 @@ func (k *procKubelet) syncVolumesLocked(p *workerProc, vols map[string]map[strin
 func (k *procKubelet) startLocked(ctx context.Context, ord int, vols map[string]map[string][]byte) error {
 	pod := fmt.Sprintf("%s-%d", k.name, ord)
 	for _, need := range []struct{ vol, key string }{
-		{volConfig, operator.ConfigFile}, {volPeerTLS, operator.PeerCAFile}, {volPeerTLS, pod + ".crt"}, {volPeerTLS, pod + ".key"},
-		{volAdminToken, operator.AdminTokenFile},
+		{volConfig, render.ConfigFile}, {volPeerTLS, render.PeerCAFile}, {volPeerTLS, pod + ".crt"}, {volPeerTLS, pod + ".key"},
+		{volAdminToken, render.AdminTokenFile},
 	} {
 		if len(vols[need.vol][need.key]) == 0 {
 			return fmt.Errorf("pod %s: nothing for %s/%s yet", pod, need.vol, need.key)
@@ -351,23 +351,23 @@ func (k *procKubelet) startLocked(ctx context.Context, ord int, vols map[string]
 	}
 	var dial []string
 	for i, port := range k.peerPorts {
-		dial = append(dial, fmt.Sprintf("%s-%d.%s-headless.%s.svc:%d=127.0.0.1:%d", k.name, i, k.name, k.ns, operator.PortPeer, port))
+		dial = append(dial, fmt.Sprintf("%s-%d.%s-headless.%s.svc:%d=127.0.0.1:%d", k.name, i, k.name, k.ns, render.PortPeer, port))
 	}
 	tlsDir := k.podDir(pod, volPeerTLS)
-	cmd := exec.Command(k.bin, "--config", filepath.Join(k.podDir(pod, volConfig), operator.ConfigFile), "--data-dir", data,
+	cmd := exec.Command(k.bin, "--config", filepath.Join(k.podDir(pod, volConfig), render.ConfigFile), "--data-dir", data,
 		"--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0")
 	// The environment the pod template renders, with the pod-specific
 	// paths made local; WO_ORDINAL because this host's name is not the pod's.
 	cmd.Env = append(os.Environ(),
 		"WO_SHARDS=1",
 		"WO_ORDINAL="+strconv.Itoa(ord),
-		"WO_PEERS=0="+fmt.Sprintf("%s-0.%s-headless.%s.svc:%d", k.name, k.name, k.ns, operator.PortPeer),
+		"WO_PEERS=0="+fmt.Sprintf("%s-0.%s-headless.%s.svc:%d", k.name, k.name, k.ns, render.PortPeer),
 		"WO_PEER_ADDR=127.0.0.1:"+strconv.Itoa(k.peerPorts[ord]),
 		"WO_PEER_DIAL_MAP="+strings.Join(dial, ","),
 		"WO_PEER_CERT="+filepath.Join(tlsDir, pod+".crt"),
 		"WO_PEER_KEY="+filepath.Join(tlsDir, pod+".key"),
-		"WO_PEER_CA="+filepath.Join(tlsDir, operator.PeerCAFile),
-		"WO_ADMIN_TOKEN_FILE="+filepath.Join(k.podDir(pod, volAdminToken), operator.AdminTokenFile),
+		"WO_PEER_CA="+filepath.Join(tlsDir, render.PeerCAFile),
+		"WO_ADMIN_TOKEN_FILE="+filepath.Join(k.podDir(pod, volAdminToken), render.AdminTokenFile),
 	)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -478,8 +478,8 @@ func (k *procKubelet) killLocked(ords ...int) {
 			defer close(gone)
 			select {
 			case <-p.exited:
-			case <-time.After(time.Duration(operator.TerminationGracePeriodSeconds) * time.Second):
-				k.t.Logf("pod %s still runs %ds after SIGTERM: SIGKILL", p.pod, operator.TerminationGracePeriodSeconds)
+			case <-time.After(time.Duration(render.TerminationGracePeriodSeconds) * time.Second):
+				k.t.Logf("pod %s still runs %ds after SIGTERM: SIGKILL", p.pod, render.TerminationGracePeriodSeconds)
 				_ = p.cmd.Process.Kill()
 				<-p.exited
 			}
@@ -494,7 +494,7 @@ func (k *procKubelet) tokens(ctx context.Context) ([]string, map[string]string, 
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: k.name + "-admin-token"}, &sec); err != nil {
 		return nil, nil, err
 	}
-	tokens, err := tokenfile.Parse(sec.Data[operator.AdminTokenFile])
+	tokens, err := tokenfile.Parse(sec.Data[render.AdminTokenFile])
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin token Secret %s: %w", sec.Name, err)
 	}

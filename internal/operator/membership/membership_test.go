@@ -1,4 +1,4 @@
-package operator
+package membership
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/operator/optest"
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 // id is a bootstrap-style member ID: ordinal<<48 | incarnation.
@@ -86,7 +88,7 @@ func (g group) views() []PodView {
 }
 
 func worker(replicas, voters int32) *wov1.Worker {
-	w := testWorker("1")
+	w := optest.Worker("1")
 	w.Spec.Replicas = ptr.To(replicas)
 	w.Spec.Voters = ptr.To(voters)
 	w.Status.Bootstrapped = true
@@ -305,7 +307,7 @@ func TestDecide(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := Decide(MembershipInput{Worker: c.w, StatefulSetReplicas: c.sts, Pods: c.g.views()})
+			m := Decide(Input{Worker: c.w, StatefulSetReplicas: c.sts, Pods: c.g.views()})
 			if m.Next.Kind != c.want || (c.wantID != 0 && m.Next.ID != c.wantID) {
 				t.Fatalf("next = %v %s (%s), want %v %s", m.Next.Kind, m.Next.ID, m.Next.Reason, c.want, c.wantID)
 			}
@@ -337,7 +339,7 @@ func TestDecide(t *testing.T) {
 func TestDecideStatusMembers(t *testing.T) {
 	g := group{leader: 0, commit: 42, members: []adminapi.Member{voter(0, true), learner(2, 40)}, pods: 3,
 		joining: map[int]adminapi.ID{1: id(1, 99)}}
-	m := Decide(MembershipInput{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: g.views()})
+	m := Decide(Input{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: g.views()})
 	want := []wov1.MemberStatus{
 		{Pod: "chat-0", ID: id(0, 1).String(), Role: "voter", Applied: 42, Reachable: true},
 		{Pod: "chat-1", ID: id(1, 99).String(), Role: "joining", Reachable: true},
@@ -357,7 +359,7 @@ func TestDecidePicksTheNewestLeader(t *testing.T) {
 	views := g.views()
 	views[1].Cluster.Role, views[1].Cluster.Term, views[1].Cluster.Members = "leader", 9, views[0].Cluster.Members
 	views[1].Cluster.Voters, views[1].Cluster.Reachable = 3, 3
-	m := Decide(MembershipInput{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: views})
+	m := Decide(Input{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: views})
 	if m.Leader != "chat-1" {
 		t.Errorf("leader %q, want chat-1 (term 9 over term 2)", m.Leader)
 	}
@@ -369,14 +371,14 @@ func TestDecideDeletesDrainedVolumes(t *testing.T) {
 	w := worker(1, 3)
 	w.Status.Draining = []string{"chat-1", "chat-2"}
 	g := group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true)}, pods: 1}
-	m := Decide(MembershipInput{Worker: w, StatefulSetReplicas: 1, Pods: g.views()})
+	m := Decide(Input{Worker: w, StatefulSetReplicas: 1, Pods: g.views()})
 	if !slices.Equal(m.DeleteVolumes, []int{1, 2}) {
 		t.Errorf("DeleteVolumes %v, want [1 2]", m.DeleteVolumes)
 	}
 	// Scaled up again before the volumes went: they are not deleted by
 	// this path (the pods run again).
 	w.Spec.Replicas = ptr.To(int32(3))
-	m = Decide(MembershipInput{Worker: w, StatefulSetReplicas: 1, Pods: g.views()})
+	m = Decide(Input{Worker: w, StatefulSetReplicas: 1, Pods: g.views()})
 	if len(m.DeleteVolumes) != 0 || len(m.Draining) != 0 {
 		t.Errorf("after scaling up again: DeleteVolumes %v draining %v", m.DeleteVolumes, m.Draining)
 	}
@@ -416,7 +418,7 @@ func converge(t *testing.T, specs []spec) {
 			if step > 50 {
 				t.Fatalf("scale to %d: no convergence after 50 steps", size)
 			}
-			m := Decide(MembershipInput{Worker: w, StatefulSetReplicas: sts, Pods: g.views(sts)})
+			m := Decide(Input{Worker: w, StatefulSetReplicas: sts, Pods: g.views(sts)})
 			for _, mem := range g.members {
 				if int32(mem.Ordinal) >= m.StatefulSetReplicas {
 					t.Fatalf("scale to %d: StatefulSet to %d while %s is a member", size, m.StatefulSetReplicas, mem.ID)
@@ -427,7 +429,7 @@ func converge(t *testing.T, specs []spec) {
 			// from the list.
 			drained := m.Draining
 			for _, ord := range m.DeleteVolumes {
-				drained = slices.DeleteFunc(drained, func(p string) bool { return p == PodName(w, ord) })
+				drained = slices.DeleteFunc(drained, func(p string) bool { return p == render.PodName(w, ord) })
 			}
 			w.Status.Draining, w.Status.Members, w.Status.Bootstrapped = drained, m.Members, m.Bootstrapped
 			if m.Next.Kind == ActionNone && m.InStep {

@@ -1,4 +1,4 @@
-package operator
+package crdsync
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/writeonce/wo/config/crd"
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 // The CRD rule is limited to the Worker CRD: the operator can read and
@@ -44,7 +45,7 @@ func WorkerCRD() (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// SyncCRD brings the cluster's Worker CRD to the one this operator was
+// Sync brings the cluster's Worker CRD to the one this operator was
 // built with, by server-side apply (field manager wo-operator, taking over
 // the fields Helm or kubectl set). Helm installs a chart's crds/ once and
 // never upgrades them; the chart runs the operator with --sync-crd so that
@@ -52,7 +53,7 @@ func WorkerCRD() (*unstructured.Unstructured, error) {
 // never creates: the CRD must have been installed (by the chart's crds/ or
 // manifests/install.yaml), which keeps the operator's RBAC to get and patch
 // of this one object.
-func SyncCRD(ctx context.Context, c client.Client) error {
+func Sync(ctx context.Context, c client.Client) error {
 	u, err := WorkerCRD()
 	if err != nil {
 		return err
@@ -63,7 +64,7 @@ func SyncCRD(ctx context.Context, c client.Client) error {
 		return fmt.Errorf("sync CRD: get %s (install it with the chart or manifests/install.yaml): %w", CRDName, err)
 	}
 	//nolint:staticcheck // client.Apply with an unstructured object is the plain SSA path.
-	if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(ManagedBy), client.ForceOwnership); err != nil {
+	if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(render.ManagedBy), client.ForceOwnership); err != nil {
 		return fmt.Errorf("sync CRD: apply %s: %w", CRDName, err)
 	}
 	return nil

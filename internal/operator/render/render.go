@@ -1,4 +1,4 @@
-package operator
+package render
 
 import (
 	"crypto/sha256"
@@ -52,8 +52,13 @@ const (
 	// POD.crt and POD.key (one Secret for all pods: a StatefulSet's pods
 	// share one template, so each finds its own files by its name).
 	PeerTLSDir = "/etc/wo-peer"
-	// AdminTokenDir holds the admin token Secret (the file "token").
+	// AdminTokenDir holds the admin token Secret (the file AdminTokenFile).
 	AdminTokenDir = "/etc/wo-admin"
+	// PeerCAFile is the CA bundle the members trust, in the peer TLS
+	// Secret.
+	PeerCAFile = "ca.crt"
+	// AdminTokenFile is the admin token Secret's one key.
+	AdminTokenFile = "token"
 
 	// NonRootUID is the uid and gid the pods run as: the "nonroot" user of
 	// distroless images. It is numeric so runAsNonRoot can be verified by
@@ -131,34 +136,72 @@ type Objects struct {
 // image is set.
 var ErrNoImage = errors.New("no worker image: set spec.image or run the operator with --worker-image")
 
-// Shards returns WO_SHARDS for a Worker: max(1, floor(limits.cpu)), by the
-// same function the worker uses for its own default, so the two never
-// disagree. The downward API (resourceFieldRef limits.cpu) rounds up, which
-// would give a pod limited to 1.5 CPUs two shards competing for 1.5 CPUs of
-// quota; that is why the operator computes the number itself.
 // TerminationGracePeriodSeconds is what the operator renders: the worker's
 // default drain (http.drain_grace 5s + http.drain_timeout 15s) plus the
 // database close, with room to spare.
 const TerminationGracePeriodSeconds = 30
 
+// Shards returns WO_SHARDS for a Worker: max(1, floor(limits.cpu)), by the
+// same function the worker uses for its own default, so the two never
+// disagree. The downward API (resourceFieldRef limits.cpu) rounds up, which
+// would give a pod limited to 1.5 CPUs two shards competing for 1.5 CPUs of
+// quota; that is why the operator computes the number itself.
 func Shards(w *wov1.Worker) int {
 	return sizing.ShardsForMilliCPU(w.Spec.Resources.Limits.Cpu().MilliValue())
 }
 
-// Names of the objects a Worker owns.
-func statefulSetName(w *wov1.Worker) string { return w.Name }
-func headlessName(w *wov1.Worker) string    { return w.Name + "-headless" }
-func clientName(w *wov1.Worker) string      { return w.Name }
-func configMapName(w *wov1.Worker) string   { return w.Name + "-config" }
-func peerTLSName(w *wov1.Worker) string     { return w.Name + "-peer-tls" }
-func peerCAName(w *wov1.Worker) string      { return w.Name + "-peer-ca" }
-func adminTokenName(w *wov1.Worker) string  { return w.Name + "-admin-token" }
+// StatefulSetName is the name of a Worker's StatefulSet (its pods are
+// NAME-0, NAME-1, ...).
+func StatefulSetName(w *wov1.Worker) string { return w.Name }
+
+// HeadlessName is the StatefulSet's governing Service, which gives every
+// pod its stable DNS name.
+func HeadlessName(w *wov1.Worker) string { return w.Name + "-headless" }
+
+// ClientName is the load-balanced Service clients use.
+func ClientName(w *wov1.Worker) string { return w.Name }
+
+// ConfigMapName is the ConfigMap holding worker.toml.
+func ConfigMapName(w *wov1.Worker) string { return w.Name + "-config" }
+
+// PeerTLSName is the Secret every pod mounts at PeerTLSDir.
+func PeerTLSName(w *wov1.Worker) string { return w.Name + "-peer-tls" }
+
+// PeerCAName is the Secret holding the peer CA, which only the operator
+// reads (and cert-manager's CA Certificate and Issuer, when it issues).
+func PeerCAName(w *wov1.Worker) string { return w.Name + "-peer-ca" }
+
+// AdminTokenName is the Secret every pod mounts at AdminTokenDir.
+func AdminTokenName(w *wov1.Worker) string { return w.Name + "-admin-token" }
+
+// PodName is the name of the Worker's pod with this ordinal.
+func PodName(w *wov1.Worker, ordinal int) string {
+	return StatefulSetName(w) + "-" + strconv.Itoa(ordinal)
+}
+
+// OrdinalOf parses the ordinal out of one of the Worker's pod names.
+func OrdinalOf(w *wov1.Worker, pod string) (int, bool) {
+	rest, ok := strings.CutPrefix(pod, StatefulSetName(w)+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
+}
+
+// Replicas is spec.replicas with its default (1).
+func Replicas(w *wov1.Worker) int32 {
+	if w.Spec.Replicas == nil {
+		return 1
+	}
+	return *w.Spec.Replicas
+}
 
 // PeerHost is the stable DNS name of a pod through the headless Service,
 // without the cluster domain (resolv.conf's search list completes it, and
 // the peer certificates name both forms).
 func PeerHost(w *wov1.Worker, ordinal int) string {
-	return PodName(w, ordinal) + "." + headlessName(w) + "." + w.Namespace + ".svc"
+	return PodName(w, ordinal) + "." + HeadlessName(w) + "." + w.Namespace + ".svc"
 }
 
 // PeerAddr is a pod's peer address, as the members dial it.
@@ -186,18 +229,22 @@ func Selector(w *wov1.Worker) string {
 	return labels.SelectorFromSet(SelectorLabels(w)).String()
 }
 
-func objectLabels(w *wov1.Worker) map[string]string {
+// ObjectLabels are the labels of everything the operator makes for a
+// Worker: the selector's, and the managed-by label its cache selects on.
+func ObjectLabels(w *wov1.Worker) map[string]string {
 	l := SelectorLabels(w)
 	l[LabelManagedBy] = ManagedBy
 	l[LabelComponent] = "worker"
 	return l
 }
 
-func objectMeta(w *wov1.Worker, name string) metav1.ObjectMeta {
+// ObjectMeta is the metadata of an object the Worker owns: its labels and
+// the controller reference that garbage-collects it with the Worker.
+func ObjectMeta(w *wov1.Worker, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:      name,
 		Namespace: w.Namespace,
-		Labels:    objectLabels(w),
+		Labels:    ObjectLabels(w),
 		// Controller and BlockOwnerDeletion are both true: deleting the
 		// Worker garbage-collects its objects, and foreground deletion
 		// waits for them.
@@ -207,17 +254,18 @@ func objectMeta(w *wov1.Worker, name string) metav1.ObjectMeta {
 	}
 }
 
-// pinEnv is WO_PIN for a pinning mode. Shared CPUs are never pinned: pinning
+// PinEnv is WO_PIN for a pinning mode. Shared CPUs are never pinned: pinning
 // a shard thread to one CPU of a cpuset that other pods also run on would
 // only take away the kernel's freedom to move it off a busy core.
-func pinEnv(p wov1.Pinning) string {
+func PinEnv(p wov1.Pinning) string {
 	if p == wov1.PinningExclusive {
 		return "on"
 	}
 	return "off"
 }
 
-func ioEnv(io wov1.IO) string {
+// IOEnv is WO_IO: spec.io, auto when unset.
+func IOEnv(io wov1.IO) string {
 	if io == "" {
 		return string(wov1.IOAuto)
 	}
@@ -271,7 +319,7 @@ func Render(w *wov1.Worker, opts Options, c Cluster) (*Objects, error) {
 		StatefulSet: sts,
 	}
 	for _, o := range []metav1.Object{objs.ConfigMap, objs.Headless, objs.Client, objs.StatefulSet} {
-		h, err := desiredHash(o)
+		h, err := DesiredHash(o)
 		if err != nil {
 			return nil, err
 		}
@@ -294,8 +342,8 @@ func WorkerTOML(w *wov1.Worker, shards int, bootstrapped bool) string {
 	b.WriteString("# Edit the Worker, not this ConfigMap: the operator overwrites it.\n\n")
 	b.WriteString("[runtime]\n")
 	fmt.Fprintf(&b, "shards = %d\n", shards)
-	fmt.Fprintf(&b, "pin = %s\n", strconv.Quote(pinEnv(w.Spec.Pinning)))
-	fmt.Fprintf(&b, "io = %s\n", strconv.Quote(ioEnv(w.Spec.IO)))
+	fmt.Fprintf(&b, "pin = %s\n", strconv.Quote(PinEnv(w.Spec.Pinning)))
+	fmt.Fprintf(&b, "io = %s\n", strconv.Quote(IOEnv(w.Spec.IO)))
 	if w.Spec.Reductions != nil {
 		fmt.Fprintf(&b, "reductions = %d\n", *w.Spec.Reductions)
 	}
@@ -318,7 +366,7 @@ func WorkerTOML(w *wov1.Worker, shards int, bootstrapped bool) string {
 func RenderConfigMap(w *wov1.Worker, shards int, bootstrapped bool) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: objectMeta(w, configMapName(w)),
+		ObjectMeta: ObjectMeta(w, ConfigMapName(w)),
 		Data:       map[string]string{ConfigFile: WorkerTOML(w, shards, bootstrapped)},
 	}
 }
@@ -345,7 +393,7 @@ func servicePorts(headless bool) []corev1.ServicePort {
 func RenderHeadlessService(w *wov1.Worker) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: objectMeta(w, headlessName(w)),
+		ObjectMeta: ObjectMeta(w, HeadlessName(w)),
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			Selector:                 SelectorLabels(w),
@@ -360,7 +408,7 @@ func RenderHeadlessService(w *wov1.Worker) *corev1.Service {
 func RenderClientService(w *wov1.Worker) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: objectMeta(w, clientName(w)),
+		ObjectMeta: ObjectMeta(w, ClientName(w)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: SelectorLabels(w),
@@ -395,8 +443,8 @@ func RenderResources(w *wov1.Worker) corev1.ResourceRequirements {
 func RenderEnv(w *wov1.Worker, shards int) []corev1.EnvVar {
 	env := []corev1.EnvVar{
 		{Name: "WO_SHARDS", Value: strconv.Itoa(shards)},
-		{Name: "WO_PIN", Value: pinEnv(w.Spec.Pinning)},
-		{Name: "WO_IO", Value: ioEnv(w.Spec.IO)},
+		{Name: "WO_PIN", Value: PinEnv(w.Spec.Pinning)},
+		{Name: "WO_IO", Value: IOEnv(w.Spec.IO)},
 	}
 	if w.Spec.Reductions != nil {
 		env = append(env, corev1.EnvVar{Name: "WO_REDUCTIONS", Value: strconv.Itoa(int(*w.Spec.Reductions))})
@@ -466,10 +514,7 @@ func httpProbe(path string, period, failures int32) *corev1.Probe {
 // rolls the pods (a mounted ConfigMap changes under a running process, which
 // reads its config only at start).
 func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash string) *appsv1.StatefulSet {
-	replicas := int32(1)
-	if w.Spec.Replicas != nil {
-		replicas = *w.Spec.Replicas
-	}
+	replicas := Replicas(w)
 	// The schema defaults storage to 1Gi; a Worker built in Go without it
 	// gets the same.
 	storage := resource.MustParse(DefaultStorageSize)
@@ -525,14 +570,14 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 	}
 
 	sel := SelectorLabels(w)
-	podLabels := objectLabels(w)
+	podLabels := ObjectLabels(w)
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: objectMeta(w, statefulSetName(w)),
+		ObjectMeta: ObjectMeta(w, StatefulSetName(w)),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    ptr.To(replicas),
 			Selector:    &metav1.LabelSelector{MatchLabels: sel},
-			ServiceName: headlessName(w),
+			ServiceName: HeadlessName(w),
 			// Pods of a Worker do not depend on each other to start, so
 			// scaling creates or removes them all at once. Rolling
 			// updates are still one pod at a time.
@@ -562,13 +607,13 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 					Containers:                    []corev1.Container{container},
 					Volumes: []corev1.Volume{
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(w)},
+							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(w)},
 						}}},
 						{Name: "peer-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: peerTLSName(w), DefaultMode: ptr.To(int32(0o440)),
+							SecretName: PeerTLSName(w), DefaultMode: ptr.To(int32(0o440)),
 						}}},
 						{Name: "admin-token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: adminTokenName(w), DefaultMode: ptr.To(int32(0o440)),
+							SecretName: AdminTokenName(w), DefaultMode: ptr.To(int32(0o440)),
 						}}},
 						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 							SizeLimit: ptr.To(resource.MustParse("64Mi")),
@@ -613,10 +658,10 @@ func configHash(cm *corev1.ConfigMap) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// desiredHash hashes what an object's rendering decides: its labels, owner
+// DesiredHash hashes what an object's rendering decides: its labels, owner
 // references and its spec or data. encoding/json sorts map keys, so equal
 // renderings hash equally.
-func desiredHash(o metav1.Object) (string, error) {
+func DesiredHash(o metav1.Object) (string, error) {
 	var body any
 	switch v := o.(type) {
 	case *corev1.ConfigMap:
@@ -640,4 +685,10 @@ func desiredHash(o metav1.Object) (string, error) {
 	}
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8]), nil
+}
+
+// Condition is a status condition of the Worker; the reconciler stamps its
+// generation and transition time when it writes the status.
+func Condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg}
 }

@@ -1,4 +1,4 @@
-package operator
+package membership
 
 import (
 	"cmp"
@@ -11,15 +11,8 @@ import (
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
+	"github.com/writeonce/wo/internal/operator/render"
 )
-
-// The membership controller is split the way raft itself is: Decide is a
-// pure function from what the operator sees (the spec, the previous status,
-// each pod's GET /admin/cluster) to the next single step, and the reconciler
-// performs that step and looks again. Nothing is remembered between
-// reconciles except what Decide put into the Worker's status, so an operator
-// restarted in the middle of a change recomputes the same step from the same
-// world.
 
 // DefaultVoters is spec.voters when it is unset (the CRD's default).
 const DefaultVoters = 3
@@ -56,8 +49,8 @@ type PodView struct {
 	Err     error
 }
 
-// MembershipInput is everything Decide looks at.
-type MembershipInput struct {
+// Input is everything Decide looks at.
+type Input struct {
 	// Worker names the pods and carries spec.replicas, spec.voters and the
 	// previous status (members, draining, bootstrapped).
 	Worker *wov1.Worker
@@ -134,9 +127,9 @@ type Action struct {
 	Blocked ActionKind
 }
 
-// Membership is Decide's answer: the next step and everything the status
+// Decision is Decide's answer: the next step and everything the status
 // and the rendering derive from the same view.
-type Membership struct {
+type Decision struct {
 	Next Action
 	// StatefulSetReplicas is the pod count to render: spec.replicas, or
 	// more while members on higher ordinals are still in the group (the
@@ -161,21 +154,6 @@ type Membership struct {
 	// InStep is true when every desired pod is a member and the voters are
 	// what the spec asks for.
 	InStep bool
-}
-
-// PodName is the name of the Worker's pod with this ordinal.
-func PodName(w *wov1.Worker, ordinal int) string {
-	return statefulSetName(w) + "-" + strconv.Itoa(ordinal)
-}
-
-// ordinalOf parses the ordinal out of one of the Worker's pod names.
-func ordinalOf(w *wov1.Worker, pod string) (int, bool) {
-	rest, ok := strings.CutPrefix(pod, statefulSetName(w)+"-")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(rest)
-	return n, err == nil && n >= 0
 }
 
 // SpecVoters is spec.voters with its default.
@@ -204,14 +182,14 @@ func leaderView(pods []PodView) (PodView, bool) {
 }
 
 // Decide computes the next membership step. It is pure.
-func Decide(in MembershipInput) Membership {
+func Decide(in Input) Decision {
 	w := in.Worker
-	desired := derefReplicas(w.Spec.Replicas)
+	desired := render.Replicas(w)
 	catchUp := in.CatchUpEntries
 	if catchUp == 0 {
 		catchUp = DefaultCatchUpEntries
 	}
-	out := Membership{
+	out := Decision{
 		TargetVoters: EffectiveVoters(SpecVoters(w), desired),
 		Bootstrapped: w.Status.Bootstrapped,
 	}
@@ -229,7 +207,7 @@ func Decide(in MembershipInput) Membership {
 	}
 	out.HaveView = true
 	L := lv.Cluster
-	out.Leader = PodName(w, lv.Ordinal)
+	out.Leader = render.PodName(w, lv.Ordinal)
 
 	// The configuration, by ordinal (highest first for the scale-down), and
 	// the voters in it.
@@ -256,7 +234,7 @@ func Decide(in MembershipInput) Membership {
 	}
 	for _, m := range members {
 		if desired > 0 && int32(m.Ordinal) >= desired {
-			out.Draining = append(out.Draining, PodName(w, m.Ordinal))
+			out.Draining = append(out.Draining, render.PodName(w, m.Ordinal))
 		}
 	}
 	out.Draining, out.DeleteVolumes = carryDraining(w, out.Draining, out.StatefulSetReplicas, desired)
@@ -264,10 +242,10 @@ func Decide(in MembershipInput) Membership {
 
 	reach, quorum := L.Reachable, L.Voters/2+1
 	if reach >= quorum {
-		out.Quorum = condition(wov1.ConditionQuorum, metav1.ConditionTrue, "QuorumReachable",
+		out.Quorum = render.Condition(wov1.ConditionQuorum, metav1.ConditionTrue, "QuorumReachable",
 			fmt.Sprintf("leader %s reaches %d of %d voters (quorum %d)", out.Leader, reach, L.Voters, quorum))
 	} else {
-		out.Quorum = condition(wov1.ConditionQuorum, metav1.ConditionFalse, "QuorumLost",
+		out.Quorum = render.Condition(wov1.ConditionQuorum, metav1.ConditionFalse, "QuorumLost",
 			fmt.Sprintf("leader %s reaches %d of %d voters, fewer than the quorum of %d: writes and linearizable reads fail until more voters are back", out.Leader, reach, L.Voters, quorum))
 	}
 
@@ -277,7 +255,7 @@ func Decide(in MembershipInput) Membership {
 		return out
 	}
 
-	act := func(a Action) Membership {
+	act := func(a Action) Decision {
 		a.Via = lv.Ordinal
 		out.Next = a
 		return out
@@ -293,10 +271,10 @@ func Decide(in MembershipInput) Membership {
 		}
 		if why, safe := removalKeepsQuorum(L, members, m); !safe {
 			return act(Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
-				Reason: fmt.Sprintf("pod %s came back as a new member %s; removing its old ID %s %s", PodName(w, m.Ordinal), v.Cluster.Self, m.ID, why)})
+				Reason: fmt.Sprintf("pod %s came back as a new member %s; removing its old ID %s %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID, why)})
 		}
 		return act(Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
-			Reason: fmt.Sprintf("pod %s came back as a new member %s (its volume was replaced): removing its old ID %s", PodName(w, m.Ordinal), v.Cluster.Self, m.ID)})
+			Reason: fmt.Sprintf("pod %s came back as a new member %s (its volume was replaced): removing its old ID %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID)})
 	}
 
 	// 2. Scale-down: the highest ordinal first, leadership moved away
@@ -313,14 +291,14 @@ func Decide(in MembershipInput) Membership {
 						Reason: fmt.Sprintf("pod %s leads and is to be removed, but no reachable voter on pods 0..%d can take over: the scale-down waits for one", out.Leader, desired-1)})
 				}
 				return act(Action{Kind: ActionTransferLeader, ID: to.ID, Ordinal: to.Ordinal,
-					Reason: fmt.Sprintf("pod %s leads and is to be removed: transferring leadership to %s first", out.Leader, PodName(w, to.Ordinal))})
+					Reason: fmt.Sprintf("pod %s leads and is to be removed: transferring leadership to %s first", out.Leader, render.PodName(w, to.Ordinal))})
 			}
 			if why, safe := removalKeepsQuorum(L, members, m); !safe {
 				return act(Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
-					Reason: fmt.Sprintf("scale-down to %d waits: removing %s %s", desired, PodName(w, m.Ordinal), why)})
+					Reason: fmt.Sprintf("scale-down to %d waits: removing %s %s", desired, render.PodName(w, m.Ordinal), why)})
 			}
 			return act(Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
-				Reason: fmt.Sprintf("scale-down to %d: removing %s %s (%s) from the group before its pod goes", desired, m.Role, PodName(w, m.Ordinal), m.ID)})
+				Reason: fmt.Sprintf("scale-down to %d: removing %s %s (%s) from the group before its pod goes", desired, m.Role, render.PodName(w, m.Ordinal), m.ID)})
 		}
 	}
 
@@ -340,7 +318,7 @@ func Decide(in MembershipInput) Membership {
 			continue
 		}
 		return act(Action{Kind: ActionAddLearner, ID: v.Cluster.Self, Ordinal: ord,
-			Reason: fmt.Sprintf("pod %s is waiting to join as %s: adding it as a learner", PodName(w, ord), v.Cluster.Self)})
+			Reason: fmt.Sprintf("pod %s is waiting to join as %s: adding it as a learner", render.PodName(w, ord), v.Cluster.Self)})
 	}
 
 	// 4. Promotion: caught-up learners become voters, lowest ordinal
@@ -357,11 +335,11 @@ func Decide(in MembershipInput) Membership {
 				lag = L.Commit - m.Match
 			}
 			if !m.Reachable || lag > catchUp {
-				lagging = append(lagging, fmt.Sprintf("%s (match %d of commit %d, reachable %t)", PodName(w, m.Ordinal), m.Match, L.Commit, m.Reachable))
+				lagging = append(lagging, fmt.Sprintf("%s (match %d of commit %d, reachable %t)", render.PodName(w, m.Ordinal), m.Match, L.Commit, m.Reachable))
 				continue
 			}
 			return act(Action{Kind: ActionPromote, ID: m.ID, Ordinal: m.Ordinal,
-				Reason: fmt.Sprintf("learner %s caught up (match %d of commit %d): promoting it to voter %d of %d", PodName(w, m.Ordinal), m.Match, L.Commit, out.Voters+1, out.TargetVoters)})
+				Reason: fmt.Sprintf("learner %s caught up (match %d of commit %d): promoting it to voter %d of %d", render.PodName(w, m.Ordinal), m.Match, L.Commit, out.Voters+1, out.TargetVoters)})
 		}
 	}
 
@@ -380,14 +358,14 @@ func Decide(in MembershipInput) Membership {
 	}
 	for ord := 0; int32(ord) < desired; ord++ {
 		if !byOrdinal[ord] {
-			waits = append(waits, "pod "+PodName(w, ord)+" is not a member yet"+podSays(views, ord))
+			waits = append(waits, "pod "+render.PodName(w, ord)+" is not a member yet"+podSays(views, ord))
 		}
 	}
 	for _, v := range in.Pods {
 		if v.Err == nil && v.Cluster.Self != 0 && !inConfig(members, v.Cluster.Self) && int32(v.Ordinal) < desired &&
 			(v.Cluster.State == adminapi.StateRemoved || v.Cluster.State == adminapi.StateStopped) {
 			waits = append(waits, fmt.Sprintf("pod %s holds the removed member %s on its volume: delete its PersistentVolumeClaim %s and the pod so it starts empty and joins as a new member",
-				PodName(w, v.Ordinal), v.Cluster.Self, DataVolume+"-"+PodName(w, v.Ordinal)))
+				render.PodName(w, v.Ordinal), v.Cluster.Self, render.DataVolume+"-"+render.PodName(w, v.Ordinal)))
 		}
 	}
 	out.InStep = len(waits) == 0 && len(out.Draining) == 0 && out.Voters == out.TargetVoters && reach >= quorum
@@ -409,7 +387,7 @@ func inConfig(members []adminapi.Member, id adminapi.ID) bool {
 // decideBlind is Decide without a leader: no membership step is possible
 // (changes are proposed on the leader), so it only keeps the pods running
 // that the group may need to elect one.
-func decideBlind(in MembershipInput, out Membership, views map[int]PodView, desired int32) Membership {
+func decideBlind(in Input, out Decision, views map[int]PodView, desired int32) Decision {
 	w := in.Worker
 	// The last known configuration, from the previous status: its pods
 	// must run for the group to regain a leader, even when spec.replicas
@@ -419,7 +397,7 @@ func decideBlind(in MembershipInput, out Membership, views map[int]PodView, desi
 		if m.Role != wov1.MemberVoter && m.Role != wov1.MemberLearner {
 			continue
 		}
-		if ord, ok := ordinalOf(w, m.Pod); ok {
+		if ord, ok := render.OrdinalOf(w, m.Pod); ok {
 			lastMax = max(lastMax, ord)
 		}
 	}
@@ -433,7 +411,7 @@ func decideBlind(in MembershipInput, out Membership, views map[int]PodView, desi
 	// themselves still say.
 	for _, m := range w.Status.Members {
 		m.Reachable = false
-		if ord, ok := ordinalOf(w, m.Pod); ok {
+		if ord, ok := render.OrdinalOf(w, m.Pod); ok {
 			if v, ok := views[ord]; ok && v.Err == nil && v.Cluster.Self.String() == m.ID {
 				m.Applied = v.Cluster.Applied
 				m.Reachable = true
@@ -451,15 +429,15 @@ func decideBlind(in MembershipInput, out Membership, views map[int]PodView, desi
 	case in.StatefulSetReplicas <= 0 || len(in.Pods) == 0:
 		why = "no pod runs yet"
 	case !out.Bootstrapped:
-		why = "waiting for pod " + PodName(w, 0) + " to bootstrap the group" + podSays(views, 0)
+		why = "waiting for pod " + render.PodName(w, 0) + " to bootstrap the group" + podSays(views, 0)
 	default:
 		var says []string
 		for _, p := range in.Pods {
-			says = append(says, PodName(w, p.Ordinal)+podSays(views, p.Ordinal))
+			says = append(says, render.PodName(w, p.Ordinal)+podSays(views, p.Ordinal))
 		}
 		why = "no member knows a leader: " + strings.Join(says, ", ")
 	}
-	out.Quorum = condition(wov1.ConditionQuorum, metav1.ConditionFalse, "NoLeader", why)
+	out.Quorum = render.Condition(wov1.ConditionQuorum, metav1.ConditionFalse, "NoLeader", why)
 	out.Next = Action{Kind: ActionNone, Reason: why}
 	return out
 }
@@ -547,7 +525,7 @@ func decideDemotion(w *wov1.Worker, L adminapi.Cluster, members []adminapi.Membe
 	}
 	blocked := func(why string) Action {
 		return Action{Kind: ActionBlocked, Blocked: ActionDemote, ID: next.ID, Ordinal: next.Ordinal,
-			Reason: fmt.Sprintf("lowering the voters from %d to %d waits: demoting %s %s", have, want, PodName(w, next.Ordinal), why)}
+			Reason: fmt.Sprintf("lowering the voters from %d to %d waits: demoting %s %s", have, want, render.PodName(w, next.Ordinal), why)}
 	}
 	if q := L.Voters/2 + 1; L.Reachable < q {
 		return blocked(fmt.Sprintf("needs the quorum now, and the leader reaches %d of %d voters (quorum %d)", L.Reachable, L.Voters, q))
@@ -558,13 +536,13 @@ func decideDemotion(w *wov1.Worker, L adminapi.Cluster, members []adminapi.Membe
 			return blocked("needs leadership moved first, and no reachable voter that stays one can take over")
 		}
 		return Action{Kind: ActionTransferLeader, ID: to.ID, Ordinal: to.Ordinal,
-			Reason: fmt.Sprintf("pod %s leads and is to become a learner (voters %d -> %d): transferring leadership to %s first", leader, have, want, PodName(w, to.Ordinal))}
+			Reason: fmt.Sprintf("pod %s leads and is to become a learner (voters %d -> %d): transferring leadership to %s first", leader, have, want, render.PodName(w, to.Ordinal))}
 	}
 	if why, safe := removalKeepsQuorum(L, members, next); !safe {
 		return blocked(why)
 	}
 	return Action{Kind: ActionDemote, ID: next.ID, Ordinal: next.Ordinal,
-		Reason: fmt.Sprintf("spec.voters is %d and the group has %d: demoting voter %s (%s) to a learner; it keeps its data and its place in the group", want, have, PodName(w, next.Ordinal), next.ID)}
+		Reason: fmt.Sprintf("spec.voters is %d and the group has %d: demoting voter %s (%s) to a learner; it keeps its data and its place in the group", want, have, render.PodName(w, next.Ordinal), next.ID)}
 }
 
 // carryDraining merges the members draining now with the pods the previous
@@ -580,7 +558,7 @@ func carryDraining(w *wov1.Worker, now []string, stsReplicas, desired int32) ([]
 	out := slices.Clone(now)
 	var del []int
 	for _, p := range w.Status.Draining {
-		ord, ok := ordinalOf(w, p)
+		ord, ok := render.OrdinalOf(w, p)
 		if !ok || set[p] || int32(ord) < desired {
 			continue
 		}
@@ -591,8 +569,8 @@ func carryDraining(w *wov1.Worker, now []string, stsReplicas, desired int32) ([]
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int {
-		oa, _ := ordinalOf(w, a)
-		ob, _ := ordinalOf(w, b)
+		oa, _ := render.OrdinalOf(w, a)
+		ob, _ := render.OrdinalOf(w, b)
 		return cmp.Compare(ob, oa)
 	})
 	slices.Sort(del)
@@ -607,7 +585,7 @@ func memberStatuses(w *wov1.Worker, L adminapi.Cluster, members []adminapi.Membe
 	seen := map[adminapi.ID]bool{}
 	for _, m := range members {
 		seen[m.ID] = true
-		ms := wov1.MemberStatus{Pod: PodName(w, m.Ordinal), ID: m.ID.String(), Role: m.Role, Reachable: m.Reachable || m.ID == L.Self}
+		ms := wov1.MemberStatus{Pod: render.PodName(w, m.Ordinal), ID: m.ID.String(), Role: m.Role, Reachable: m.Reachable || m.ID == L.Self}
 		if v, ok := views[m.Ordinal]; ok && v.Err == nil && v.Cluster.Self == m.ID {
 			ms.Applied = v.Cluster.Applied
 		}
@@ -626,16 +604,12 @@ func memberStatuses(w *wov1.Worker, L adminapi.Cluster, members []adminapi.Membe
 		default:
 			continue
 		}
-		out = append(out, wov1.MemberStatus{Pod: PodName(w, v.Ordinal), ID: v.Cluster.Self.String(), Role: role, Applied: v.Cluster.Applied, Reachable: true})
+		out = append(out, wov1.MemberStatus{Pod: render.PodName(w, v.Ordinal), ID: v.Cluster.Self.String(), Role: role, Applied: v.Cluster.Applied, Reachable: true})
 	}
 	slices.SortFunc(out, func(a, b wov1.MemberStatus) int {
-		oa, _ := ordinalOf(w, a.Pod)
-		ob, _ := ordinalOf(w, b.Pod)
+		oa, _ := render.OrdinalOf(w, a.Pod)
+		ob, _ := render.OrdinalOf(w, b.Pod)
 		return cmp.Or(cmp.Compare(oa, ob), cmp.Compare(a.ID, b.ID))
 	})
 	return out
-}
-
-func condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
-	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg}
 }

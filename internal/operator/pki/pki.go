@@ -1,4 +1,4 @@
-package operator
+package pki
 
 import (
 	"crypto/ecdsa"
@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/operator/render"
 )
 
 // The members' peer certificates: a CA per Worker, kept in the Secret
@@ -24,14 +24,12 @@ import (
 // other both ways). It is renewed once a third of its life is left, into the
 // same Secret: the kubelet updates the mounted files and the worker reads
 // them again on its next handshake, so nothing restarts. The CA lives ten
-// years; peertls.go rotates it.
+// years; rotation.go holds the state of its rotation.
 
-// Secret keys.
+// The CA Secret's keys (a kubernetes.io/tls Secret's).
 const (
-	PeerCAFile     = "ca.crt"
-	AdminTokenFile = "token"
-	caCertKey      = "tls.crt"
-	caKeyKey       = "tls.key"
+	caCertKey = "tls.crt"
+	caKeyKey  = "tls.key"
 )
 
 // DefaultPeerCertValidity is a leaf's lifetime.
@@ -61,6 +59,11 @@ func encodeKey(k *ecdsa.PrivateKey) ([]byte, error) {
 		return nil, fmt.Errorf("encode key: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+// Data is the CA Secret's data for this CA.
+func (ca *CA) Data() map[string][]byte {
+	return map[string][]byte{caCertKey: ca.CertPEM, caKeyKey: ca.KeyPEM}
 }
 
 // NewCA makes a Worker's CA.
@@ -133,12 +136,12 @@ func parseCert(pemBytes []byte) (*x509.Certificate, error) {
 // name through the headless Service, with and without the default cluster
 // domain, and the short forms resolv.conf's search list completes.
 func PeerDNSNames(w *wov1.Worker, ordinal int) []string {
-	pod := PodName(w, ordinal)
+	pod := render.PodName(w, ordinal)
 	return []string{
-		PeerHost(w, ordinal),
-		PeerHost(w, ordinal) + ".cluster.local",
-		pod + "." + headlessName(w) + "." + w.Namespace,
-		pod + "." + headlessName(w),
+		render.PeerHost(w, ordinal),
+		render.PeerHost(w, ordinal) + ".cluster.local",
+		pod + "." + render.HeadlessName(w) + "." + w.Namespace,
+		pod + "." + render.HeadlessName(w),
 	}
 }
 
@@ -146,7 +149,7 @@ func PeerDNSNames(w *wov1.Worker, ordinal int) []string {
 func (ca *CA) IssueLeaf(w *wov1.Worker, ordinal int, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("leaf key for %s: %w", PodName(w, ordinal), err)
+		return nil, nil, fmt.Errorf("leaf key for %s: %w", render.PodName(w, ordinal), err)
 	}
 	sn, err := serial()
 	if err != nil {
@@ -154,7 +157,7 @@ func (ca *CA) IssueLeaf(w *wov1.Worker, ordinal int, now time.Time, validity tim
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: PodName(w, ordinal), Organization: []string{"wo"}},
+		Subject:      pkix.Name{CommonName: render.PodName(w, ordinal), Organization: []string{"wo"}},
 		DNSNames:     PeerDNSNames(w, ordinal),
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(validity),
@@ -163,7 +166,7 @@ func (ca *CA) IssueLeaf(w *wov1.Worker, ordinal int, now time.Time, validity tim
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("leaf certificate for %s: %w", PodName(w, ordinal), err)
+		return nil, nil, fmt.Errorf("leaf certificate for %s: %w", render.PodName(w, ordinal), err)
 	}
 	keyPEM, err = encodeKey(key)
 	if err != nil {
@@ -186,8 +189,8 @@ func LeafNeedsRenewal(ca *CA, w *wov1.Worker, ordinal int, certPEM, keyPEM []byt
 	if err := cert.CheckSignatureFrom(ca.Cert); err != nil {
 		return true, "not signed by the current CA"
 	}
-	if err := cert.VerifyHostname(PeerHost(w, ordinal)); err != nil {
-		return true, "does not name " + PeerHost(w, ordinal)
+	if err := cert.VerifyHostname(render.PeerHost(w, ordinal)); err != nil {
+		return true, "does not name " + render.PeerHost(w, ordinal)
 	}
 	life := cert.NotAfter.Sub(cert.NotBefore)
 	if left := cert.NotAfter.Sub(now); left < life/3 {
@@ -196,26 +199,17 @@ func LeafNeedsRenewal(ca *CA, w *wov1.Worker, ordinal int, certPEM, keyPEM []byt
 	return false, ""
 }
 
-// leafKeys are the Secret keys of a pod's leaf.
-func leafKeys(w *wov1.Worker, ordinal int) (cert, key string) {
-	pod := PodName(w, ordinal)
+// LeafKeys are the Secret keys of a pod's leaf.
+func LeafKeys(w *wov1.Worker, ordinal int) (cert, key string) {
+	pod := render.PodName(w, ordinal)
 	return pod + ".crt", pod + ".key"
 }
 
-// NewAdminToken is a fresh admin API token: 32 random bytes, hex.
-func NewAdminToken() ([]byte, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("admin token: %w", err)
-	}
-	return []byte(hex.EncodeToString(b)), nil
-}
-
-// leafOrdinal parses POD.crt / POD.key keys back to an ordinal.
-func leafOrdinal(w *wov1.Worker, key string) (int, bool) {
+// LeafOrdinal parses POD.crt / POD.key keys back to an ordinal.
+func LeafOrdinal(w *wov1.Worker, key string) (int, bool) {
 	for _, ext := range []string{".crt", ".key"} {
 		if len(key) > len(ext) && key[len(key)-len(ext):] == ext {
-			return ordinalOf(w, key[:len(key)-len(ext)])
+			return render.OrdinalOf(w, key[:len(key)-len(ext)])
 		}
 	}
 	return 0, false

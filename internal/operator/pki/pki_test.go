@@ -1,14 +1,18 @@
-package operator
+package pki
 
 import (
 	"crypto/tls"
 	"crypto/x509"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/writeonce/wo/internal/operator/optest"
 )
 
 func TestPeerCertificates(t *testing.T) {
-	w := testWorker("1")
+	w := optest.Worker("1")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ca, err := NewCA(w, now)
 	if err != nil {
@@ -69,7 +73,7 @@ func TestPeerCertificates(t *testing.T) {
 // Whatever a Secret holds (someone edited it, a truncated write), reading
 // the CA and judging a leaf return an answer and never panic.
 func FuzzPeerSecret(f *testing.F) {
-	w := testWorker("1")
+	w := optest.Worker("1")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ca, err := NewCA(w, now)
 	if err != nil {
@@ -90,4 +94,14 @@ func FuzzPeerSecret(f *testing.F) {
 			t.Fatal("renewal without a reason")
 		}
 	})
+}
+
+func TestCABundleByPhase(t *testing.T) {
+	s := &corev1.Secret{Data: map[string][]byte{caCertKey: []byte("CUR\n"), caNextCertKey: []byte("NEXT\n"), caPreviousCertKey: []byte("PREV")}}
+	for phase, want := range map[string]string{"": "CUR\n", CAPhaseTrusting: "NEXT\nCUR\n", CAPhaseReissuing: "CUR\nPREV\n"} {
+		s.Annotations = map[string]string{annotationCAPhase: phase}
+		if got := string(Bundle(s)); got != want {
+			t.Errorf("phase %q: bundle %q, want %q", phase, got, want)
+		}
+	}
 }

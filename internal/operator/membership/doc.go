@@ -1,0 +1,14 @@
+// Package membership decides the raft group's next membership step for a
+// Worker: Decide is a pure function from what the operator sees (the spec,
+// the previous status, the StatefulSet's pod count and each pod's
+// GET /admin/cluster) to one step, which the reconciler performs before
+// looking again. It adds each new pod as a learner, promotes it once caught
+// up until spec.voters vote, removes the members on the highest ordinals on
+// a scale-down (moving leadership off them first) before the StatefulSet
+// shrinks, and demotes voters when spec.voters is lowered, never below a
+// quorum.
+//
+// Nothing is remembered between reconciles except what Decide put into the
+// Worker's status, so an operator restarted in the middle of a change
+// recomputes the same step from the same world.
+package membership
