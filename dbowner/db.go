@@ -372,13 +372,32 @@ func (d *DB) TransferLeader(f *runtime.Fiber, to uint64) error {
 	return d.call(f, request{kind: reqTransfer, op: "transfer leadership", id: to}).err
 }
 
-// call runs a request that may wait: inline on the owner shard, by message
-// elsewhere.
+// call runs a request that waits on a fiber of the owner shard (status,
+// membership, close) there: runtime.OnShard, inline on the owner shard.
+// From another shard the call carries a CLIENT span here and a SERVER span
+// there, whose parent travels through the propagator, as every
+// cross-shard call's does.
 func (d *DB) call(f *runtime.Fiber, req request) response {
-	if f.Shard() == OwnerShard {
-		return d.o.serve(f, &req, nil)
+	var sp trace.Span
+	crossing := f.Shard() != OwnerShard
+	if crossing {
+		sp = d.clientSpan(f, &req)
 	}
-	return d.remote(f, req)
+	o := d.o
+	resp, err := runtime.OnShard(f, OwnerShard, 0, func(g *runtime.Fiber) response {
+		var ssp trace.Span
+		if crossing {
+			ssp = o.serverSpan(&req)
+		}
+		resp := o.serve(g, &req, ssp)
+		endSpan(ssp, resp.err)
+		return resp
+	})
+	if err != nil {
+		resp.err = fmt.Errorf("dbowner: %s: %w", req.op, err)
+	}
+	endSpan(sp, resp.err)
+	return resp
 }
 
 // WithContext returns a copy of the handle whose calls' spans are children
@@ -499,15 +518,22 @@ func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, 
 	return resp.seq, resp.err
 }
 
-// remote sends req to the owner and parks until the answer, with a CLIENT
-// span on this shard whose context travels in the request.
-func (d *DB) remote(f *runtime.Fiber, req request) response {
+// clientSpan starts the CLIENT span of a call leaving f's shard and puts
+// its context in req, for the owner's SERVER span (owner.serverSpan).
+func (d *DB) clientSpan(f *runtime.Fiber, req *request) trace.Span {
 	req.from = f.Shard()
 	ctx, sp := startSpan(d.tr, d.ctx, trace.SpanKindClient, req.op, req.table, f.Shard())
 	if sp != nil {
 		req.trace = propagation.MapCarrier{}
 		propagator.Inject(ctx, req.trace)
 	}
+	return sp
+}
+
+// remote sends req to the owner's actor and parks until the answer, with a
+// CLIENT span on this shard whose context travels in the request.
+func (d *DB) remote(f *runtime.Fiber, req request) response {
+	sp := d.clientSpan(f, &req)
 	resp, err := runtime.Ask(f, d.addr, 0, func(r runtime.Reply[response]) request {
 		req.reply = r
 		return req

@@ -89,10 +89,7 @@ func (y *yieldWriter) Write(p []byte) (int, error) {
 
 func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 	o := a.o
-	var sp trace.Span
-	if req.trace != nil {
-		_, sp = startSpan(o.tr, propagator.Extract(context.Background(), req.trace), trace.SpanKindServer, req.op, req.table, req.from)
-	}
+	sp := o.serverSpan(&req)
 	if req.kind == reqOpen {
 		runtime.Go(f, func(f *runtime.Fiber) {
 			// A panic while opening (a bug met by recovery, a broken
@@ -127,6 +124,17 @@ func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 		endSpan(sp, resp.err)
 		req.reply.Send(f, resp)
 	})
+}
+
+// serverSpan starts the owner's SERVER span of a call from another shard,
+// the child of the CLIENT span whose context came in req (nil when
+// tracing is off).
+func (o *owner) serverSpan(req *request) trace.Span {
+	if req.trace == nil {
+		return nil
+	}
+	_, sp := startSpan(o.tr, propagator.Extract(context.Background(), req.trace), trace.SpanKindServer, req.op, req.table, req.from)
+	return sp
 }
 
 // serve runs a request that may wait, on its own fiber of the owner shard

@@ -17,8 +17,8 @@ import (
 type workKind uint8
 
 const (
-	workStep      workKind = iota + 1
-	workSubmit             // a waiter was registered (id): step it into raft
+	workStep   workKind = iota + 1
+	workSubmit          // a waiter was registered (id): step it into raft
 	workUnreachable
 	workSnapStatus
 	workRemoved

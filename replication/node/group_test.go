@@ -14,13 +14,7 @@ import (
 
 // groupCases are the behaviours every transport must give a group of 3.
 func testGroupBasics(t *testing.T, useTCP bool) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, useTCP)
-		if useTCP {
-			g.tls = groupTLS(t)
-		}
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3, tcp: useTCP, tls: useTCP}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 
 		// Replication: writes through every member (followers forward to
@@ -90,7 +84,6 @@ func testGroupBasics(t *testing.T, useTCP bool) {
 			_, ok := g.members[lead].sm.get("post-crash")
 			return ok && g.members[lead].sm.len() == 32
 		})
-		return 0
 	})
 }
 
@@ -99,7 +92,7 @@ func (n *Node) proposeShort(g *group, cmd string) (uint64, error) {
 	m := g.members[n.ID()]
 	var idx uint64
 	var err error
-	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) { idx, err = n.Propose(f, []byte(cmd), 30*testTick) })
+	g.on(m, func(f *runtime.Fiber) { idx, err = n.Propose(f, []byte(cmd), 30*testTick) })
 	return idx, err
 }
 
@@ -108,10 +101,7 @@ func TestGroupOnMemoryTransport(t *testing.T) { testGroupBasics(t, false) }
 func TestGroupOnTCPWithMutualTLS(t *testing.T) { testGroupBasics(t, true) }
 
 func TestSingleMemberGroup(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(1)
+	scenario{members: 1}.run(t, func(g *group, f *runtime.Fiber) {
 		g.leader()
 		for i := range 10 {
 			g.mustPropose(1, fmt.Sprintf("k%d=%d", i, i))
@@ -122,7 +112,6 @@ func TestSingleMemberGroup(t *testing.T) {
 		if n := g.members[1].sm.len(); n != 10 {
 			fatalf(t, "%d keys, want 10", n)
 		}
-		return 0
 	})
 }
 
@@ -134,11 +123,7 @@ func TestMembershipChangesOnMemory(t *testing.T) { testMembershipChanges(t, fals
 func TestMembershipChangesOnTCP(t *testing.T) { testMembershipChanges(t, true) }
 
 func testMembershipChanges(t *testing.T, useTCP bool) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, useTCP)
-		g.cfg = func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 20, 5 }
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3, tcp: useTCP, cfg: func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 20, 5 }}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 		for i := range 60 {
 			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
@@ -155,7 +140,7 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 			g.addrs[4] = addr4
 		}
 		g.start(4, NewMemStorage(), nil, peers)
-		shardtest.On(f, g.members[lead].shard, func(f *runtime.Fiber) {
+		g.on(g.members[lead], func(f *runtime.Fiber) {
 			if err := g.members[lead].node.AddLearner(f, 4, addr4, opWait); err != nil {
 				t.Errorf("add learner: %v", err)
 			}
@@ -167,7 +152,7 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 		if g.members[4].store.Durable.Snapshot == nil {
 			fatal(t, "the learner caught up without a snapshot")
 		}
-		shardtest.On(f, g.members[lead].shard, func(f *runtime.Fiber) {
+		g.on(g.members[lead], func(f *runtime.Fiber) {
 			if err := g.members[lead].node.Promote(f, 4, opWait); err != nil {
 				t.Errorf("promote: %v", err)
 			}
@@ -184,7 +169,7 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 		})
 		// Asked on a follower, which forwards it to the leader.
 		asker := g.members[lead%3+1]
-		shardtest.On(f, asker.shard, func(f *runtime.Fiber) {
+		g.on(asker, func(f *runtime.Fiber) {
 			if err := asker.node.TransferLeader(f, 4, opWait); err != nil {
 				t.Errorf("transfer leadership: %v", err)
 			}
@@ -201,7 +186,7 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 		for victim == now {
 			victim++
 		}
-		shardtest.On(f, g.members[now].shard, func(f *runtime.Fiber) {
+		g.on(g.members[now], func(f *runtime.Fiber) {
 			if err := g.members[now].node.Remove(f, victim, opWait); err != nil {
 				t.Errorf("remove: %v", err)
 			}
@@ -217,17 +202,13 @@ func testMembershipChanges(t *testing.T, useTCP bool) {
 				fatalf(t, "member %d still listed: %+v", victim, st.Members)
 			}
 		}
-		return 0
 	})
 }
 
 // TestStorageFailureStopsTheMember: a failed persist (a failed fsync) must
 // stop the member, never let it answer as if the write were durable.
 func TestStorageFailureStopsTheMember(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(1)
+	scenario{members: 1}.run(t, func(g *group, f *runtime.Fiber) {
 		g.leader()
 		g.members[1].store.FailSave = errors.New("fdatasync: input/output error")
 		_, err := g.propose(1, "k=v")
@@ -238,38 +219,30 @@ func TestStorageFailureStopsTheMember(t *testing.T) {
 			fatal(t, "applied an entry that was never persisted")
 		}
 		var nerr error
-		shardtest.On(f, g.members[1].shard, func(f *runtime.Fiber) { nerr = g.members[1].node.Err() })
+		g.on(g.members[1], func(f *runtime.Fiber) { nerr = g.members[1].node.Err() })
 		if nerr == nil {
 			fatal(t, "Err() is nil after the member stopped")
 		}
-		return 0
 	})
 }
 
 func TestCallFromAnotherShard(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
+	scenario{members: 1}.run(t, func(g *group, f *runtime.Fiber) {
 		if f.Shards() < 2 {
-			return 0 // nothing to cross at one shard
+			return // nothing to cross at one shard
 		}
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(1)
 		m := g.members[1]
 		shardtest.On(f, (m.shard+1)%f.Shards(), func(f *runtime.Fiber) {
 			if _, err := m.node.Propose(f, []byte("k=v"), time.Second); !errors.Is(err, ErrWrongShard) {
 				t.Errorf("propose from another shard: %v, want ErrWrongShard", err)
 			}
 		})
-		return 0
 	})
 }
 
 // TestReadsShareARound: reads queued together are served by one ReadIndex.
 func TestReadsShareARound(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 		g.mustPropose(lead, "k=v")
 		// Read on a follower: its ReadIndex goes to the leader and back.
@@ -282,7 +255,7 @@ func TestReadsShareARound(t *testing.T) {
 		const readers = 50
 		var before, after uint64
 		var failed int
-		shardtest.On(f, follower.shard, func(f *runtime.Fiber) {
+		g.on(follower, func(f *runtime.Fiber) {
 			before = follower.node.readRounds
 			done := make([]runtime.Reply[error], 0, readers)
 			var waits []*runtime.Future[error]
@@ -314,17 +287,13 @@ func TestReadsShareARound(t *testing.T) {
 		if v, _ := follower.sm.get("k"); v != "v" {
 			t.Error("a read index returned before the write it must see was applied")
 		}
-		return 0
 	})
 }
 
 // TestGroupUnderDropsAndDelay: with a fifth of all messages lost and every
 // batch delayed, writes still commit and every member converges.
 func TestGroupUnderDropsAndDelay(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3}.run(t, func(g *group, f *runtime.Fiber) {
 		g.faults.SetDrop(0.2)
 		g.faults.SetDelay(2 * time.Millisecond)
 		for i := range 20 {
@@ -348,18 +317,13 @@ func TestGroupUnderDropsAndDelay(t *testing.T) {
 		if g.faults.Dropped.Load() == 0 {
 			t.Error("the faults dropped nothing")
 		}
-		return 0
 	})
 }
 
 // TestRestartFromSnapshotAndLog: a member that crashed after snapshots
 // restarts from its durable snapshot plus the entries after it.
 func TestRestartFromSnapshotAndLog(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		g.cfg = func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 10, 3 }
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3, cfg: func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 10, 3 }}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 		for i := range 35 {
 			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
@@ -376,7 +340,6 @@ func TestRestartFromSnapshotAndLog(t *testing.T) {
 		if v, _ := m.sm.get("k0"); v != "0" {
 			t.Errorf("k0 = %q after the restart, want the snapshot's 0", v)
 		}
-		return 0
 	})
 }
 
@@ -385,11 +348,7 @@ func TestRestartFromSnapshotAndLog(t *testing.T) {
 // nothing-saved error stops (raft restarted in place below the snapshot it
 // holds would panic), and a restart from its durable log catches up.
 func TestSaveFailingAfterASnapshotStops(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		g.cfg = func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 10, 3 }
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3, cfg: func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 10, 3 }}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 		victim := lead%3 + 1
 		durable := g.stop(victim)
@@ -401,7 +360,7 @@ func TestSaveFailingAfterASnapshotStops(t *testing.T) {
 		})
 		var nerr error
 		g.waitFor("the member to stop on the failed save", func() bool {
-			shardtest.On(f, m.shard, func(f *runtime.Fiber) { nerr = m.node.Err() })
+			g.on(m, func(f *runtime.Fiber) { nerr = m.node.Err() })
 			return nerr != nil
 		})
 		if !errors.Is(nerr, ErrNothingSaved) || !strings.Contains(nerr.Error(), "persist ready") {
@@ -413,7 +372,6 @@ func TestSaveFailingAfterASnapshotStops(t *testing.T) {
 		}
 		m = g.restartFrom(victim, durable, nil)
 		g.waitFor("the restarted member to catch up", func() bool { return m.sm.len() == 35 })
-		return 0
 	})
 }
 
@@ -423,10 +381,7 @@ func TestSaveFailingAfterASnapshotStops(t *testing.T) {
 // since a reader of GET /admin/cluster takes it as the member's durable
 // progress. Once saves work again it catches up.
 func TestStatusShowsOnlyWhatIsDurable(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 		vid := lead%3 + 1
 		victim := g.members[vid]
@@ -438,12 +393,12 @@ func TestStatusShowsOnlyWhatIsDurable(t *testing.T) {
 			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
 		}
 		var before uint64
-		shardtest.On(f, victim.shard, func(*runtime.Fiber) {
+		g.on(victim, func(*runtime.Fiber) {
 			victim.store.FailSave = fmt.Errorf("%w: no space left on device", ErrNothingSaved)
 			before = victim.store.Durable.HardState.GetCommit()
 		})
 		failed := func() (n int) {
-			shardtest.On(f, victim.shard, func(*runtime.Fiber) { n = victim.store.Failed })
+			g.on(victim, func(*runtime.Fiber) { n = victim.store.Failed })
 			return n
 		}
 		g.faults.Heal()
@@ -451,9 +406,8 @@ func TestStatusShowsOnlyWhatIsDurable(t *testing.T) {
 		if st := g.status(victim); st.Commit != before {
 			t.Errorf("the failing follower reports commit %d; its durable commit is %d", st.Commit, before)
 		}
-		shardtest.On(f, victim.shard, func(*runtime.Fiber) { victim.store.FailSave = nil })
+		g.on(victim, func(*runtime.Fiber) { victim.store.FailSave = nil })
 		g.waitFor("the follower to catch up once saves work", func() bool { return victim.sm.len() == 10 })
-		return 0
 	})
 }
 
@@ -461,10 +415,7 @@ func TestStatusShowsOnlyWhatIsDurable(t *testing.T) {
 // counting toward the quorum; the leader and the last voter are refused;
 // the learner is promoted back.
 func TestDemotion(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 		g.mustPropose(lead, "before=1")
 		victim, asker := uint64(0), uint64(0)
@@ -479,7 +430,7 @@ func TestDemotion(t *testing.T) {
 		}
 		demote := func(on, id uint64) (err error) {
 			m := g.members[on]
-			shardtest.On(f, m.shard, func(f *runtime.Fiber) { err = m.node.Demote(f, id, opWait) })
+			g.on(m, func(f *runtime.Fiber) { err = m.node.Demote(f, id, opWait) })
 			return err
 		}
 		// The leader refuses to demote itself, and a follower refuses to
@@ -527,7 +478,7 @@ func TestDemotion(t *testing.T) {
 			return ok
 		})
 		// Promote it back.
-		shardtest.On(f, g.members[lead].shard, func(f *runtime.Fiber) {
+		g.on(g.members[lead], func(f *runtime.Fiber) {
 			if err := g.members[lead].node.Promote(f, victim, opWait); err != nil {
 				t.Errorf("promote back: %v", err)
 			}
@@ -541,24 +492,19 @@ func TestDemotion(t *testing.T) {
 			return true
 		})
 		g.mustPropose(victim, "after=1")
-		return 0
 	})
 }
 
 // The last voter cannot be demoted: the group would have none.
 func TestDemoteTheLastVoter(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(1)
+	scenario{members: 1}.run(t, func(g *group, f *runtime.Fiber) {
 		g.leader()
 		m := g.members[1]
 		var err error
-		shardtest.On(f, m.shard, func(f *runtime.Fiber) { err = m.node.Demote(f, 1, opWait) })
+		g.on(m, func(f *runtime.Fiber) { err = m.node.Demote(f, 1, opWait) })
 		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "last voter") {
 			fatalf(t, "demote the only voter: %v", err)
 		}
-		return 0
 	})
 }
 
@@ -569,33 +515,29 @@ func TestDemoteTheLastVoter(t *testing.T) {
 // "may still be applied"), never the save's error alone, which would say
 // the write was not made.
 func TestALeaderSaveThatFailsAfterTheSendIsNotANo(t *testing.T) {
-	testRuntime(t, func(f *runtime.Fiber) int {
-		g := newGroup(t, f, false)
-		defer g.stopAll()
-		g.bootstrap(3)
+	scenario{members: 3}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 		g.mustPropose(lead, "before=1")
 		m := g.members[lead]
-		shardtest.On(f, m.shard, func(*runtime.Fiber) {
+		g.on(m, func(*runtime.Fiber) {
 			m.store.FailSave = fmt.Errorf("%w: no space left on device", ErrNothingSaved)
 		})
 		_, err := g.propose(lead, "sent=1")
 		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrNothingSaved) {
 			t.Errorf("the failed leader's proposal: %v; want ErrOutcomeUnknown wrapping the save's error", err)
 		}
-		shardtest.On(f, m.shard, func(*runtime.Fiber) { m.store.FailSave = nil })
+		g.on(m, func(*runtime.Fiber) { m.store.FailSave = nil })
 		// What it sent may commit: under the next leader it does here,
 		// since both followers persisted it.
 		g.waitFor("the sent entry to commit under a new leader", func() bool {
 			for _, mm := range g.members {
 				var ok bool
-				shardtest.On(f, mm.shard, func(*runtime.Fiber) { _, ok = mm.sm.get("sent") })
+				g.on(mm, func(*runtime.Fiber) { _, ok = mm.sm.get("sent") })
 				if !ok {
 					return false
 				}
 			}
 			return true
 		})
-		return 0
 	})
 }

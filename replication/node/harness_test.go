@@ -171,7 +171,7 @@ func (g *group) start(id uint64, store *MemStorage, boot, peers map[uint64]strin
 	g.t.Helper()
 	m := &member{id: id, shard: int(id) % g.f.Shards(), sm: newKV(), store: store}
 	var err error
-	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) {
+	g.on(m, func(f *runtime.Fiber) {
 		var h Relay
 		var tn transport.Net
 		if g.useTCP {
@@ -281,9 +281,39 @@ func (g *group) bootstrap(n int) {
 	}
 }
 
+// scenario is how a group test starts: members bootstrapped as one group,
+// on the memory transport or TCP (tls: with mutual TLS), with cfg applied
+// to every member's Config.
+type scenario struct {
+	members  int
+	tcp, tls bool
+	cfg      func(*Config)
+}
+
+// run runs body on a started group, in a runtime of its own, and stops the
+// group after it. f is the test's main fiber.
+func (s scenario) run(t *testing.T, body func(g *group, f *runtime.Fiber)) {
+	testRuntime(t, func(f *runtime.Fiber) int {
+		g := newGroup(t, f, s.tcp)
+		if s.tls {
+			g.tls = groupTLS(t)
+		}
+		g.cfg = s.cfg
+		defer g.stopAll()
+		g.bootstrap(s.members)
+		body(g, f)
+		return 0
+	})
+}
+
+// on runs fn on member m's shard and waits for it.
+func (g *group) on(m *member, fn func(f *runtime.Fiber)) {
+	shardtest.On(g.f, m.shard, fn)
+}
+
 func (g *group) status(m *member) Status {
 	var st Status
-	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) { st = m.node.Status(f) })
+	g.on(m, func(f *runtime.Fiber) { st = m.node.Status(f) })
 	return st
 }
 
@@ -320,7 +350,7 @@ func (g *group) restartFrom(id uint64, durable *DurableLog, setup func(*MemStora
 func (g *group) stop(id uint64) *DurableLog {
 	m := g.members[id]
 	g.mem.Leave(id)
-	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) {
+	g.on(m, func(f *runtime.Fiber) {
 		m.node.Stop(f)
 		if m.tcp != nil {
 			m.tcp.Close(f)
@@ -396,7 +426,7 @@ func (g *group) propose(id uint64, cmd string) (uint64, error) {
 	m := g.members[id]
 	var idx uint64
 	var err error
-	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) { idx, err = m.node.Propose(f, []byte(cmd), opWait) })
+	g.on(m, func(f *runtime.Fiber) { idx, err = m.node.Propose(f, []byte(cmd), opWait) })
 	return idx, err
 }
 
@@ -426,7 +456,7 @@ func (g *group) readIndex(id uint64, timeout time.Duration) (uint64, error) {
 	m := g.members[id]
 	var idx uint64
 	var err error
-	shardtest.On(g.f, m.shard, func(f *runtime.Fiber) { idx, err = m.node.ReadIndex(f, timeout) })
+	g.on(m, func(f *runtime.Fiber) { idx, err = m.node.ReadIndex(f, timeout) })
 	return idx, err
 }
 

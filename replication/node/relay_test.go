@@ -8,7 +8,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/writeonce/wo/runtime"
-	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // outcomes collects what the calls a test made from a member's shard
@@ -70,7 +69,7 @@ func TestLeaderChangeRelaysProposalsAndReads(t *testing.T) {
 			return from == next && m.GetTo() == follower && m.GetType() != raftpb.MsgReadIndexResp
 		})
 		var err error
-		shardtest.On(f, g.members[old].shard, func(f *runtime.Fiber) { err = g.members[old].node.TransferLeader(f, next, opWait) })
+		g.on(g.members[old], func(f *runtime.Fiber) { err = g.members[old].node.TransferLeader(f, next, opWait) })
 		if err != nil {
 			fatalf(t, "transfer leadership from %d to %d: %v", old, next, err)
 		}
@@ -82,7 +81,7 @@ func TestLeaderChangeRelaysProposalsAndReads(t *testing.T) {
 		var res outcomes
 		fm := g.members[follower]
 		var sawLeader uint64
-		shardtest.On(f, fm.shard, func(f *runtime.Fiber) {
+		g.on(fm, func(f *runtime.Fiber) {
 			sawLeader = fm.node.Leader()
 			for i := range props {
 				fm.node.ProposeFunc(f, fmt.Appendf(nil, "relayed%d=v", i), opWait, func(_ *runtime.Fiber, _ uint64, _ any, err error) { res.add(err) })
