@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"syscall"
 	"testing"
@@ -16,8 +15,8 @@ import (
 	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/dbowner/wal/faultfs"
 	"github.com/writeonce/wo/iobackend"
-	"github.com/writeonce/wo/iobackend/uringtest"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/runtimetest"
 	"github.com/writeonce/wo/runtime/shardtest"
 )
 
@@ -27,32 +26,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // asks for at least two shards so that every test has a non-owner shard.
 func testConfig(t testing.TB) runtime.Config {
 	t.Helper()
-	cfg, err := runtime.ConfigFromEnv(runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := runtimetest.Config(t, runtime.ConfigFromEnv, runtime.Config{Logger: runtimetest.Logger(t)})
 	if cfg.Shards == 0 || cfg.Shards == 1 {
 		cfg.Shards = 2
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return cfg
 }
 
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
 func forEachBackend(t *testing.T, fn func(t *testing.T, cfg runtime.Config)) {
-	for _, mode := range []iobackend.Mode{iobackend.ModeUring, iobackend.ModeEpoll} {
-		t.Run(string(mode), func(t *testing.T) {
-			if mode == iobackend.ModeUring {
-				uringtest.Require(t)
-			}
-			cfg := testConfig(t)
-			cfg.IO = mode
-			fn(t, cfg)
-		})
-	}
+	runtimetest.ForEachBackend(t, testConfig, func(c *runtime.Config, m iobackend.Mode) { c.IO = m }, fn)
 }
 
 func run(t testing.TB, cfg runtime.Config, main func(f *runtime.Fiber) int) int {

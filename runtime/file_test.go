@@ -8,22 +8,13 @@ import (
 	"testing"
 
 	"github.com/writeonce/wo/iobackend"
-	"github.com/writeonce/wo/iobackend/uringtest"
+	"github.com/writeonce/wo/runtime/runtimetest"
 )
 
 // forEachBackend runs fn once per usable backend, so every backend test runs
 // on io_uring and on epoll in the same go test run.
 func forEachBackend(t *testing.T, fn func(t *testing.T, cfg Config)) {
-	for _, mode := range []iobackend.Mode{iobackend.ModeUring, iobackend.ModeEpoll} {
-		t.Run(string(mode), func(t *testing.T) {
-			if mode == iobackend.ModeUring {
-				uringtest.Require(t)
-			}
-			cfg := testConfig(t)
-			cfg.IO = mode
-			fn(t, cfg)
-		})
-	}
+	runtimetest.ForEachBackend(t, testConfig, func(c *Config, m iobackend.Mode) { c.IO = m }, fn)
 }
 
 func TestFileWriteAtSync(t *testing.T) {

@@ -2,11 +2,11 @@ package runtime
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/writeonce/wo/runtime/runtimetest"
 )
 
 func TestMain(m *testing.M) {
@@ -18,21 +18,7 @@ func TestMain(m *testing.M) {
 // and at every core, on both backends.
 func testConfig(t testing.TB) Config {
 	t.Helper()
-	cfg, err := ConfigFromEnv(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("WO_TEST_VERBOSE") == "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	return cfg
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
+	return runtimetest.Config(t, ConfigFromEnv, Config{Logger: runtimetest.Logger(t)})
 }
 
 // run runs main on a fresh runtime and fails the test if it cannot start.

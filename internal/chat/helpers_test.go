@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,8 +20,8 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/iobackend"
-	"github.com/writeonce/wo/iobackend/uringtest"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/runtimetest"
 )
 
 func TestMain(m *testing.M) {
@@ -33,36 +32,16 @@ func TestMain(m *testing.M) {
 // with at least two shards so that rooms and connections cross shards.
 func testConfig(t testing.TB) runtime.Config {
 	t.Helper()
-	cfg, err := runtime.ConfigFromEnv(runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := runtimetest.Config(t, runtime.ConfigFromEnv, runtime.Config{Logger: runtimetest.Logger(t)})
 	if cfg.Shards == 0 {
 		cfg.Shards = 2
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return cfg
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // forEachBackend runs fn on io_uring and on epoll.
 func forEachBackend(t *testing.T, fn func(t *testing.T, cfg runtime.Config)) {
-	for _, mode := range []iobackend.Mode{iobackend.ModeUring, iobackend.ModeEpoll} {
-		t.Run(string(mode), func(t *testing.T) {
-			if mode == iobackend.ModeUring {
-				uringtest.Require(t)
-			}
-			cfg := testConfig(t)
-			cfg.IO = mode
-			fn(t, cfg)
-		})
-	}
+	runtimetest.ForEachBackend(t, testConfig, func(c *runtime.Config, m iobackend.Mode) { c.IO = m }, fn)
 }
 
 // server is a running chat: a runtime with the database open, the line

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/writeonce/wo/runtime/runtimetest"
 )
 
 // raiseFDLimit makes room for n more descriptors (both ends of every test
@@ -53,7 +55,7 @@ func TestTenThousandConnections(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChatClientsHelper$", "-test.v")
 	cmd.Env = append(os.Environ(), "WO_CHAT_HELPER_ADDR="+srv.tcpAddr(), "WO_CHAT_HELPER_CONNS="+strconv.Itoa(conns))
-	cmd.Stderr = testWriter{t}
+	cmd.Stderr = runtimetest.Writer{T: t}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
