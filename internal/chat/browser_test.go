@@ -53,45 +53,16 @@ func TestPageInBrowser(t *testing.T) {
 	srv, _ := startServer(t, testConfig(t), t.TempDir(), Options{})
 	url := "http://" + srv.dataAddr() + "/"
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(390, 844), // a phone screen
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, browserOptions(t, bin)...)
 	defer cancelAlloc()
 	ann, cancelAnn := chromedp.NewContext(actx)
 	defer cancelAnn()
 
-	join := func(ctx context.Context, nick string) error {
-		return chromedp.Do(ctx,
-			chromedp.Navigate(url),
-			chromedp.WaitVisible(chromedp.ID("nick")),
-			chromedp.WaitVisible(chromedp.Search(`//span[@id="status"][text()="connected"]`)),
-			chromedp.SendKeys(chromedp.ID("nick"), nick),
-			chromedp.Click(chromedp.ID("join")),
-			chromedp.WaitEnabled(chromedp.ID("text")),
-		)
-	}
-	say := func(ctx context.Context, text string) error {
-		return chromedp.Do(ctx,
-			chromedp.SendKeys(chromedp.ID("text"), text),
-			chromedp.Click(chromedp.ID("say")),
-		)
-	}
-	waitLine := func(ctx context.Context, text string) error {
-		return chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(fmt.Sprintf(`//main[@id="log"]/div[contains(., %q)]`, text))))
-	}
+	join := func(ctx context.Context, nick string) error { return joinPage(ctx, url, nick) }
+	say := sayOnPage
+	waitLine := waitPageLine
 	if err := join(ann, "ann"); err != nil {
 		t.Fatalf("ann joins: %v", err)
 	}
@@ -138,4 +109,46 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	fmt.Printf("chat page screenshot: %s\n", path)
 	t.Logf("screenshot of ben's page: %s", path)
+}
+
+// browserOptions are headless chromium's flags for the page tests.
+func browserOptions(t *testing.T, bin string) []chromedp.ExecAllocatorOption {
+	return []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(390, 844), // a phone screen
+	}
+}
+
+// joinPage loads the page, waits for its WebSocket, and joins lobby as nick.
+func joinPage(ctx context.Context, url, nick string) error {
+	return chromedp.Do(ctx,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.ID("nick")),
+		chromedp.WaitVisible(chromedp.Search(`//span[@id="status"][text()="connected"]`)),
+		chromedp.SendKeys(chromedp.ID("nick"), nick),
+		chromedp.Click(chromedp.ID("join")),
+		chromedp.WaitEnabled(chromedp.ID("text")),
+	)
+}
+
+// sayOnPage types text in the message box and sends it.
+func sayOnPage(ctx context.Context, text string) error {
+	return chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("text"), text),
+		chromedp.Click(chromedp.ID("say")),
+	)
+}
+
+// waitPageLine waits for a line of the page's log that contains text.
+func waitPageLine(ctx context.Context, text string) error {
+	return chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(fmt.Sprintf(`//main[@id="log"]/div[contains(., %q)]`, text))))
 }
