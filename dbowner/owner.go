@@ -440,6 +440,32 @@ func (o *owner) open(f *runtime.Fiber) error {
 	rl := &raftLog{o: o, ms: raft.NewMemoryStorage()}
 	o.rlog = rl
 	o.eng, o.dedupe = engine.New(), newDedupe()
+	entries, err := o.openLog(f, rl)
+	if err != nil {
+		return err
+	}
+	o.stats.recovered.Store(int64(entries))
+	o.stats.lastLSN.Store(uint64(o.log.LastLSN()))
+	if err := o.startNet(f); err != nil {
+		_ = o.log.Close()
+		return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
+	}
+	n, err := o.startMember(f, rl)
+	if err != nil {
+		if o.tcp != nil {
+			o.tcp.Close(f)
+		}
+		_ = o.log.Close()
+		return fmt.Errorf("dbowner: open %s: start the raft member: %w", o.opts.Dir, err)
+	}
+	o.node = n
+	o.relay.Set(n)
+	return o.awaitRecovered(f, rl)
+}
+
+// openLog opens the WAL into rl (the snapshot, then the raft entries and
+// hard states after it) and returns how many entries it read.
+func (o *owner) openLog(f *runtime.Fiber, rl *raftLog) (int, error) {
 	wopts := o.opts.WAL
 	var oldFormat error
 	wopts.Restore = func(lsn wal.LSN, body []byte) error {
@@ -447,7 +473,7 @@ func (o *owner) open(f *runtime.Fiber) error {
 		if err != nil {
 			return fmt.Errorf("snapshot at LSN %d: %w", lsn, err)
 		}
-		if err := rl.ms.ApplySnapshot(snap); err != nil {
+		if err := rl.restore(snap); err != nil {
 			return fmt.Errorf("snapshot at LSN %d: %w", lsn, err)
 		}
 		return nil
@@ -460,56 +486,26 @@ func (o *owner) open(f *runtime.Fiber) error {
 		} else {
 			runtime.Checkpoint(f)
 		}
-		switch r.Type {
-		case wal.TypeEntry:
-			e, err := decodeEntry(r.Payload)
-			if err != nil {
-				return fmt.Errorf("record LSN %d: %w", r.LSN, err)
-			}
-			// MemoryStorage.Append is the conflict rule: an entry at or
-			// before the last index replaces the log from there on.
-			if first, _ := rl.ms.FirstIndex(); e.GetIndex() < first {
-				return nil // covered by the snapshot
-			}
-			if last, _ := rl.ms.LastIndex(); e.GetIndex() > last+1 {
-				return fmt.Errorf("record LSN %d: raft entry %d after entry %d: a gap in the raft log", r.LSN, e.GetIndex(), last)
-			}
+		appended, err := replayRecord(rl, r)
+		if appended {
 			entries++
-			return rl.ms.Append([]*raftpb.Entry{e})
-		case wal.TypeHardState:
-			hs, err := decodeHardState(r.Payload)
-			if err != nil {
-				return fmt.Errorf("record LSN %d: %w", r.LSN, err)
-			}
-			if first, _ := rl.ms.FirstIndex(); hs.GetCommit() < first-1 {
-				hs.Commit = new(first - 1) // the snapshot is committed
-			}
-			rl.durable = hs
-			return rl.ms.SetHardState(hs)
-		case wal.TypeMutation:
-			oldFormat = fmt.Errorf("record LSN %d is a type-1 engine mutation: %w", r.LSN, errOldFormat)
-			return oldFormat
 		}
-		return fmt.Errorf("record LSN %d: unknown record type %d", r.LSN, r.Type)
+		if errors.Is(err, errOldFormat) {
+			oldFormat = err
+		}
+		return err
 	}
 	wopts.Yield = func() { runtime.Yield(f) }
-	wopts.OnCut = func(t wal.Truncation) {
-		if strings.HasPrefix(t.Reason, "repair:") {
-			o.opts.Logger.Error("dbowner: REPAIR: cutting the log at damage; every record after this point is dropped",
-				"file", t.File, "offset", t.Offset, "removed_whole_file", t.Removed, "reason", t.Reason)
-			return
-		}
-		o.opts.Logger.Warn("dbowner: recovery cuts a torn tail (records never acknowledged)", "file", t.File, "offset", t.Offset, "reason", t.Reason)
-	}
+	wopts.OnCut = o.logCut
 	log, rec, err := wal.Open(o.fs, o.opts.Dir, wopts)
 	if err != nil {
 		if errors.Is(err, errOldFormat) {
-			return fmt.Errorf("dbowner: open %s: %s: %w; this version keeps the raft log in the WAL and cannot read that log: start on an empty data dir (move %s aside; the previous version reads it)", o.opts.Dir, o.oldFormatFile(oldFormat), err, o.opts.Dir)
+			return 0, fmt.Errorf("dbowner: open %s: %s: %w; this version keeps the raft log in the WAL and cannot read that log: start on an empty data dir (move %s aside; the previous version reads it)", o.opts.Dir, o.oldFormatFile(oldFormat), err, o.opts.Dir)
 		}
 		if errors.Is(err, wal.ErrCorrupt) {
-			return fmt.Errorf("dbowner: open %s: %w; recovery will not drop data silently: to truncate the log at this damage, losing every record after it, start with the WAL repair option (worker: --repair-wal or WO_REPAIR_WAL=true; dbowner: Options.WAL.Repair)", o.opts.Dir, err)
+			return 0, fmt.Errorf("dbowner: open %s: %w; recovery will not drop data silently: to truncate the log at this damage, losing every record after it, start with the WAL repair option (worker: --repair-wal or WO_REPAIR_WAL=true; dbowner: Options.WAL.Repair)", o.opts.Dir, err)
 		}
-		return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
+		return 0, fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
 	}
 	for _, s := range rec.SkippedSnapshots {
 		o.opts.Logger.Warn("dbowner: recovery skipped a bad snapshot", "snapshot", s)
@@ -517,20 +513,60 @@ func (o *owner) open(f *runtime.Fiber) error {
 	o.log = log
 	if err := rl.clampCommit(); err != nil {
 		_ = log.Close()
-		return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
+		return 0, fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
 	}
-	o.stats.recovered.Store(int64(entries))
-	o.stats.lastLSN.Store(uint64(log.LastLSN()))
+	return entries, nil
+}
 
-	c := o.opts.Cluster
-	bootstrap := map[uint64]string{}
-	if !c.Join {
-		if len(c.Peers) == 0 {
-			bootstrap[o.id] = ""
-		} else {
-			bootstrap = c.Peers
+// replayRecord puts one recovered log record into rl; appended reports a
+// raft entry added to the log (not one the snapshot covers).
+func replayRecord(rl *raftLog, r wal.Record) (appended bool, err error) {
+	switch r.Type {
+	case wal.TypeEntry:
+		e, err := decodeEntry(r.Payload)
+		if err != nil {
+			return false, fmt.Errorf("record LSN %d: %w", r.LSN, err)
 		}
+		// MemoryStorage.Append is the conflict rule: an entry at or
+		// before the last index replaces the log from there on.
+		if first, _ := rl.ms.FirstIndex(); e.GetIndex() < first {
+			return false, nil // covered by the snapshot
+		}
+		if last, _ := rl.ms.LastIndex(); e.GetIndex() > last+1 {
+			return false, fmt.Errorf("record LSN %d: raft entry %d after entry %d: a gap in the raft log", r.LSN, e.GetIndex(), last)
+		}
+		return true, rl.ms.Append([]*raftpb.Entry{e})
+	case wal.TypeHardState:
+		hs, err := decodeHardState(r.Payload)
+		if err != nil {
+			return false, fmt.Errorf("record LSN %d: %w", r.LSN, err)
+		}
+		if first, _ := rl.ms.FirstIndex(); hs.GetCommit() < first-1 {
+			hs.Commit = new(first - 1) // the snapshot is committed
+		}
+		rl.durable = hs
+		return false, rl.ms.SetHardState(hs)
+	case wal.TypeMutation:
+		return false, fmt.Errorf("record LSN %d is a type-1 engine mutation: %w", r.LSN, errOldFormat)
 	}
+	return false, fmt.Errorf("record LSN %d: unknown record type %d", r.LSN, r.Type)
+}
+
+// logCut reports a cut recovery made in the log.
+func (o *owner) logCut(t wal.Truncation) {
+	if strings.HasPrefix(t.Reason, "repair:") {
+		o.opts.Logger.Error("dbowner: REPAIR: cutting the log at damage; every record after this point is dropped",
+			"file", t.File, "offset", t.Offset, "removed_whole_file", t.Removed, "reason", t.Reason)
+		return
+	}
+	o.opts.Logger.Warn("dbowner: recovery cuts a torn tail (records never acknowledged)", "file", t.File, "offset", t.Offset, "reason", t.Reason)
+}
+
+// startNet sets the member's network: the configured one, a TCP transport
+// of its own for a group of several (or a joining member), or none for a
+// one-member group.
+func (o *owner) startNet(f *runtime.Fiber) error {
+	c := o.opts.Cluster
 	o.net = c.Net
 	o.relay = &node.Relay{}
 	switch {
@@ -543,8 +579,7 @@ func (o *owner) open(f *runtime.Fiber) error {
 		t, err := transport.New(f, transport.Config{ID: o.id, Cluster: cid, Addr: c.PeerAddr, TLS: c.TLS,
 			Handler: o.relay, Logger: o.opts.Logger, DialMap: c.DialMap})
 		if err != nil {
-			_ = log.Close()
-			return fmt.Errorf("dbowner: open %s: %w", o.opts.Dir, err)
+			return err
 		}
 		o.tcp, o.net, o.peerAddr = t, t, t.Addr().String()
 		if c.Faults != nil {
@@ -555,27 +590,37 @@ func (o *owner) open(f *runtime.Fiber) error {
 	default:
 		o.net = noNet{}
 	}
-	n, err := node.Start(f, node.Config{
+	return nil
+}
+
+// startMember starts the raft member on rl: a new group bootstraps the
+// configured peers (or itself alone), a joining member waits to be added.
+func (o *owner) startMember(f *runtime.Fiber, rl *raftLog) (*node.Node, error) {
+	c := o.opts.Cluster
+	bootstrap := map[uint64]string{}
+	if !c.Join {
+		if len(c.Peers) == 0 {
+			bootstrap[o.id] = ""
+		} else {
+			bootstrap = c.Peers
+		}
+	}
+	return node.Start(f, node.Config{
 		ID: o.id, Storage: rl, StateMachine: stateMachine{o}, Net: o.net, Logger: o.opts.Logger,
 		Bootstrap: bootstrap, Peers: joinPeers(c), Tick: c.Tick, SnapshotKeep: c.SnapshotKeep,
 		SnapshotDue: o.log.SnapshotDue,
 	})
-	if err != nil {
-		if o.tcp != nil {
-			o.tcp.Close(f)
-		}
-		_ = log.Close()
-		return fmt.Errorf("dbowner: open %s: start the raft member: %w", o.opts.Dir, err)
-	}
-	o.node = n
-	o.relay.Set(n)
+}
+
+// awaitRecovered waits for the member to apply what the log says was
+// committed, so that Open returns with the state recovered (a joining
+// member has nothing to wait for). The driver applies in chunks, yielding,
+// and asks the condition after each Ready (node.WaitFor): no polling. A
+// one-member group also waits for its member to lead (at once: it
+// campaigns alone), so that the first call needs no retry.
+func (o *owner) awaitRecovered(f *runtime.Fiber, rl *raftLog) error {
+	n, c := o.node, o.opts.Cluster
 	hs, _, _ := rl.ms.InitialState()
-	// Wait for the member to apply what the log says was committed, so
-	// that Open returns with the state recovered (a joining member has
-	// nothing to wait for). The driver applies in chunks, yielding, and
-	// asks the condition after each Ready. A one-member group also waits
-	// for its member to lead (at once: it campaigns alone), so that the
-	// first call needs no retry.
 	recovered := func() bool {
 		return n.Applied() >= hs.GetCommit() && (c.Join || !n.SoleVoter() || n.LocalReadOK()) && (c.Join || len(c.Peers) > 0 || n.Joined())
 	}

@@ -1,16 +1,25 @@
 // Package node drives one raft member (go.etcd.io/raft/v3's RawNode) on one
 // shard of the wo runtime.
 //
-// The RawNode belongs to a driver fiber; a ticker fiber sleeps on the
-// shard's timer heap and marks a tick due every Config.Tick. Callers (other
-// fibers of the shard) and the transport only queue work and wake the
-// driver, which then, in one turn: steps the queued messages, proposals,
-// conf changes and reads into raft, ticks, sends one ReadIndex for all the
-// reads queued in the turn, and handles a Ready in the order the library
-// requires — persist the snapshot, entries and hard state (Storage.Save
-// parks until durable), send the messages, apply the snapshot and committed
-// entries to the StateMachine, Advance — and answers the callers whose
-// proposals applied or whose read index is now applied.
+// The RawNode belongs to a driver fiber (driver.go); a ticker fiber sleeps
+// on the shard's timer heap and marks a tick due every Config.Tick.
+// Callers (other fibers of the shard) and the transport only queue work and
+// wake the driver (one runtime.Signal), which then, in one turn: steps the
+// queued messages, proposals, conf changes and reads into raft, ticks,
+// sends one ReadIndex for all the reads queued in the turn, and handles a
+// Ready in the order the library requires — persist the snapshot, entries
+// and hard state (Storage.Save parks until durable; a leader sends its
+// messages first), send the messages, apply the snapshot and committed
+// entries to the StateMachine (apply.go), Advance — and answers the callers
+// whose proposals applied or whose read index is now applied.
+//
+// Every call that waits for the driver is one waiter in one registry keyed
+// by id (wait.go, in the spirit of etcd's pkg/wait), answered once, by its
+// callback: ProposeFunc's is the caller's, the parking calls' (ProposeValue,
+// ReadIndex, the membership calls, TransferLeader, WaitFor) wakes the
+// caller. A proposal, read or transfer raft drops for want of a leader, or
+// during a leadership transfer, is held and stepped again by the driver
+// when a leader is known, until its deadline: callers never retry.
 //
 // Proposals carry a 16-byte header (proposer ID, sequence number) so the
 // proposing member can answer its caller when the entry applies; the state

@@ -43,8 +43,9 @@ func ExampleStart() {
 			return 1
 		}
 		defer n.Stop(f)
-		for n.Status(f).Role != node.RoleLeader {
-			runtime.Sleep(f, 10*time.Millisecond)
+		if err := n.WaitFor(f, 5*time.Second, func() bool { return n.Leader() == n.ID() }); err != nil {
+			fmt.Println(err)
+			return 1
 		}
 		idx, err := n.Propose(f, []byte("one"), 5*time.Second)
 		fmt.Println("applied at", idx, err, "count", sm.n)
@@ -55,6 +56,33 @@ func ExampleStart() {
 	// Output:
 	// applied at 3 <nil> count 1
 	// read <nil> count 1
+}
+
+// A write made before the member knows a leader is held by the member and
+// stepped into raft once one is elected: the caller just waits, up to its
+// timeout, with no retry of its own.
+func ExampleNode_ProposeValue() {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	runtime.Run(runtime.Config{Shards: 1, Logger: quiet}, func(f *runtime.Fiber) int {
+		sm := &counter{}
+		n, err := node.Start(f, node.Config{
+			ID: 1, Storage: node.NewMemStorage(), StateMachine: sm, Logger: quiet,
+			Net:       transport.NewMemory().Join(1, runtime.Addr[transport.Envelope]{}, nopHandler{}),
+			Bootstrap: map[uint64]string{1: "localhost:7080"}, Tick: 10 * time.Millisecond,
+		})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer n.Stop(f)
+		fmt.Println("leader known:", n.Leader() != 0)
+		_, _, err = n.ProposeValue(f, []byte("one"), 5*time.Second)
+		fmt.Println("applied:", err, "count", sm.n)
+		return 0
+	})
+	// Output:
+	// leader known: false
+	// applied: <nil> count 1
 }
 
 type nopHandler struct{ transport.Handler }

@@ -541,3 +541,45 @@ func TestALeaderSaveThatFailsAfterTheSendIsNotANo(t *testing.T) {
 		})
 	})
 }
+
+// TestAProposalWithoutALeaderWaitsForOne: proposals and reads made on a
+// member that knows no leader yet (a new group before its first election)
+// are held by the member and stepped into raft once a leader is elected:
+// the callers get their answers, not ErrNoLeader, and retry nothing.
+func TestAProposalWithoutALeaderWaitsForOne(t *testing.T) {
+	// 50 ticks (1-2 s) before the first election: the calls are made
+	// well before it.
+	scenario{members: 3, cfg: func(c *Config) { c.ElectionTicks = 50 }}.run(t, func(g *group, f *runtime.Fiber) {
+		m := g.members[2]
+		const props, reads = 20, 5
+		var res outcomes
+		var sawLeader uint64
+		g.on(m, func(f *runtime.Fiber) {
+			sawLeader = m.node.Leader()
+			for i := range props {
+				m.node.ProposeFunc(f, fmt.Appendf(nil, "held%d=v", i), opWait, func(_ *runtime.Fiber, _ uint64, _ any, err error) { res.add(err) })
+			}
+			for range reads {
+				runtime.Go(f, func(g *runtime.Fiber) {
+					_, err := m.node.ReadIndex(g, opWait)
+					res.add(err)
+				})
+			}
+		})
+		if sawLeader != 0 {
+			fatalf(t, "member 2 knew leader %d when the calls were made: the test did not exercise a held proposal", sawLeader)
+		}
+		g.waitFor("every call answered", func() bool {
+			n, _ := res.done()
+			return n == props+reads
+		})
+		if _, errs := res.done(); len(errs) > 0 {
+			fatalf(t, "%d of %d calls made before the election failed, first: %v", len(errs), props+reads, errs[0])
+		}
+		for i := range props {
+			if _, ok := m.sm.get(fmt.Sprintf("held%d", i)); !ok {
+				fatalf(t, "held%d is not applied on the member that proposed it", i)
+			}
+		}
+	})
+}
