@@ -53,10 +53,11 @@ const (
 
 // Notify wakes the fiber waiting on s, or leaves a token for the next Wait.
 // f is the notifying fiber, or nil outside the runtime.
+//
+// A Notify that wakes nobody is one atomic operation and no safepoint, so a
+// loop may notify per item it queues (the writer is woken once); one that
+// wakes the waiter spends a reduction, as Reply.Send does.
 func (s *Signal) Notify(f *Fiber) {
-	if f != nil {
-		f.charge(1)
-	}
 	old := s.state.Or(sigPending)
 	if old&sigPending != 0 || old&sigWaiting == 0 {
 		// A token is already pending (its notifier woke the waiter), or
@@ -71,6 +72,9 @@ func (s *Signal) Notify(f *Fiber) {
 		f.sh.sendRemote(w.sh, remoteItem{to: s})
 	default:
 		w.sh.post(remoteItem{to: s})
+	}
+	if f != nil {
+		f.charge(1)
 	}
 }
 

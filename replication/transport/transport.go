@@ -156,11 +156,10 @@ type peer struct {
 	// shard busy in the writer's encoding (docs/replication.md).
 	pendingBytes int
 	spare        []*raftpb.Message
-	wake         runtime.Reply[struct{}]
-	waiting      bool
-	raw          *runtime.Conn // the outbound connection, nil while down
-	down         bool          // logged as unreachable; cleared on the next good dial
-	gone         bool          // removed: the writer exits
+	wake         runtime.Signal // the writer sleeps on it while pending is empty
+	raw          *runtime.Conn  // the outbound connection, nil while down
+	down         bool           // logged as unreachable; cleared on the next good dial
+	gone         bool           // removed: the writer exits
 	backoff      time.Duration
 	buf          []byte
 }
@@ -223,7 +222,7 @@ func (t *TCP) RemovePeer(f *runtime.Fiber, id uint64) {
 	if p.raw != nil {
 		_ = p.raw.Close()
 	}
-	t.wakePeer(f, p)
+	p.wake.Notify(f)
 }
 
 // Send implements Net. Messages are appended to their peer's queue; the
@@ -253,14 +252,7 @@ func (t *TCP) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
 		}
 		p.pending = append(p.pending, m)
 		p.pendingBytes += n
-		t.wakePeer(f, p)
-	}
-}
-
-func (t *TCP) wakePeer(f *runtime.Fiber, p *peer) {
-	if p.waiting {
-		p.waiting = false
-		p.wake.Send(f, struct{}{})
+		p.wake.Notify(f)
 	}
 }
 
@@ -277,7 +269,7 @@ func (t *TCP) Close(f *runtime.Fiber) {
 		if p.raw != nil {
 			_ = p.raw.Close()
 		}
-		t.wakePeer(f, p)
+		p.wake.Notify(f)
 	}
 	for c := range t.inbound {
 		_ = c.Close()
@@ -295,12 +287,8 @@ func (t *TCP) runPeer(f *runtime.Fiber, p *peer) {
 	}()
 	for !p.gone && !f.Stopping() {
 		if len(p.pending) == 0 {
-			wake, fu := runtime.NewFuture[struct{}](f)
-			p.wake, p.waiting = wake, true
-			_, err := fu.Wait(f, 0)
-			p.waiting = false
-			if err != nil {
-				return
+			if !p.wake.Wait(f, 0) {
+				return // the runtime is stopping
 			}
 			continue
 		}
