@@ -20,6 +20,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/internal/chat"
+	"github.com/writeonce/wo/internal/config/keys"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -163,37 +164,38 @@ const (
 // setting is one row of the settings table: Load, --help and the README all
 // follow it.
 type setting struct {
-	key, flag, env, def, help string
-	kind                      kind
-	apply                     func(c *Config, s string) error
+	keys.Key  // spelled once, in package keys, which the operator renders with
+	def, help string
+	kind      kind
+	apply     func(c *Config, s string) error
 }
 
 var settings = []setting{
-	{key: "runtime.shards", flag: "shards", env: "WO_SHARDS", def: "0", kind: kindInt,
+	{Key: keys.Shards, def: "0", kind: kindInt,
 		help: "shard `count`; 0 = every CPU the process may use (affinity and cgroup cpu.max aware)",
 		apply: func(c *Config, s string) (err error) {
 			c.Shards, err = runtime.ParseShards(s)
 			return err
 		}},
-	{key: "runtime.pin", flag: "pin", env: "WO_PIN", def: "auto",
+	{Key: keys.Pin, def: "auto",
 		help: "CPU pinning `mode` of shard threads: auto, on or off",
 		apply: func(c *Config, s string) (err error) {
 			c.Pin, err = runtime.ParsePinMode(s)
 			return err
 		}},
-	{key: "runtime.io", flag: "io", env: "WO_IO", def: "auto",
+	{Key: keys.IO, def: "auto",
 		help: "I/O backend `mode`: auto (io_uring if the probe passes, else epoll), uring or epoll",
 		apply: func(c *Config, s string) (err error) {
 			c.IO, err = iobackend.ParseMode(s)
 			return err
 		}},
-	{key: "runtime.reductions", flag: "reductions", env: "WO_REDUCTIONS", def: strconv.Itoa(runtime.DefaultReductions), kind: kindInt,
+	{Key: keys.Reductions, def: strconv.Itoa(runtime.DefaultReductions), kind: kindInt,
 		help: "fiber budget: runtime `calls` before a fiber yields its turn",
 		apply: func(c *Config, s string) (err error) {
 			c.Reductions, err = runtime.ParseReductions(s)
 			return err
 		}},
-	{key: "data.dir", flag: "data-dir", env: "WO_DATA_DIR", def: "./data",
+	{Key: keys.DataDir, def: "./data",
 		help: "database `dir` (WAL and snapshots), created if missing",
 		apply: func(c *Config, s string) error {
 			if strings.TrimSpace(s) == "" {
@@ -202,7 +204,7 @@ var settings = []setting{
 			c.DataDir = s
 			return nil
 		}},
-	{key: "data.snapshot_bytes", flag: "snapshot-bytes", env: "WO_SNAPSHOT_BYTES", def: strconv.Itoa(dbowner.DefaultSnapshotEveryBytes), kind: kindInt,
+	{Key: keys.SnapshotBytes, def: strconv.Itoa(dbowner.DefaultSnapshotEveryBytes), kind: kindInt,
 		help: "log `bytes` written since the last snapshot that make the database take the next one (bounds the log on disk and the replay at start); 0 = never",
 		apply: func(c *Config, s string) error {
 			n, err := strconv.ParseInt(s, 10, 64)
@@ -215,7 +217,7 @@ var settings = []setting{
 			c.SnapshotBytes = n
 			return nil
 		}},
-	{key: "data.repair_wal", flag: "repair-wal", env: "WO_REPAIR_WAL", def: "false", kind: kindBool,
+	{Key: keys.RepairWAL, def: "false", kind: kindBool,
 		help: "start even if the WAL is damaged before its end: truncate it at the damage recovery names, DROPPING every record after it (logged loudly); for an operator who decided to, never a default",
 		apply: func(c *Config, s string) error {
 			b, err := strconv.ParseBool(s)
@@ -225,49 +227,49 @@ var settings = []setting{
 			c.RepairWAL = b
 			return nil
 		}},
-	{key: "http.addr", flag: "http-addr", env: "WO_HTTP_ADDR", def: ":8080",
+	{Key: keys.HTTPAddr, def: ":8080",
 		help: "data-plane listen `address` (records API)",
 		apply: func(c *Config, s string) (err error) {
 			c.HTTPAddr, err = parseAddr(s)
 			return err
 		}},
-	{key: "http.header_timeout", flag: "http-header-timeout", env: "WO_HTTP_HEADER_TIMEOUT", def: "10s",
+	{Key: keys.HTTPHeaderTimeout, def: "10s",
 		help:  "`duration` a client has from a request's first byte to the end of its headers (then 408, closed)",
 		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.HeaderTimeout = d })},
-	{key: "http.body_timeout", flag: "http-body-timeout", env: "WO_HTTP_BODY_TIMEOUT", def: "30s",
+	{Key: keys.HTTPBodyTimeout, def: "30s",
 		help:  "`duration` a client has to send a request's body after its headers (then the connection closes)",
 		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.BodyTimeout = d })},
-	{key: "http.idle_timeout", flag: "http-idle-timeout", env: "WO_HTTP_IDLE_TIMEOUT", def: "60s",
+	{Key: keys.HTTPIdleTimeout, def: "60s",
 		help:  "`duration` an idle keep-alive connection is kept open",
 		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.IdleTimeout = d })},
-	{key: "http.max_header_bytes", flag: "http-max-header-bytes", env: "WO_HTTP_MAX_HEADER_BYTES", def: "16384", kind: kindInt,
+	{Key: keys.HTTPMaxHeaderBytes, def: "16384", kind: kindInt,
 		help:  "`bytes` of a request line and headers, at most (then 431)",
 		apply: intSetting(512, 1<<20, func(c *Config, n int) { c.HTTP.MaxHeaderBytes = n })},
-	{key: "http.max_body", flag: "http-max-body", env: "WO_HTTP_MAX_BODY", def: "1048576", kind: kindInt,
+	{Key: keys.HTTPMaxBody, def: "1048576", kind: kindInt,
 		help:  "`bytes` of a request body, at most (then 413)",
 		apply: intSetting(1, 64<<20, func(c *Config, n int) { c.HTTP.MaxBody = int64(n) })},
-	{key: "http.max_conns_per_shard", flag: "http-max-conns-per-shard", env: "WO_HTTP_MAX_CONNS_PER_SHARD", def: "0", kind: kindInt,
+	{Key: keys.HTTPMaxConnsPerShard, def: "0", kind: kindInt,
 		help:  "open data-plane connections per shard, at most (`count`; more are closed at once); 0 = the file descriptor limit, less a reserve, split over the shards",
 		apply: intSetting(0, 1<<24, func(c *Config, n int) { c.HTTP.MaxConnsPerShard = n })},
-	{key: "http.drain_grace", flag: "http-drain-grace", env: "WO_HTTP_DRAIN_GRACE", def: "5s",
+	{Key: keys.HTTPDrainGrace, def: "5s",
 		help:  "on SIGTERM, `duration` /readyz says 503 while the data plane still serves (for the Service to drop the pod)",
 		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.DrainGrace = d }, true)},
-	{key: "http.drain_timeout", flag: "http-drain-timeout", env: "WO_HTTP_DRAIN_TIMEOUT", def: "15s",
+	{Key: keys.HTTPDrainTimeout, def: "15s",
 		help:  "after the grace, `duration` in-flight requests have to finish before their connections are cut",
 		apply: durationSetting(func(c *Config, d time.Duration) { c.HTTP.DrainTimeout = d })},
-	{key: "auth.token_file", flag: "auth-token-file", env: "WO_AUTH_TOKEN_FILE", def: "",
+	{Key: keys.AuthTokenFile, def: "",
 		help: "`file` holding bearer tokens, one a line (# comments; any one accepted; re-read when it changes); when set, the data plane and the ops port's /debug endpoints require Authorization: Bearer <token>",
 		apply: func(c *Config, s string) error {
 			c.TokenFile = strings.TrimSpace(s)
 			return nil
 		}},
-	{key: "admin.token_file", flag: "admin-token-file", env: "WO_ADMIN_TOKEN_FILE", def: "",
+	{Key: keys.AdminTokenFile, def: "",
 		help: "`file` holding the bearer tokens of the ops port's admin API (/admin: raft membership and leadership), as auth.token_file; unset = the admin API is open (logged at start)",
 		apply: func(c *Config, s string) error {
 			c.AdminTokenFile = strings.TrimSpace(s)
 			return nil
 		}},
-	{key: "ops.pprof", flag: "ops-pprof", env: "WO_OPS_PPROF", def: "false", kind: kindBool,
+	{Key: keys.OpsPprof, def: "false", kind: kindBool,
 		help: "serve /debug/pprof on the ops port (`bool`)",
 		apply: func(c *Config, s string) error {
 			b, err := strconv.ParseBool(s)
@@ -277,31 +279,31 @@ var settings = []setting{
 			c.Pprof = b
 			return nil
 		}},
-	{key: "ops.addr", flag: "ops-addr", env: "WO_OPS_ADDR", def: ":9090",
+	{Key: keys.OpsAddr, def: ":9090",
 		help: "ops listen `address` (/healthz, /readyz, /metrics, /debug)",
 		apply: func(c *Config, s string) (err error) {
 			c.OpsAddr, err = parseAddr(s)
 			return err
 		}},
-	{key: "chat.addr", flag: "chat-addr", env: "WO_CHAT_ADDR", def: ":7070",
+	{Key: keys.ChatAddr, def: ":7070",
 		help: "chat line-protocol listen `address` (TCP; the WebSocket is /chat on the data plane)",
 		apply: func(c *Config, s string) (err error) {
 			c.ChatAddr, err = parseAddr(s)
 			return err
 		}},
-	{key: "chat.queue", flag: "chat-queue", env: "WO_CHAT_QUEUE", def: "256", kind: kindInt,
+	{Key: keys.ChatQueue, def: "256", kind: kindInt,
 		help:  "chat outbound queue per connection, in `events`; a client that falls this far behind is cut off",
 		apply: intSetting(1, 1<<20, func(c *Config, n int) { c.Chat.Queue = n })},
-	{key: "chat.line_max", flag: "chat-line-max", env: "WO_CHAT_LINE_MAX", def: "4096", kind: kindInt,
+	{Key: keys.ChatLineMax, def: "4096", kind: kindInt,
 		help:  "chat input limit: `bytes` per line or WebSocket message; longer input ends the connection",
 		apply: intSetting(64, 1<<20, func(c *Config, n int) { c.Chat.LineMax = n })},
-	{key: "chat.rate", flag: "chat-rate", env: "WO_CHAT_RATE", def: "20", kind: kindInt,
+	{Key: keys.ChatRate, def: "20", kind: kindInt,
 		help:  "chat input rate: `lines` per second per connection (bursts of twice that); floods are cut off",
 		apply: intSetting(1, 1<<20, func(c *Config, n int) { c.Chat.Rate = n })},
-	{key: "chat.history", flag: "chat-history", env: "WO_CHAT_HISTORY", def: "20", kind: kindInt,
+	{Key: keys.ChatHistory, def: "20", kind: kindInt,
 		help:  "chat `messages` replayed on /join",
 		apply: intSetting(1, chat.MaxHistory, func(c *Config, n int) { c.Chat.History = n })},
-	{key: "log.level", flag: "log-level", env: "WO_LOG_LEVEL", def: "info",
+	{Key: keys.LogLevel, def: "info",
 		help: "log `level`: debug, info, warn or error",
 		apply: func(c *Config, s string) error {
 			// slog's own parser, so "warn+2" style levels work as documented
@@ -311,7 +313,7 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	{key: "log.format", flag: "log-format", env: "WO_LOG_FORMAT", def: "text",
+	{Key: keys.LogFormat, def: "text",
 		help: "log `format`: text or json",
 		apply: func(c *Config, s string) error {
 			switch f := strings.ToLower(strings.TrimSpace(s)); f {
@@ -321,7 +323,7 @@ var settings = []setting{
 			}
 			return errors.New("want text or json")
 		}},
-	{key: "telemetry.flush_timeout", flag: "trace-flush-timeout", env: "WO_TRACE_FLUSH_TIMEOUT", def: "1s",
+	{Key: keys.TraceFlushTimeout, def: "1s",
 		help: "at shutdown, how long to wait for the OTLP collector to take the last spans (`duration`, e.g. 1s, 500ms; at most 1m); " +
 			"the endpoint itself is OTEL_EXPORTER_OTLP_ENDPOINT",
 		apply: func(c *Config, s string) error {
@@ -332,13 +334,13 @@ var settings = []setting{
 			c.TraceFlushTimeout = d
 			return nil
 		}},
-	{key: "cluster.peers", flag: "peers", env: "WO_PEERS", def: "",
+	{Key: keys.Peers, def: "",
 		help: "initial raft `members` as ordinal=host:port,... (e.g. 0=wo-0.wo:7080,1=wo-1.wo:7080); empty = a single worker",
 		apply: func(c *Config, s string) (err error) {
 			c.Peers, err = ParsePeers(s)
 			return err
 		}},
-	{key: "cluster.ordinal", flag: "ordinal", env: "WO_ORDINAL", def: "-1", kind: kindInt,
+	{Key: keys.Ordinal, def: "-1", kind: kindInt,
 		help: "this member's `ordinal` in cluster.peers; -1 = the host name's -N suffix (a StatefulSet pod's ordinal)",
 		apply: func(c *Config, s string) error {
 			n, err := strconv.Atoi(s)
@@ -348,7 +350,7 @@ var settings = []setting{
 			c.Ordinal = n
 			return nil
 		}},
-	{key: "cluster.state", flag: "cluster-state", env: "WO_CLUSTER_STATE", def: "new",
+	{Key: keys.ClusterState, def: "new",
 		help: "`new` bootstraps cluster.peers on an empty data dir; existing joins a running group and waits to be added",
 		apply: func(c *Config, s string) error {
 			switch v := strings.ToLower(strings.TrimSpace(s)); v {
@@ -358,28 +360,28 @@ var settings = []setting{
 			}
 			return errors.New("want new or existing")
 		}},
-	{key: "peer.addr", flag: "peer-addr", env: "WO_PEER_ADDR", def: ":7080",
+	{Key: keys.PeerAddr, def: ":7080",
 		help: "raft peer port listen `address`",
 		apply: func(c *Config, s string) (err error) {
 			c.PeerAddr, err = parseAddr(s)
 			return err
 		}},
-	{key: "peer.cert", flag: "peer-cert", env: "WO_PEER_CERT", def: "",
+	{Key: keys.PeerCert, def: "",
 		help:  "peer mutual-TLS certificate `file` (PEM); peer.cert, peer.key and peer.ca together, or none (TLS off, logged)",
 		apply: func(c *Config, s string) error { c.PeerCert = s; return nil }},
-	{key: "peer.key", flag: "peer-key", env: "WO_PEER_KEY", def: "",
+	{Key: keys.PeerKey, def: "",
 		help:  "peer mutual-TLS private key `file` (PEM)",
 		apply: func(c *Config, s string) error { c.PeerKey = s; return nil }},
-	{key: "peer.ca", flag: "peer-ca", env: "WO_PEER_CA", def: "",
+	{Key: keys.PeerCA, def: "",
 		help:  "peer mutual-TLS CA `file` (PEM) that signs every member's certificate",
 		apply: func(c *Config, s string) error { c.PeerCA = s; return nil }},
-	{key: "peer.dial_map", flag: "peer-dial-map", env: "WO_PEER_DIAL_MAP", def: "",
+	{Key: keys.PeerDialMap, def: "",
 		help: "rewrite the peer `addresses` the transport dials, as host:port=host:port,... (tests: pods' DNS names on loopback)",
 		apply: func(c *Config, s string) (err error) {
 			c.PeerDialMap, err = ParseDialMap(s)
 			return err
 		}},
-	{key: "cluster.request_timeout", flag: "request-timeout", env: "WO_REQUEST_TIMEOUT", def: "5s",
+	{Key: keys.RequestTimeout, def: "5s",
 		help: "how long a write or a linearizable read waits for a quorum before failing with 503 (`duration`, 10ms to 10m)",
 		apply: func(c *Config, s string) error {
 			d, err := time.ParseDuration(strings.TrimSpace(s))
@@ -438,7 +440,7 @@ func parseAddr(s string) (string, error) {
 func Keys() []string {
 	keys := make([]string, len(settings))
 	for i, s := range settings {
-		keys[i] = s.key
+		keys[i] = s.File
 	}
 	return keys
 }
@@ -463,9 +465,9 @@ func Load(args []string, out io.Writer) (Config, error) {
 	configFile := fset.String("config", DefaultFile, "TOML config `file`; a missing default file is fine, a missing explicit one is an error")
 	version := fset.Bool("version", false, "print the version and the git commit, and exit")
 	for _, s := range settings {
-		fset.String(s.flag, s.def, fmt.Sprintf("%s [env %s, file key %s]", s.help, s.env, s.key))
+		fset.String(s.Flag, s.def, fmt.Sprintf("%s [env %s, file key %s]", s.help, s.Env, s.File))
 		if s.kind == kindBool {
-			fset.Lookup(s.flag).NoOptDefVal = "true" // --repair-wal alone means true
+			fset.Lookup(s.Flag).NoOptDefVal = "true" // --repair-wal alone means true
 		}
 	}
 	fset.Usage = func() { Usage(out, fset) }
@@ -498,44 +500,44 @@ func Load(args []string, out io.Writer) (Config, error) {
 		}
 	}
 	for _, s := range settings {
-		v.SetDefault(s.key, s.def)
-		if err := v.BindEnv(s.key, s.env); err != nil {
-			return Config{}, fmt.Errorf("config: bind %s: %w", s.env, err)
+		v.SetDefault(s.File, s.def)
+		if err := v.BindEnv(s.File, s.Env); err != nil {
+			return Config{}, fmt.Errorf("config: bind %s: %w", s.Env, err)
 		}
-		if err := v.BindPFlag(s.key, fset.Lookup(s.flag)); err != nil {
-			return Config{}, fmt.Errorf("config: bind --%s: %w", s.flag, err)
+		if err := v.BindPFlag(s.File, fset.Lookup(s.Flag)); err != nil {
+			return Config{}, fmt.Errorf("config: bind --%s: %w", s.Flag, err)
 		}
 	}
 
 	for _, s := range settings {
 		// The layers below the winner, checked for their own sake.
-		if file != nil && file.IsSet(s.key) {
-			if _, err := s.check(file.Get(s.key), "file "+*configFile); err != nil {
+		if file != nil && file.IsSet(s.File) {
+			if _, err := s.check(file.Get(s.File), "file "+*configFile); err != nil {
 				return Config{}, err
 			}
 		}
 		src := "default"
 		switch {
-		case fset.Changed(s.flag):
-			src = "flag --" + s.flag
-			if env, ok := os.LookupEnv(s.env); ok && env != "" {
-				if _, err := s.check(env, "env "+s.env); err != nil {
+		case fset.Changed(s.Flag):
+			src = "flag --" + s.Flag
+			if env, ok := os.LookupEnv(s.Env); ok && env != "" {
+				if _, err := s.check(env, "env "+s.Env); err != nil {
 					return Config{}, err
 				}
 			}
-		case os.Getenv(s.env) != "":
+		case os.Getenv(s.Env) != "":
 			// An empty variable counts as unset, as in runtime.ConfigFromEnv:
 			// `WO_SHARDS=` in a manifest means "not configured".
-			src = "env " + s.env
-		case file != nil && file.IsSet(s.key):
+			src = "env " + s.Env
+		case file != nil && file.IsSet(s.File):
 			src = "file " + *configFile
 		}
-		str, err := s.check(v.Get(s.key), src)
+		str, err := s.check(v.Get(s.File), src)
 		if err != nil {
 			return Config{}, err
 		}
 		_ = s.apply(&cfg, str) // check has just validated str
-		cfg.Sources[s.key] = src
+		cfg.Sources[s.File] = src
 	}
 	if err := cfg.checkPeerTLS(); err != nil {
 		return Config{}, err
@@ -547,9 +549,10 @@ func Load(args []string, out io.Writer) (Config, error) {
 // but no CA would run, unauthenticated, while its operator believes
 // otherwise.
 func (c Config) checkPeerTLS() error {
-	set := map[string]bool{"peer.cert": c.PeerCert != "", "peer.key": c.PeerKey != "", "peer.ca": c.PeerCA != ""}
+	cert, key, ca := keys.PeerCert.File, keys.PeerKey.File, keys.PeerCA.File
+	set := map[string]bool{cert: c.PeerCert != "", key: c.PeerKey != "", ca: c.PeerCA != ""}
 	var have, missing []string
-	for _, k := range []string{"peer.cert", "peer.key", "peer.ca"} {
+	for _, k := range []string{cert, key, ca} {
 		if set[k] {
 			have = append(have, k+" ("+c.Sources[k]+")")
 		} else {
@@ -572,29 +575,29 @@ func (s setting) check(raw any, src string) (string, error) {
 	case string:
 		str, disp = x, strconv.Quote(x)
 		if s.kind != kindString && strings.HasPrefix(src, "file ") {
-			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a string", s.kind.want())}
+			return "", &Error{Key: s.File, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a string", s.kind.want())}
 		}
 	case int64:
 		str = strconv.FormatInt(x, 10)
 		disp = str
 		if s.kind != kindInt {
-			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got an integer", s.kind.want())}
+			return "", &Error{Key: s.File, Source: src, Value: disp, Err: fmt.Errorf("want %s, got an integer", s.kind.want())}
 		}
 	case bool:
 		str = strconv.FormatBool(x)
 		disp = str
 		if s.kind != kindBool {
-			return "", &Error{Key: s.key, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a boolean", s.kind.want())}
+			return "", &Error{Key: s.File, Source: src, Value: disp, Err: fmt.Errorf("want %s, got a boolean", s.kind.want())}
 		}
 	case int:
 		str = strconv.Itoa(x)
 		disp = str
 	default:
-		return "", &Error{Key: s.key, Source: src, Value: fmt.Sprintf("%v", raw), Err: fmt.Errorf("want %s, got %s", s.kind.want(), tomlType(raw))}
+		return "", &Error{Key: s.File, Source: src, Value: fmt.Sprintf("%v", raw), Err: fmt.Errorf("want %s, got %s", s.kind.want(), tomlType(raw))}
 	}
 	var scratch Config
 	if err := s.apply(&scratch, str); err != nil {
-		return "", &Error{Key: s.key, Source: src, Value: disp, Err: err}
+		return "", &Error{Key: s.File, Source: src, Value: disp, Err: err}
 	}
 	return str, nil
 }
@@ -663,7 +666,7 @@ func Usage(w io.Writer, fset *pflag.FlagSet) {
 	fmt.Fprintf(w, "Settings:\n")
 	fmt.Fprintf(w, "  %-20s %-14s %-20s %s\n", "file key", "env", "flag", "default")
 	for _, s := range settings {
-		fmt.Fprintf(w, "  %-20s %-14s %-20s %s\n", s.key, s.env, "--"+s.flag, s.def)
+		fmt.Fprintf(w, "  %-20s %-14s %-20s %s\n", s.File, s.Env, "--"+s.Flag, s.def)
 	}
 	fmt.Fprintf(w, "\n%s", ExitCodes)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/writeonce/wo/internal/config/keys"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
@@ -20,8 +21,8 @@ import (
 func clearEnv(t *testing.T) {
 	t.Helper()
 	for _, s := range settings {
-		t.Setenv(s.env, "") // registers the restore
-		os.Unsetenv(s.env)
+		t.Setenv(s.Env, "") // registers the restore
+		os.Unsetenv(s.Env)
 	}
 }
 
@@ -281,7 +282,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 		t.Fatalf("err = %v, want ErrHelp", err)
 	}
 	for _, s := range settings {
-		for _, w := range []string{s.key, s.env, "--" + s.flag, s.def} {
+		for _, w := range []string{s.File, s.Env, "--" + s.Flag, s.def} {
 			if !strings.Contains(out.String(), w) {
 				t.Errorf("--help lacks %q:\n%s", w, out.String())
 			}
@@ -333,5 +334,26 @@ func TestHTTPSettings(t *testing.T) {
 	}
 	if _, err := load(t, "--config", writeFile(t, "[ops]\npprof = \"yes\"\n")); err == nil || !strings.Contains(err.Error(), "want a boolean") {
 		t.Errorf("pprof as a string in the file: %v", err)
+	}
+}
+
+// The settings table has one row for each key of package keys, in its
+// order, and no other: the operator renders with those keys, so a row
+// spelled apart from them would be a setting the operator cannot name.
+func TestSettingsFollowKeys(t *testing.T) {
+	if len(settings) != len(keys.All) {
+		t.Fatalf("%d settings, %d keys", len(settings), len(keys.All))
+	}
+	seen := map[string]bool{}
+	for i, s := range settings {
+		if s.Key != keys.All[i] {
+			t.Errorf("setting %d is %+v, keys.All says %+v", i, s.Key, keys.All[i])
+		}
+		for _, spelling := range []string{s.File, s.Env, s.Flag} {
+			if seen[spelling] {
+				t.Errorf("%q is spelled by two settings", spelling)
+			}
+			seen[spelling] = true
+		}
 	}
 }

@@ -52,6 +52,11 @@
 // restart (package tokenfile). A file with no token, or a token with
 // whitespace inside, stops the start (exit 2) naming the file and line.
 //
+// Each setting's three spellings (file key, variable, flag) are written once,
+// in package keys: the settings table here and the operator's rendering
+// (internal/operator/render) both name settings through it, and a test of the
+// operator's loads what it renders with Load.
+//
 // The file's keys are the dotted names above as TOML tables, which is what the
 // operator renders into its ConfigMap:
 //

@@ -28,7 +28,7 @@ func FuzzLoad(f *testing.F) {
 		f.Add(seed)
 	}
 	for _, s := range settings {
-		os.Unsetenv(s.env) // only the file varies
+		os.Unsetenv(s.Env) // only the file varies
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, body string) {

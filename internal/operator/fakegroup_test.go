@@ -84,8 +84,7 @@ type fakeGroup struct {
 	// clusterState is cluster.state in the worker.toml the pods mount.
 	clusterState string
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop *kubeletLoop
 }
 
 type fakePod struct {
@@ -104,17 +103,14 @@ type fakePod struct {
 // ends. The admin token is read from the Secret the operator creates.
 func startFakeGroup(t *testing.T, ns, name string) *fakeGroup {
 	t.Helper()
-	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, frozenTLS: map[int]bool{}, frozenLeaf: map[int]bool{}, done: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	go g.run(ctx)
+	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, frozenTLS: map[int]bool{}, frozenLeaf: map[int]bool{}}
+	g.loop = startKubeletLoop(50*time.Millisecond, g.pass)
 	t.Cleanup(g.stop)
 	return g
 }
 
 func (g *fakeGroup) stop() {
-	g.cancel()
-	<-g.done
+	g.loop.stop()
 	g.mu.Lock()
 	pods := g.pods
 	g.pods = map[int]*fakePod{}
@@ -134,22 +130,6 @@ func (g *fakeGroup) stop() {
 
 func (g *fakeGroup) fail(format string, args ...any) {
 	g.t.Errorf("fake group %s: "+format, append([]any{g.name}, args...)...)
-}
-
-// run is the kubelet loop: bounded by the test's lifetime, a pass every
-// 50ms.
-func (g *fakeGroup) run(ctx context.Context) {
-	defer close(g.done)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		g.pass(ctx)
-	}
 }
 
 func (g *fakeGroup) pass(ctx context.Context) {

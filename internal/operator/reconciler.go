@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/config/keys"
 	"github.com/writeonce/wo/internal/operator/membership"
 	"github.com/writeonce/wo/internal/operator/render"
 )
@@ -402,7 +403,7 @@ func (r *Reconciler) explainStatefulSet(w *wov1.Worker, objs *render.Objects, st
 	}
 	old := res.before.(*appsv1.StatefulSet)
 	said := false
-	if oldShards := envValue(old, "WO_SHARDS"); oldShards != "" && oldShards != fmt.Sprint(objs.Shards) {
+	if oldShards := envValue(old, keys.Shards.Env); oldShards != "" && oldShards != fmt.Sprint(objs.Shards) {
 		r.event(w, sts, corev1.EventTypeNormal, "ShardsChanged", "Update",
 			fmt.Sprintf("limits.cpu is now %s: WO_SHARDS %s -> %d; rolling the pods to the new template (pinned pods cannot resize in place)",
 				cpu, oldShards, objs.Shards))

@@ -30,6 +30,7 @@ import (
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/config"
+	"github.com/writeonce/wo/internal/config/keys"
 	"github.com/writeonce/wo/internal/operator/render"
 	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/internal/tokenfile"
@@ -53,9 +54,9 @@ func workerSettingsMissing() []string {
 		have[k] = true
 	}
 	var missing []string
-	for _, k := range []string{"cluster.peers", "cluster.state", "cluster.ordinal", "peer.addr", "peer.dial_map", "peer.cert", "peer.key", "peer.ca", "admin.token_file"} {
-		if !have[k] {
-			missing = append(missing, k)
+	for _, k := range []keys.Key{keys.Peers, keys.ClusterState, keys.Ordinal, keys.PeerAddr, keys.PeerDialMap, keys.PeerCert, keys.PeerKey, keys.PeerCA, keys.AdminTokenFile} {
+		if !have[k.File] {
+			missing = append(missing, k.File)
 		}
 	}
 	return missing
@@ -125,8 +126,7 @@ type procKubelet struct {
 	// eps are the data-plane URLs of the ready pods (sorted).
 	eps atomic.Pointer[[]string]
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop *kubeletLoop
 }
 
 type workerProc struct {
@@ -164,18 +164,15 @@ func startProcKubelet(t *testing.T, ns, name string, maxPods int) *procKubelet {
 	t.Helper()
 	k := &procKubelet{t: t, ns: ns, name: name, bin: workerBinary(t), root: t.TempDir(),
 		peerPorts: freePorts(t, maxPods), probe: &http.Client{Timeout: time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
-		procs: map[int]*workerProc{}, pvcs: map[int]bool{}, terminating: map[int]chan struct{}{}, done: make(chan struct{})}
+		procs: map[int]*workerProc{}, pvcs: map[int]bool{}, terminating: map[int]chan struct{}{}}
 	k.eps.Store(&[]string{})
-	ctx, cancel := context.WithCancel(context.Background())
-	k.cancel = cancel
-	go k.run(ctx)
+	k.loop = startKubeletLoop(200*time.Millisecond, k.pass)
 	t.Cleanup(k.stop)
 	return k
 }
 
 func (k *procKubelet) stop() {
-	k.cancel()
-	<-k.done
+	k.loop.stop()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.killLocked(slices.Collect(maps.Keys(k.procs))...)
@@ -183,20 +180,6 @@ func (k *procKubelet) stop() {
 		<-gone
 	}
 	k.probe.CloseIdleConnections()
-}
-
-func (k *procKubelet) run(ctx context.Context) {
-	defer close(k.done)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		k.pass(ctx)
-	}
 }
 
 func (k *procKubelet) pass(ctx context.Context) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
+	"github.com/writeonce/wo/internal/config/keys"
 	"github.com/writeonce/wo/sizing"
 )
 
@@ -304,9 +305,9 @@ func Render(w *wov1.Worker, opts Options, c Cluster) (*Objects, error) {
 		// Secret name and mount; ca.crt is where it always is.
 		for i, e := range sts.Spec.Template.Spec.Containers[0].Env {
 			switch e.Name {
-			case "WO_PEER_CERT":
+			case keys.PeerCert.Env:
 				sts.Spec.Template.Spec.Containers[0].Env[i].Value = PeerTLSDir + "/" + corev1.TLSCertKey
-			case "WO_PEER_KEY":
+			case keys.PeerKey.Env:
 				sts.Spec.Template.Spec.Containers[0].Env[i].Value = PeerTLSDir + "/" + corev1.TLSPrivateKeyKey
 			}
 		}
@@ -326,40 +327,6 @@ func Render(w *wov1.Worker, opts Options, c Cluster) (*Objects, error) {
 		o.SetAnnotations(map[string]string{AnnotationDesiredHash: h})
 	}
 	return objs, nil
-}
-
-// WorkerTOML is the worker's config file. Every value but cluster.state is
-// also passed as a WO_* variable (which wins over the file); the file is
-// there so that `cat /etc/wo/worker.toml` in a pod tells the whole
-// configuration. cluster.state is only here, because a ConfigMap volume
-// follows the ConfigMap while the pod runs and an env var does not: once the
-// group exists the operator flips it to "existing", and a pod 0 whose volume
-// was wiped then joins as a new member instead of bootstrapping a second
-// group. The per-pod peer certificate paths are env only (they name the pod).
-func WorkerTOML(w *wov1.Worker, shards int, bootstrapped bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Rendered by the wo operator for Worker %s/%s.\n", w.Namespace, w.Name)
-	b.WriteString("# Edit the Worker, not this ConfigMap: the operator overwrites it.\n\n")
-	b.WriteString("[runtime]\n")
-	fmt.Fprintf(&b, "shards = %d\n", shards)
-	fmt.Fprintf(&b, "pin = %s\n", strconv.Quote(PinEnv(w.Spec.Pinning)))
-	fmt.Fprintf(&b, "io = %s\n", strconv.Quote(IOEnv(w.Spec.IO)))
-	if w.Spec.Reductions != nil {
-		fmt.Fprintf(&b, "reductions = %d\n", *w.Spec.Reductions)
-	}
-	state := "new"
-	if bootstrapped {
-		state = "existing"
-	}
-	b.WriteString("\n[cluster]\n")
-	fmt.Fprintf(&b, "peers = %s\n", strconv.Quote(InitialPeers(w)))
-	fmt.Fprintf(&b, "state = %s\n", strconv.Quote(state))
-	b.WriteString("\n[peer]\n")
-	fmt.Fprintf(&b, "addr = %s\n", strconv.Quote(":"+strconv.Itoa(PortPeer)))
-	fmt.Fprintf(&b, "ca = %s\n", strconv.Quote(PeerTLSDir+"/"+PeerCAFile))
-	b.WriteString("\n[admin]\n")
-	fmt.Fprintf(&b, "token_file = %s\n", strconv.Quote(AdminTokenDir+"/"+AdminTokenFile))
-	return b.String()
 }
 
 // RenderConfigMap renders the ConfigMap holding worker.toml.
@@ -436,49 +403,6 @@ func RenderResources(w *wov1.Worker) corev1.ResourceRequirements {
 		}
 	}
 	return r
-}
-
-// RenderEnv returns the worker container's environment: the contract's
-// variables first, then spec.env.
-func RenderEnv(w *wov1.Worker, shards int) []corev1.EnvVar {
-	env := []corev1.EnvVar{
-		{Name: "WO_SHARDS", Value: strconv.Itoa(shards)},
-		{Name: "WO_PIN", Value: PinEnv(w.Spec.Pinning)},
-		{Name: "WO_IO", Value: IOEnv(w.Spec.IO)},
-	}
-	if w.Spec.Reductions != nil {
-		env = append(env, corev1.EnvVar{Name: "WO_REDUCTIONS", Value: strconv.Itoa(int(*w.Spec.Reductions))})
-	}
-	env = append(env, corev1.EnvVar{Name: "WO_DATA_DIR", Value: DataDir})
-	env = append(env, RenderPeerEnv(w)...)
-	if t := w.Spec.Telemetry; t != nil && t.OTLPEndpoint != "" {
-		env = append(env,
-			corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: t.OTLPEndpoint},
-			corev1.EnvVar{Name: "OTEL_SERVICE_NAME", Value: "wo-worker"},
-			corev1.EnvVar{Name: "OTEL_RESOURCE_ATTRIBUTES", Value: "k8s.namespace.name=" + w.Namespace + ",wo.worker=" + w.Name},
-		)
-	}
-	for _, e := range w.Spec.Env {
-		env = append(env, *e.DeepCopy())
-	}
-	return env
-}
-
-// RenderPeerEnv is the replication part of the environment. POD_NAME comes
-// first: the certificate paths refer to it ($(POD_NAME) is expanded by the
-// kubelet), because one Secret holds every pod's certificate. The member's
-// ordinal is the host name's -N suffix, which a StatefulSet pod's host name
-// (its pod name) has, so WO_ORDINAL is not set.
-func RenderPeerEnv(w *wov1.Worker) []corev1.EnvVar {
-	return []corev1.EnvVar{
-		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-		{Name: "WO_PEERS", Value: InitialPeers(w)},
-		{Name: "WO_PEER_ADDR", Value: ":" + strconv.Itoa(PortPeer)},
-		{Name: "WO_PEER_CERT", Value: PeerTLSDir + "/$(POD_NAME).crt"},
-		{Name: "WO_PEER_KEY", Value: PeerTLSDir + "/$(POD_NAME).key"},
-		{Name: "WO_PEER_CA", Value: PeerTLSDir + "/" + PeerCAFile},
-		{Name: "WO_ADMIN_TOKEN_FILE", Value: AdminTokenDir + "/" + AdminTokenFile},
-	}
 }
 
 // RenderSeccomp returns the pod's seccomp profile: RuntimeDefault unless the
