@@ -266,7 +266,9 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 		Logger:         log,
 	})
 	api := records.Register(srv, db, log)
-	chatSvc, err := chat.Start(f, db, cfg.ChatOptions(log))
+	chatOpts := cfg.ChatOptions(log)
+	chatOpts.Tokens = token // with auth.token_file set, the chat's TCP port wants /auth TOKEN too
+	chatSvc, err := chat.Start(f, db, chatOpts)
 	if err != nil {
 		log.Error("worker: chat", "err", err)
 		return 1
@@ -282,6 +284,7 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 	}
 	opsSrv.Register(srv)
 	opsSrv.Registry().MustRegister(api.Collectors()...)
+	opsSrv.Registry().MustRegister(chatSvc.Collectors()...)
 	// Tests and humans find the bound ports here (":0" picks one).
 	chatTCP, err := runtime.ServeTCP(f, "tcp", cfg.ChatAddr, chatSvc.ServeTCP, runtime.WithMaxConns(maxConns))
 	if err != nil {

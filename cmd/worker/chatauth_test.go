@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// With auth.token_file set, the chat's TCP port wants the token as well
+// (/auth TOKEN first), and the chat's metrics are on the ops port's
+// /metrics.
+func TestWorkerChatTokenAndMetrics(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("chat-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := startWorker(t, t.TempDir(), "WO_AUTH_TOKEN_FILE="+tok)
+	dial := func() (net.Conn, func(string) string) {
+		c, err := net.Dial("tcp", w.chat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(time.Minute))
+		br := bufio.NewReader(c)
+		return c, func(want string) string {
+			t.Helper()
+			for {
+				l, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("waiting for %q: %v", want, err)
+				}
+				if strings.Contains(l, want) {
+					return l
+				}
+			}
+		}
+	}
+	c, expect := dial()
+	expect("this server wants a token")
+	c.Write([]byte("/join lobby\n"))
+	expect("error: authentication required")
+
+	c, expect = dial()
+	c.Write([]byte("/auth chat-s3cret\n/nick nc\n/join lobby\nhello with the token\n"))
+	expect("#lobby <nc> hello with the token")
+
+	metrics := must(t, "GET", w.ops+"/metrics", "", 200)
+	for _, m := range []string{"wo_chat_connections ", "wo_chat_rooms 1", "wo_chat_messages_in_total 1", "wo_chat_auth_failures_total 1"} {
+		if !strings.Contains(metrics, "\n"+m) {
+			t.Errorf("/metrics lacks %q:\n%s", m, grep(metrics, "wo_chat"))
+		}
+	}
+}
