@@ -60,6 +60,16 @@
 // Ask sends a request carrying a Reply[T] and parks until the answer; Call
 // does the same for a goroutine outside the runtime, blocking, with a context.
 //
+// # Waiting without an actor
+//
+// OnShard(f, n, timeout, fn) runs fn on a fiber of shard n and parks f until
+// it returns, or calls fn(f) when f is on n already: the way to reach state
+// that lives on one shard without writing an actor and a message type for
+// each call. A Signal wakes one waiting fiber from any shard, keeping a
+// Notify that comes before the Wait: the sleep of a loop that drains a
+// queue. A Future (NewFuture) waits for one value that some other code will
+// send.
+//
 // # Failure
 //
 // A panic in a Receive kills that actor alone; a panic in a fiber other than

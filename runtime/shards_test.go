@@ -18,19 +18,13 @@ func multiShardConfig(t testing.TB) Config {
 	return cfg
 }
 
-// onShard runs fn in a fiber on shard i: an actor placed there starts it.
-type starter struct{}
-
-// startMsg carries code to run on the target shard; the closures it is
-// given capture only atomics and values set before the send.
-//
-//wo:shardsafe
-type startMsg struct{ fn func(f *Fiber) }
-
-func (starter) Receive(f *Fiber, m startMsg) { Go(f, m.fn) }
-
+// goOn starts fn on a new fiber of shard (modulo the shard count) and
+// returns once it is started. fn runs on beside the caller, so it must
+// capture only atomics, values set before the call, or state of that shard.
 func goOn(f *Fiber, shard int, fn func(f *Fiber)) {
-	Send(f, SpawnOn[startMsg](f, shard, starter{}), startMsg{fn: fn})
+	if _, err := OnShard(f, shard%f.Shards(), 0, func(g *Fiber) struct{} { Go(g, fn); return struct{}{} }); err != nil {
+		panic(err)
+	}
 }
 
 func TestCrossShardPingPongAndAsk(t *testing.T) {
