@@ -22,11 +22,11 @@
 //
 // Failure contract:
 //   - an fdatasync or directory fsync error is fatal (FatalError, ErrFatal,
-//     ErrFsyncFailed): the log refuses every later append and the owner must
+//     ErrFsyncFailed): the log refuses every later append and dbowner must
 //     stop acknowledging and exit non-zero, never retry and call it durable;
 //   - ENOSPC (ErrNoSpace) is not: the partial write is truncated away, the
-//     log is exactly as before the call, reads work, and appends work again
-//     once space is freed. StartRoom (at start) and Log.Room (before a
+//     log is exactly as before the call, and appends work again once space
+//     is freed. StartRoom (at start) and Log.Room (before a
 //     write is proposed) refuse a volume too small or too full before any
 //     write meets it (space.go; docs/wal.md, "Disk space").
 //

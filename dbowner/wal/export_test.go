@@ -5,11 +5,12 @@ import (
 	"io"
 )
 
-// Blocking compositions of the log's steps, for the tests only. What runs
-// (dbowner) carries out every append on its driver fiber (PrepareRecords,
-// a linked write+sync on the ring, Appended or Failed) and every snapshot
-// in three steps around its raft bookkeeping; the tests drive the same
-// steps with blocking I/O through these.
+// Blocking compositions of the log's steps, and ways to look at it, for the
+// tests only. What runs (dbowner) carries out every append on its driver
+// fiber (PrepareRecords, a linked write+sync on the ring, Appended or
+// Failed), every snapshot in three steps around its raft bookkeeping, and
+// reads the log only through recovery; the tests drive the same steps with
+// blocking I/O and read what is durable through these.
 
 // Prepare is PrepareRecords for records of one type.
 func (l *Log) Prepare(typ byte, payloads [][]byte) (*Pending, error) {
@@ -76,4 +77,52 @@ func DecodeRecord(b []byte, maxPayload int) (typ byte, payload []byte, size int,
 		return 0, nil, 0, fmt.Errorf("wal: record: %s", reason)
 	}
 	return typ, payload, size, nil
+}
+
+// Segments returns the segment file paths, oldest first.
+func (l *Log) Segments() []string {
+	out := make([]string, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = s.name
+	}
+	return out
+}
+
+// ReadFrom calls fn for every durable record with LSN >= from, in order,
+// reading the segments from the file system. It works whatever the state of
+// the write side (after ENOSPC, after a fatal error) because it only reads
+// what was made durable. The payload passed to fn is only valid during the
+// call.
+func (l *Log) ReadFrom(from LSN, fn func(Record) error) error {
+	if l.closed {
+		return ErrClosed
+	}
+	end := l.next
+	for i, s := range l.segs {
+		if i+1 < len(l.segs) && l.segs[i+1].first <= from {
+			continue
+		}
+		data, err := l.fs.ReadFile(s.name)
+		if err != nil {
+			return fmt.Errorf("wal: read segment %s: %w", s.name, err)
+		}
+		if _, err := parseSegHeader(data); err != nil {
+			return &CorruptError{File: s.name, Reason: err.Error()}
+		}
+		lsn, off := s.first, SegHeaderSize
+		for lsn < end && off < len(data) {
+			typ, payload, size, st, reason := decodeRecord(data[off:], l.opts.MaxRecordSize)
+			if st != decodeOK {
+				return &CorruptError{File: s.name, Offset: int64(off), Reason: reason}
+			}
+			if lsn >= from {
+				if err := fn(Record{LSN: lsn, Type: typ, Payload: payload}); err != nil {
+					return err
+				}
+			}
+			lsn++
+			off += size
+		}
+	}
+	return nil
 }

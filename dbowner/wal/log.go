@@ -630,15 +630,6 @@ func (l *Log) LastLSN() LSN { return l.next - 1 }
 // SnapshotLSN is the LSN covered by the newest snapshot (0 if none).
 func (l *Log) SnapshotLSN() LSN { return l.snapLSN }
 
-// Segments returns the segment file paths, oldest first.
-func (l *Log) Segments() []string {
-	out := make([]string, len(l.segs))
-	for i, s := range l.segs {
-		out[i] = s.name
-	}
-	return out
-}
-
 // Pending is a group of records prepared for the log by PrepareRecords:
 // Data is to be written at Off in File and made durable, as one unit, by
 // whoever owns the I/O (dbowner does it on its raft driver fiber, as one
@@ -948,45 +939,6 @@ func (w *snapWriter) flush() error {
 	}
 	w.off += int64(len(w.buf))
 	w.buf = w.buf[:0]
-	return nil
-}
-
-// ReadFrom calls fn for every durable record with LSN >= from, in order,
-// reading the segments from the file system. It works whatever the state of
-// the write side (after ENOSPC, after a fatal error) because it only reads
-// what was made durable. The payload passed to fn is only valid during the
-// call.
-func (l *Log) ReadFrom(from LSN, fn func(Record) error) error {
-	if l.closed {
-		return ErrClosed
-	}
-	end := l.next
-	for i, s := range l.segs {
-		if i+1 < len(l.segs) && l.segs[i+1].first <= from {
-			continue
-		}
-		data, err := l.fs.ReadFile(s.name)
-		if err != nil {
-			return fmt.Errorf("wal: read segment %s: %w", s.name, err)
-		}
-		if _, err := parseSegHeader(data); err != nil {
-			return &CorruptError{File: s.name, Reason: err.Error()}
-		}
-		lsn, off := s.first, SegHeaderSize
-		for lsn < end && off < len(data) {
-			typ, payload, size, st, reason := decodeRecord(data[off:], l.opts.MaxRecordSize)
-			if st != decodeOK {
-				return &CorruptError{File: s.name, Offset: int64(off), Reason: reason}
-			}
-			if lsn >= from {
-				if err := fn(Record{LSN: lsn, Type: typ, Payload: payload}); err != nil {
-					return err
-				}
-			}
-			lsn++
-			off += size
-		}
-	}
 	return nil
 }
 
