@@ -6,8 +6,10 @@
 // One protocol on two transports (docs/chat.md is the reference):
 //
 //   - TCP, a line per request and per event, usable from nc: /nick NAME,
-//     /join ROOM, /leave, /rooms, /history [N], /quit, and any other line is a
-//     message to the room you are in. Every line a client receives names its
+//     /join ROOM, /leave, /rooms, /history [N], /history since SEQ, /quit,
+//     and any other line is a message to the room you are in. When
+//     Options.Tokens is set (the worker's auth.token_file), the first line
+//     must be /auth TOKEN; a wrong or missing token ends the connection. Every line a client receives names its
 //     room and its sender: "#lobby <ann> hello". ParseLine parses a line;
 //     Event.AppendLine writes one.
 //   - WebSocket at /chat on the data port, one JSON object per text frame
@@ -17,7 +19,8 @@
 //     on any connection, here the runtime's fiber sockets.
 //
 // TCP and WebSocket users share rooms: a room does not know the transport of
-// its members.
+// its members. A nick is held by one connection at a time (the directory
+// keeps them, compared without case).
 //
 // # Shape
 //
@@ -39,6 +42,12 @@
 // Options.History messages from the database. Messages said back to back
 // share one write (room.sayBatch), so a room is not bound to one message
 // per commit.
+//
+// # Retention
+//
+// A room's history is bounded (Options.RetainCount, RetainAge; prune.go):
+// the room deletes what is past a bound on a fiber beside its worker, a
+// batch of deletes per transaction, so its writes never wait for pruning.
 //
 // # Limits
 //
@@ -67,9 +76,17 @@
 // HTTP span. A provider that records nothing (Options.TracerProvider, or
 // the global one) means no span and nothing carried.
 //
+// # Metrics
+//
+// Service.Collectors are the wo_chat_* metrics (connections, rooms,
+// messages in and out, slow consumers cut, ...), read from the service's
+// counters at scrape time; the worker serves them on /metrics.
+//
 // # Web page
 //
 // Page is a small client (HTML, CSS, JavaScript, no build step) embedded in
 // the binary and served at "/": pick a nick, join a room, see the history
-// and the live messages, send.
+// and the live messages, send. It reconnects by itself with backoff and
+// asks for what it missed (join with since); slash commands typed in it are
+// commands, as on TCP.
 package chat
