@@ -14,8 +14,10 @@ import (
 // forEachBackend runs fn once per usable backend, so every backend test runs
 // on io_uring and on epoll in the same go test run.
 func forEachBackend(t *testing.T, fn func(t *testing.T, cfg Config)) {
-	runtimetest.ForEachBackend(t, testConfig, func(c *Config, m iobackend.Mode) { c.IO = m }, fn)
+	runtimetest.ForEachBackend(t, testConfig, setIO, fn)
 }
+
+func setIO(c *Config, m iobackend.Mode) { c.IO = m }
 
 func TestFileWriteAtSync(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {

@@ -8,10 +8,7 @@ import (
 )
 
 func TestOnShardRunsThereAndReturnsTheResult(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
-		if cfg.Shards < 2 {
-			cfg.Shards = 2
-		}
+	forEachBackendMultiShard(t, func(t *testing.T, cfg Config) {
 		run(t, cfg, func(f *Fiber) int {
 			for sh := 0; sh < f.Shards(); sh++ {
 				// A pointer captured and written on the other shard: the
@@ -53,10 +50,7 @@ func TestOnShardInlineOnItsOwnShard(t *testing.T) {
 // that parks does not hold up the next call to the same shard (an actor
 // would serve them one at a time).
 func TestOnShardCallsRunConcurrently(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
-		if cfg.Shards < 2 {
-			cfg.Shards = 2
-		}
+	forEachBackendMultiShard(t, func(t *testing.T, cfg Config) {
 		run(t, cfg, func(f *Fiber) int {
 			var gate Signal // waited for on shard 1 only
 			var done Signal
@@ -123,10 +117,7 @@ func TestOnShardErrors(t *testing.T) {
 // TestOnShardWhileStopping: a call parked when the runtime stops is unwound;
 // one made from deferred code while stopping returns ErrStopped.
 func TestOnShardWhileStopping(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
-		if cfg.Shards < 2 {
-			cfg.Shards = 2
-		}
+	forEachBackendMultiShard(t, func(t *testing.T, cfg Config) {
 		var got atomic.Value
 		run(t, cfg, func(f *Fiber) int {
 			var never Signal
@@ -162,12 +153,7 @@ func TestOnShardAllocatesNothing(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		for i := 0; i < 100; i++ {
-			call()
-		}
-		if a := testing.AllocsPerRun(1000, call); a != 0 {
-			t.Errorf("a cross-shard OnShard allocates %.2f times, want 0", a)
-		}
+		checkNoAllocs(t, "a cross-shard OnShard", call)
 		return 0
 	})
 }

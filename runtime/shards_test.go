@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/writeonce/wo/runtime/runtimetest"
 )
 
 // multiShardConfig is the test config with at least two shards: these tests
@@ -16,6 +18,11 @@ func multiShardConfig(t testing.TB) Config {
 		cfg.Shards = 2
 	}
 	return cfg
+}
+
+// forEachBackendMultiShard is forEachBackend on multiShardConfig.
+func forEachBackendMultiShard(t *testing.T, fn func(t *testing.T, cfg Config)) {
+	runtimetest.ForEachBackend(t, multiShardConfig, setIO, fn)
 }
 
 // goOn starts fn on a new fiber of shard (modulo the shard count) and

@@ -77,10 +77,7 @@ func TestSignalWakesAWaiterOnItsShard(t *testing.T) {
 // deadlines; every item is seen, so no Notify was lost, whichever way the
 // race between a Notify and a Wait's timeout went.
 func TestSignalAcrossShards(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
-		if cfg.Shards < 2 {
-			cfg.Shards = 2
-		}
+	forEachBackendMultiShard(t, func(t *testing.T, cfg Config) {
 		run(t, cfg, func(f *Fiber) int {
 			const total = 2000
 			var s Signal
@@ -120,10 +117,7 @@ func TestSignalAcrossShards(t *testing.T) {
 // turn, each with no deadline: a lost wake-up would hang, so the wait is the
 // assertion (bounded by the liveness timeout).
 func TestSignalCrossShardPingPong(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
-		if cfg.Shards < 2 {
-			cfg.Shards = 2
-		}
+	forEachBackendMultiShard(t, func(t *testing.T, cfg Config) {
 		run(t, cfg, func(f *Fiber) int {
 			var ping, pong Signal
 			const rounds = 1000
@@ -280,12 +274,7 @@ func TestSignalAllocatesNothing(t *testing.T) {
 			local.Notify(f)
 			local.Wait(f, time.Hour)
 		}
-		for i := 0; i < 100; i++ {
-			roundTrip()
-		}
-		if n := testing.AllocsPerRun(1000, roundTrip); n != 0 {
-			t.Errorf("Notify and Wait allocate %.2f times per round, want 0", n)
-		}
+		checkNoAllocs(t, "a round of Notify and Wait", roundTrip)
 		stop.Store(true)
 		ping.Notify(f)
 		return 0
