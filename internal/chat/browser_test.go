@@ -53,12 +53,7 @@ func TestPageInBrowser(t *testing.T) {
 	srv, _ := startServer(t, testConfig(t), t.TempDir(), Options{})
 	url := "http://" + srv.dataAddr() + "/"
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, browserOptions(t, bin)...)
-	defer cancelAlloc()
-	ann, cancelAnn := chromedp.NewContext(actx)
-	defer cancelAnn()
+	ann := newBrowser(t, bin)
 
 	join := func(ctx context.Context, nick string) error { return joinPage(ctx, url, nick) }
 	say := sayOnPage
@@ -109,6 +104,18 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	fmt.Printf("chat page screenshot: %s\n", path)
 	t.Logf("screenshot of ben's page: %s", path)
+}
+
+// newBrowser starts headless chromium for a page test (closed when the
+// test ends, within two minutes at most) and returns its first tab.
+func newBrowser(t *testing.T, bin string) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, browserOptions(t, bin)...)
+	t.Cleanup(cancelAlloc)
+	tab, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(cancelTab)
+	return tab
 }
 
 // browserOptions are headless chromium's flags for the page tests.

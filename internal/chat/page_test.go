@@ -39,13 +39,7 @@ func TestPageReconnectsAndReplaysMissed(t *testing.T) {
 		dir := t.TempDir()
 		srv, stop := startServer(t, cfg, dir, Options{})
 		addr := srv.dataAddr()
-
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		actx, cancelAlloc := chromedp.NewExecAllocator(ctx, browserOptions(t, bin)...)
-		defer cancelAlloc()
-		page, cancelPage := chromedp.NewContext(actx)
-		defer cancelPage()
+		page := newBrowser(t, bin)
 		if err := joinPage(page, "http://"+addr+"/", "ann"); err != nil {
 			t.Fatalf("ann joins: %v", err)
 		}
@@ -100,12 +94,7 @@ func TestPageReconnectsAndReplaysMissed(t *testing.T) {
 func TestPageSlashCommands(t *testing.T) {
 	bin := chromium(t)
 	srv, _ := startServer(t, testConfig(t), t.TempDir(), Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, browserOptions(t, bin)...)
-	defer cancelAlloc()
-	page, cancelPage := chromedp.NewContext(actx)
-	defer cancelPage()
+	page := newBrowser(t, bin)
 	if err := joinPage(page, "http://"+srv.dataAddr()+"/", "ann"); err != nil {
 		t.Fatalf("ann joins: %v", err)
 	}
