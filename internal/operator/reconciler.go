@@ -231,13 +231,9 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 		return out, reconcile.TerminalError(fmt.Errorf("render worker %s/%s: %w", w.Namespace, w.Name, err))
 	}
 	// The group as the pods see it: the pods the StatefulSet runs now.
-	current := int32(-1)
-	var existing appsv1.StatefulSet
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: render.StatefulSetName(w)}, &existing); {
-	case err == nil:
-		current = derefReplicas(existing.Spec.Replicas)
-	case !apierrors.IsNotFound(err):
-		return out, fmt.Errorf("get StatefulSet %s: %w", render.StatefulSetName(w), err)
+	current, err := r.currentPods(ctx, w)
+	if err != nil {
+		return out, err
 	}
 	token, tokenCond, err := r.syncAdminToken(ctx, w, current)
 	if err != nil {
@@ -263,21 +259,12 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 	out.m = &m
 	// Certificates first: a pod the StatefulSet is about to create must
 	// find its own in the Secret it mounts.
-	if certManager {
-		tlsCond, err = r.syncCertManager(ctx, w)
-		if err != nil {
-			return out, err
-		}
-	} else {
-		caCond, err := r.syncPeerTLS(ctx, w, int(max(m.StatefulSetReplicas, current)), views)
-		if err != nil {
-			return out, err
-		}
-		out.conds = append(out.conds, caCond)
-		tlsCond = render.Condition(wov1.ConditionPeerTLS, metav1.ConditionTrue, "Operator",
-			"the operator issues the members' certificates from its CA in the Secret "+render.PeerCAName(w))
+	conds, err := r.syncCertificates(ctx, w, certManager, int(max(m.StatefulSetReplicas, current)), views)
+	if err != nil {
+		return out, err
 	}
-	out.conds = append(out.conds, tlsCond)
+	out.conds = append(out.conds, conds...)
+	tlsCond = conds[len(conds)-1]
 	objs, err := render.Render(w, r.Options, render.Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped, CertManager: certManager})
 	if err != nil {
 		return out, err
@@ -298,22 +285,63 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 		// the StatefulSet waits for it.
 		return out, nil
 	}
+	out.sts, err = r.syncStatefulSet(ctx, w, objs, &m)
+	return out, err
+}
+
+// currentPods is the pod count the StatefulSet asks for now; -1 when there
+// is no StatefulSet yet.
+func (r *Reconciler) currentPods(ctx context.Context, w *wov1.Worker) (int32, error) {
+	var existing appsv1.StatefulSet
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: render.StatefulSetName(w)}, &existing); {
+	case err == nil:
+		return derefReplicas(existing.Spec.Replicas), nil
+	case apierrors.IsNotFound(err):
+		return -1, nil
+	default:
+		return 0, fmt.Errorf("get StatefulSet %s: %w", render.StatefulSetName(w), err)
+	}
+}
+
+// syncCertificates has the members' certificates issued for pods
+// 0..pods-1, by cert-manager or by the operator's own CA, and returns the
+// conditions to report, the PeerTLS condition last.
+func (r *Reconciler) syncCertificates(ctx context.Context, w *wov1.Worker, certManager bool, pods int, views []membership.PodView) ([]metav1.Condition, error) {
+	if certManager {
+		tlsCond, err := r.syncCertManager(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		return []metav1.Condition{tlsCond}, nil
+	}
+	caCond, err := r.syncPeerTLS(ctx, w, pods, views)
+	if err != nil {
+		return nil, err
+	}
+	return []metav1.Condition{caCond, render.Condition(wov1.ConditionPeerTLS, metav1.ConditionTrue, "Operator",
+		"the operator issues the members' certificates from its CA in the Secret "+render.PeerCAName(w))}, nil
+}
+
+// syncStatefulSet writes the StatefulSet, says why when it changed, and
+// deletes the volumes of members a scale-down removed (taking their pods
+// off m.Draining).
+func (r *Reconciler) syncStatefulSet(ctx context.Context, w *wov1.Worker, objs *render.Objects, m *membership.Decision) (*appsv1.StatefulSet, error) {
 	res, err := r.sync(ctx, w, objs.StatefulSet, &appsv1.StatefulSet{})
 	if err != nil {
-		return out, err
+		return nil, err
 	}
-	out.sts = res.current.(*appsv1.StatefulSet)
-	r.explainStatefulSet(w, objs, out.sts, res)
+	sts := res.current.(*appsv1.StatefulSet)
+	r.explainStatefulSet(w, objs, sts, res)
 	if len(m.DeleteVolumes) > 0 {
 		done, err := r.deleteDrainedVolumes(ctx, w, m.DeleteVolumes)
 		for _, ord := range done {
 			m.Draining = slices.DeleteFunc(m.Draining, func(p string) bool { return p == render.PodName(w, ord) })
 		}
 		if err != nil {
-			return out, err
+			return sts, err
 		}
 	}
-	return out, nil
+	return sts, nil
 }
 
 func (r *Reconciler) now() time.Time {

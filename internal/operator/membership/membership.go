@@ -185,10 +185,6 @@ func leaderView(pods []PodView) (PodView, bool) {
 func Decide(in Input) Decision {
 	w := in.Worker
 	desired := render.Replicas(w)
-	catchUp := in.CatchUpEntries
-	if catchUp == 0 {
-		catchUp = DefaultCatchUpEntries
-	}
 	out := Decision{
 		TargetVoters: EffectiveVoters(SpecVoters(w), desired),
 		Bootstrapped: w.Status.Bootstrapped,
@@ -205,24 +201,73 @@ func Decide(in Input) Decision {
 	if !ok {
 		return decideBlind(in, out, views, desired)
 	}
-	out.HaveView = true
-	L := lv.Cluster
-	out.Leader = render.PodName(w, lv.Ordinal)
-
-	// The configuration, by ordinal (highest first for the scale-down), and
-	// the voters in it.
-	members := slices.Clone(L.Members)
-	slices.SortFunc(members, func(a, b adminapi.Member) int {
+	g := groupView{in: in, w: w, desired: desired, views: views, L: lv.Cluster, leader: lv.Ordinal}
+	g.catchUp = in.CatchUpEntries
+	if g.catchUp == 0 {
+		g.catchUp = DefaultCatchUpEntries
+	}
+	// The configuration, by ordinal (highest first for the scale-down).
+	g.members = slices.Clone(g.L.Members)
+	slices.SortFunc(g.members, func(a, b adminapi.Member) int {
 		return cmp.Or(cmp.Compare(b.Ordinal, a.Ordinal), cmp.Compare(a.ID, b.ID))
 	})
+	g.describe(&out)
+
+	if desired == 0 {
+		out.InStep = true
+		out.Next = Action{Kind: ActionNone, Via: lv.Ordinal, Reason: "replicas is 0: the pods stop and the group keeps its members"}
+		return out
+	}
+	if a, ok := g.nextStep(out); ok {
+		a.Via = lv.Ordinal
+		out.Next = a
+		return out
+	}
+
+	// Nothing to do now; say what, if anything, is still awaited.
+	waits := g.awaited()
+	out.InStep = len(waits) == 0 && len(out.Draining) == 0 && out.Voters == out.TargetVoters && g.L.Reachable >= g.L.Voters/2+1
+	if len(waits) > 0 {
+		out.Next = Action{Kind: ActionNone, Via: lv.Ordinal, Reason: strings.Join(waits, "; ")}
+	}
+	return out
+}
+
+// groupView is the raft group as the leader sees it, with what Decide needs
+// to choose a step.
+type groupView struct {
+	in      Input
+	w       *wov1.Worker
+	desired int32 // spec.replicas
+	catchUp uint64
+	views   map[int]PodView
+	L       adminapi.Cluster // the leader's view
+	leader  int              // the leader's ordinal
+	// members is the configuration, by ordinal, highest first.
+	members []adminapi.Member
+	// voters is the number of voters in members, target what the spec asks.
+	voters, target int32
+	// lagging are the learners not caught up enough to be promoted, for
+	// people.
+	lagging []string
+}
+
+// describe fills in what the status and the rendering derive from the
+// leader's view: the members, the voters, the pod count, the draining pods
+// and the Quorum condition.
+func (g *groupView) describe(out *Decision) {
+	w, desired, L := g.w, g.desired, g.L
+	out.HaveView = true
+	out.Leader = render.PodName(w, g.leader)
 	maxOrdinal := -1
-	for _, m := range members {
+	for _, m := range g.members {
 		if m.Role == adminapi.RoleVoter {
 			out.Voters++
 		}
 		maxOrdinal = max(maxOrdinal, m.Ordinal)
 	}
-	out.Members = memberStatuses(w, L, members, views)
+	g.voters, g.target = out.Voters, out.TargetVoters
+	out.Members = memberStatuses(w, L, g.members, g.views)
 
 	if desired == 0 {
 		// Scale to zero stops the pods and keeps the group as it is: its
@@ -232,7 +277,7 @@ func Decide(in Input) Decision {
 	} else {
 		out.StatefulSetReplicas = max(desired, int32(maxOrdinal+1))
 	}
-	for _, m := range members {
+	for _, m := range g.members {
 		if desired > 0 && int32(m.Ordinal) >= desired {
 			out.Draining = append(out.Draining, render.PodName(w, m.Ordinal))
 		}
@@ -248,131 +293,150 @@ func Decide(in Input) Decision {
 		out.Quorum = render.Condition(wov1.ConditionQuorum, metav1.ConditionFalse, "QuorumLost",
 			fmt.Sprintf("leader %s reaches %d of %d voters, fewer than the quorum of %d: writes and linearizable reads fail until more voters are back", out.Leader, reach, L.Voters, quorum))
 	}
+}
 
-	if desired == 0 {
-		out.InStep = true
-		out.Next = Action{Kind: ActionNone, Via: lv.Ordinal, Reason: "replicas is 0: the pods stop and the group keeps its members"}
-		return out
-	}
-
-	act := func(a Action) Decision {
-		a.Via = lv.Ordinal
-		out.Next = a
-		return out
-	}
-
-	// 1. A pod that came back with a new ID (its volume was wiped): its old
-	// ID can never answer again, so it goes first; the new one is then
-	// added like any joining pod.
-	for _, m := range members {
-		v, ok := views[m.Ordinal]
-		if !ok || v.Err != nil || v.Cluster.Self == 0 || v.Cluster.Self == m.ID || int32(m.Ordinal) >= desired {
-			continue
-		}
-		if why, safe := removalKeepsQuorum(L, members, m); !safe {
-			return act(Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
-				Reason: fmt.Sprintf("pod %s came back as a new member %s; removing its old ID %s %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID, why)})
-		}
-		return act(Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
-			Reason: fmt.Sprintf("pod %s came back as a new member %s (its volume was replaced): removing its old ID %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID)})
-	}
-
-	// 2. Scale-down: the highest ordinal first, leadership moved away
-	// first, never below a quorum.
-	if desired > 0 {
-		for _, m := range members {
-			if int32(m.Ordinal) < desired {
-				break
-			}
-			if m.ID == L.Self {
-				to, ok := transferTarget(members, func(o adminapi.Member) bool { return int32(o.Ordinal) < desired })
-				if !ok {
-					return act(Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
-						Reason: fmt.Sprintf("pod %s leads and is to be removed, but no reachable voter on pods 0..%d can take over: the scale-down waits for one", out.Leader, desired-1)})
-				}
-				return act(Action{Kind: ActionTransferLeader, ID: to.ID, Ordinal: to.Ordinal,
-					Reason: fmt.Sprintf("pod %s leads and is to be removed: transferring leadership to %s first", out.Leader, render.PodName(w, to.Ordinal))})
-			}
-			if why, safe := removalKeepsQuorum(L, members, m); !safe {
-				return act(Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
-					Reason: fmt.Sprintf("scale-down to %d waits: removing %s %s", desired, render.PodName(w, m.Ordinal), why)})
-			}
-			return act(Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
-				Reason: fmt.Sprintf("scale-down to %d: removing %s %s (%s) from the group before its pod goes", desired, m.Role, render.PodName(w, m.Ordinal), m.ID)})
+// nextStep is the first step that applies, in this order: a replaced
+// pod's old ID removed, the scale-down, the scale-up, a promotion, a
+// demotion. ok is false when none does.
+func (g *groupView) nextStep(out Decision) (Action, bool) {
+	for _, step := range []func() (Action, bool){g.replacedPod, func() (Action, bool) { return g.scaleDown(out.Leader) }, g.scaleUp, g.promotion} {
+		if a, ok := step(); ok {
+			return a, true
 		}
 	}
-
-	// 3. Scale-up: every joining pod the spec wants becomes a learner,
-	// lowest ordinal first. A pod whose ordinal still has an old ID in the
-	// group waits for step 1.
-	byOrdinal := map[int]bool{}
-	for _, m := range members {
-		byOrdinal[m.Ordinal] = true
-	}
-	for ord := 0; int32(ord) < min(desired, max(in.StatefulSetReplicas, 0)); ord++ {
-		v, ok := views[ord]
-		if !ok || v.Err != nil || v.Cluster.State != adminapi.StateJoining || v.Cluster.Self == 0 {
-			continue
-		}
-		if inConfig(members, v.Cluster.Self) || byOrdinal[ord] {
-			continue
-		}
-		return act(Action{Kind: ActionAddLearner, ID: v.Cluster.Self, Ordinal: ord,
-			Reason: fmt.Sprintf("pod %s is waiting to join as %s: adding it as a learner", render.PodName(w, ord), v.Cluster.Self)})
-	}
-
-	// 4. Promotion: caught-up learners become voters, lowest ordinal
-	// first, until the target.
-	var lagging []string
-	if out.Voters < out.TargetVoters {
-		for i := len(members) - 1; i >= 0; i-- { // lowest ordinal first
-			m := members[i]
-			if m.Role != adminapi.RoleLearner || int32(m.Ordinal) >= desired {
-				continue
-			}
-			lag := uint64(0)
-			if L.Commit > m.Match {
-				lag = L.Commit - m.Match
-			}
-			if !m.Reachable || lag > catchUp {
-				lagging = append(lagging, fmt.Sprintf("%s (match %d of commit %d, reachable %t)", render.PodName(w, m.Ordinal), m.Match, L.Commit, m.Reachable))
-				continue
-			}
-			return act(Action{Kind: ActionPromote, ID: m.ID, Ordinal: m.Ordinal,
-				Reason: fmt.Sprintf("learner %s caught up (match %d of commit %d): promoting it to voter %d of %d", render.PodName(w, m.Ordinal), m.Match, L.Commit, out.Voters+1, out.TargetVoters)})
-		}
-	}
-
-	// 5. Demotion: spec.voters was lowered on the same pods. The voters on
+	// Demotion: spec.voters was lowered on the same pods. The voters on
 	// the highest ordinals become learners, one a reconcile, leadership
 	// moved off first. The scale-down above has already removed the
 	// voters of pods that go, so only voters on pods that stay are left.
-	if out.Voters > out.TargetVoters {
-		return act(decideDemotion(w, L, members, out.Voters, out.TargetVoters, out.Leader))
+	if g.voters > g.target {
+		return decideDemotion(g.w, g.L, g.members, g.voters, g.target, out.Leader), true
 	}
+	return Action{}, false
+}
 
-	// Nothing to do now; say what, if anything, is still awaited.
-	var waits []string
-	if len(lagging) > 0 {
-		waits = append(waits, "catching up before promotion: "+strings.Join(lagging, ", "))
+// replacedPod: a pod that came back with a new ID (its volume was wiped):
+// its old ID can never answer again, so it goes first; the new one is then
+// added like any joining pod.
+func (g *groupView) replacedPod() (Action, bool) {
+	w := g.w
+	for _, m := range g.members {
+		v, ok := g.views[m.Ordinal]
+		if !ok || v.Err != nil || v.Cluster.Self == 0 || v.Cluster.Self == m.ID || int32(m.Ordinal) >= g.desired {
+			continue
+		}
+		if why, safe := removalKeepsQuorum(g.L, g.members, m); !safe {
+			return Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
+				Reason: fmt.Sprintf("pod %s came back as a new member %s; removing its old ID %s %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID, why)}, true
+		}
+		return Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
+			Reason: fmt.Sprintf("pod %s came back as a new member %s (its volume was replaced): removing its old ID %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID)}, true
 	}
-	for ord := 0; int32(ord) < desired; ord++ {
-		if !byOrdinal[ord] {
-			waits = append(waits, "pod "+render.PodName(w, ord)+" is not a member yet"+podSays(views, ord))
+	return Action{}, false
+}
+
+// scaleDown removes the member on the highest ordinal the spec no longer
+// wants, leadership moved away first, never below a quorum.
+func (g *groupView) scaleDown(leader string) (Action, bool) {
+	w, desired := g.w, g.desired
+	for _, m := range g.members {
+		if int32(m.Ordinal) < desired {
+			break
+		}
+		if m.ID == g.L.Self {
+			to, ok := transferTarget(g.members, func(o adminapi.Member) bool { return int32(o.Ordinal) < desired })
+			if !ok {
+				return Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
+					Reason: fmt.Sprintf("pod %s leads and is to be removed, but no reachable voter on pods 0..%d can take over: the scale-down waits for one", leader, desired-1)}, true
+			}
+			return Action{Kind: ActionTransferLeader, ID: to.ID, Ordinal: to.Ordinal,
+				Reason: fmt.Sprintf("pod %s leads and is to be removed: transferring leadership to %s first", leader, render.PodName(w, to.Ordinal))}, true
+		}
+		if why, safe := removalKeepsQuorum(g.L, g.members, m); !safe {
+			return Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
+				Reason: fmt.Sprintf("scale-down to %d waits: removing %s %s", desired, render.PodName(w, m.Ordinal), why)}, true
+		}
+		return Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
+			Reason: fmt.Sprintf("scale-down to %d: removing %s %s (%s) from the group before its pod goes", desired, m.Role, render.PodName(w, m.Ordinal), m.ID)}, true
+	}
+	return Action{}, false
+}
+
+// hasOrdinal says whether a member of the configuration is on pod ord.
+func (g *groupView) hasOrdinal(ord int) bool {
+	for _, m := range g.members {
+		if m.Ordinal == ord {
+			return true
 		}
 	}
-	for _, v := range in.Pods {
-		if v.Err == nil && v.Cluster.Self != 0 && !inConfig(members, v.Cluster.Self) && int32(v.Ordinal) < desired &&
+	return false
+}
+
+// scaleUp adds every joining pod the spec wants as a learner, lowest
+// ordinal first. A pod whose ordinal still has an old ID in the group
+// waits for replacedPod.
+func (g *groupView) scaleUp() (Action, bool) {
+	for ord := 0; int32(ord) < min(g.desired, max(g.in.StatefulSetReplicas, 0)); ord++ {
+		v, ok := g.views[ord]
+		if !ok || v.Err != nil || v.Cluster.State != adminapi.StateJoining || v.Cluster.Self == 0 {
+			continue
+		}
+		if inConfig(g.members, v.Cluster.Self) || g.hasOrdinal(ord) {
+			continue
+		}
+		return Action{Kind: ActionAddLearner, ID: v.Cluster.Self, Ordinal: ord,
+			Reason: fmt.Sprintf("pod %s is waiting to join as %s: adding it as a learner", render.PodName(g.w, ord), v.Cluster.Self)}, true
+	}
+	return Action{}, false
+}
+
+// promotion makes a caught-up learner a voter, lowest ordinal first, until
+// the target; the learners it passes over are kept in g.lagging.
+func (g *groupView) promotion() (Action, bool) {
+	if g.voters >= g.target {
+		return Action{}, false
+	}
+	L := g.L
+	for i := len(g.members) - 1; i >= 0; i-- { // lowest ordinal first
+		m := g.members[i]
+		if m.Role != adminapi.RoleLearner || int32(m.Ordinal) >= g.desired {
+			continue
+		}
+		lag := uint64(0)
+		if L.Commit > m.Match {
+			lag = L.Commit - m.Match
+		}
+		if !m.Reachable || lag > g.catchUp {
+			g.lagging = append(g.lagging, fmt.Sprintf("%s (match %d of commit %d, reachable %t)", render.PodName(g.w, m.Ordinal), m.Match, L.Commit, m.Reachable))
+			continue
+		}
+		return Action{Kind: ActionPromote, ID: m.ID, Ordinal: m.Ordinal,
+			Reason: fmt.Sprintf("learner %s caught up (match %d of commit %d): promoting it to voter %d of %d", render.PodName(g.w, m.Ordinal), m.Match, L.Commit, g.voters+1, g.target)}, true
+	}
+	return Action{}, false
+}
+
+// awaited says, for people, what the group still waits for when no step
+// applies: learners catching up, pods not members yet, pods holding a
+// removed member on their volume.
+func (g *groupView) awaited() []string {
+	w := g.w
+	var waits []string
+	if len(g.lagging) > 0 {
+		waits = append(waits, "catching up before promotion: "+strings.Join(g.lagging, ", "))
+	}
+	for ord := 0; int32(ord) < g.desired; ord++ {
+		if !g.hasOrdinal(ord) {
+			waits = append(waits, "pod "+render.PodName(w, ord)+" is not a member yet"+podSays(g.views, ord))
+		}
+	}
+	for _, v := range g.in.Pods {
+		if v.Err == nil && v.Cluster.Self != 0 && !inConfig(g.members, v.Cluster.Self) && int32(v.Ordinal) < g.desired &&
 			(v.Cluster.State == adminapi.StateRemoved || v.Cluster.State == adminapi.StateStopped) {
 			waits = append(waits, fmt.Sprintf("pod %s holds the removed member %s on its volume: delete its PersistentVolumeClaim %s and the pod so it starts empty and joins as a new member",
 				render.PodName(w, v.Ordinal), v.Cluster.Self, render.DataVolume+"-"+render.PodName(w, v.Ordinal)))
 		}
 	}
-	out.InStep = len(waits) == 0 && len(out.Draining) == 0 && out.Voters == out.TargetVoters && reach >= quorum
-	if len(waits) > 0 {
-		out.Next = Action{Kind: ActionNone, Via: lv.Ordinal, Reason: strings.Join(waits, "; ")}
-	}
-	return out
+	return waits
 }
 
 func inConfig(members []adminapi.Member, id adminapi.ID) bool {

@@ -438,21 +438,68 @@ func httpProbe(path string, period, failures int32) *corev1.Probe {
 // rolls the pods (a mounted ConfigMap changes under a running process, which
 // reads its config only at start).
 func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash string) *appsv1.StatefulSet {
-	replicas := Replicas(w)
-	// The schema defaults storage to 1Gi; a Worker built in Go without it
-	// gets the same.
-	storage := resource.MustParse(DefaultStorageSize)
-	var storageClass *string
-	if s := w.Spec.Storage; s != nil {
-		if !s.Size.IsZero() {
-			storage = s.Size.DeepCopy()
-		}
-		if s.StorageClassName != nil {
-			storageClass = ptr.To(*s.StorageClassName)
-		}
+	sel := SelectorLabels(w)
+	podLabels := ObjectLabels(w)
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: ObjectMeta(w, StatefulSetName(w)),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To(Replicas(w)),
+			Selector:    &metav1.LabelSelector{MatchLabels: sel},
+			ServiceName: HeadlessName(w),
+			// Pods of a Worker do not depend on each other to start, so
+			// scaling creates or removes them all at once. Rolling
+			// updates are still one pod at a time.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
+				Type: appsv1.RollingUpdateStatefulSetStrategyType,
+			},
+			// A pod's volume is its database: never delete it implicitly.
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels: podLabels,
+					Annotations: map[string]string{
+						AnnotationConfigHash:                      configHash,
+						AnnotationShards:                          strconv.Itoa(shards),
+						"kubectl.kubernetes.io/default-container": ContainerName,
+					},
+				},
+				Spec: corev1.PodSpec{
+					// The worker's default drain: 5s of /readyz 503 while serving
+					// (http.drain_grace), 15s for in-flight requests
+					// (http.drain_timeout), then the WAL close; 10s to spare.
+					TerminationGracePeriodSeconds: ptr.To(int64(TerminationGracePeriodSeconds)),
+					Containers:                    []corev1.Container{workerContainer(w, image, shards)},
+					Volumes:                       podVolumes(w),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr.To(true),
+						RunAsUser:    ptr.To(int64(NonRootUID)),
+						RunAsGroup:   ptr.To(int64(NonRootUID)),
+						// The volume is writable by the worker's group.
+						FSGroup:             ptr.To(int64(NonRootUID)),
+						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+						SeccompProfile:      RenderSeccomp(w),
+					},
+					// The worker does not call the API server, and the
+					// Service environment variables of a busy namespace
+					// would only crowd its env.
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{dataVolumeClaim(w, sel)},
+		},
 	}
+}
 
-	container := corev1.Container{
+// workerContainer is the worker container: the contract's ports, mounts
+// and environment, the probes, and a locked-down security context.
+func workerContainer(w *wov1.Worker, image string, shards int) corev1.Container {
+	return corev1.Container{
 		Name:  ContainerName,
 		Image: image,
 		Args:  []string{"--config=" + ConfigDir + "/" + ConfigFile},
@@ -492,87 +539,53 @@ func RenderStatefulSet(w *wov1.Worker, image string, shards int, configHash stri
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+}
 
-	sel := SelectorLabels(w)
-	podLabels := ObjectLabels(w)
-	return &appsv1.StatefulSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: ObjectMeta(w, StatefulSetName(w)),
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To(replicas),
-			Selector:    &metav1.LabelSelector{MatchLabels: sel},
-			ServiceName: HeadlessName(w),
-			// Pods of a Worker do not depend on each other to start, so
-			// scaling creates or removes them all at once. Rolling
-			// updates are still one pod at a time.
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
-				Type: appsv1.RollingUpdateStatefulSetStrategyType,
+// podVolumes are the pod's volumes besides its claim: worker.toml, the
+// two Secrets, and a small writable /tmp.
+func podVolumes(w *wov1.Worker) []corev1.Volume {
+	return []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(w)},
+		}}},
+		{Name: "peer-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: PeerTLSName(w), DefaultMode: ptr.To(int32(0o440)),
+		}}},
+		{Name: "admin-token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: AdminTokenName(w), DefaultMode: ptr.To(int32(0o440)),
+		}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			SizeLimit: ptr.To(resource.MustParse("64Mi")),
+		}}},
+	}
+}
+
+// dataVolumeClaim is the volume claim template: the pod's database. The
+// schema defaults storage to 1Gi; a Worker built in Go without it gets the
+// same.
+func dataVolumeClaim(w *wov1.Worker, sel map[string]string) corev1.PersistentVolumeClaim {
+	storage := resource.MustParse(DefaultStorageSize)
+	var storageClass *string
+	if s := w.Spec.Storage; s != nil {
+		if !s.Size.IsZero() {
+			storage = s.Size.DeepCopy()
+		}
+		if s.StorageClassName != nil {
+			storageClass = ptr.To(*s.StorageClassName)
+		}
+	}
+	return corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   DataVolume,
+			Labels: sel,
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: storageClass,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: storage},
 			},
-			// A pod's volume is its database: never delete it implicitly.
-			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
-				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
-			},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels: podLabels,
-					Annotations: map[string]string{
-						AnnotationConfigHash:                      configHash,
-						AnnotationShards:                          strconv.Itoa(shards),
-						"kubectl.kubernetes.io/default-container": ContainerName,
-					},
-				},
-				Spec: corev1.PodSpec{
-					// The worker's default drain: 5s of /readyz 503 while serving
-					// (http.drain_grace), 15s for in-flight requests
-					// (http.drain_timeout), then the WAL close; 10s to spare.
-					TerminationGracePeriodSeconds: ptr.To(int64(TerminationGracePeriodSeconds)),
-					Containers:                    []corev1.Container{container},
-					Volumes: []corev1.Volume{
-						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(w)},
-						}}},
-						{Name: "peer-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: PeerTLSName(w), DefaultMode: ptr.To(int32(0o440)),
-						}}},
-						{Name: "admin-token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: AdminTokenName(w), DefaultMode: ptr.To(int32(0o440)),
-						}}},
-						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-							SizeLimit: ptr.To(resource.MustParse("64Mi")),
-						}}},
-					},
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: ptr.To(true),
-						RunAsUser:    ptr.To(int64(NonRootUID)),
-						RunAsGroup:   ptr.To(int64(NonRootUID)),
-						// The volume is writable by the worker's group.
-						FSGroup:             ptr.To(int64(NonRootUID)),
-						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-						SeccompProfile:      RenderSeccomp(w),
-					},
-					// The worker does not call the API server, and the
-					// Service environment variables of a busy namespace
-					// would only crowd its env.
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-				},
-			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-				ObjectMeta: metav1.ObjectMeta{
-					Name:   DataVolume,
-					Labels: sel,
-				},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: storageClass,
-					Resources: corev1.VolumeResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceStorage: storage},
-					},
-				},
-			}},
 		},
 	}
 }
