@@ -182,14 +182,14 @@ func (l *Log) recover() (*Recovered, error) {
 	if err != nil {
 		return nil, err
 	}
-	end, cut, err := l.replaySegments(rec)
+	end, dropped, err := l.replaySegments(rec)
 	if err != nil {
 		return nil, err
 	}
 	if err := l.openActive(rec, end); err != nil {
 		return nil, err
 	}
-	if dirty || removed || cut {
+	if dirty || removed || dropped {
 		if err := l.fs.SyncDir(l.dir); err != nil {
 			return nil, fsyncFailed("fsync dir", l.dir, err)
 		}
@@ -315,8 +315,9 @@ type logEnd struct {
 // returns where the log ends. A segment whose header is bad is removed
 // when it is a torn creation (or, with Repair, with every later one) and
 // the segment before it is the last; a bad record is cut by cutBadRecord.
-// cut reports a segment removed for a bad header.
-func (l *Log) replaySegments(rec *Recovered) (end logEnd, cut bool, err error) {
+// removed reports that segments were removed (the directory must be
+// synced).
+func (l *Log) replaySegments(rec *Recovered) (end logEnd, removed bool, err error) {
 	var prev logEnd // the segment before, read in full (next 0: none, any first LSN)
 	var rbuf []byte // one buffer for every segment, with Replay (see readSegment)
 	for i := 0; i < len(l.segs); i++ {
@@ -334,11 +335,12 @@ func (l *Log) replaySegments(rec *Recovered) (end logEnd, cut bool, err error) {
 			l.segs = l.segs[:i]
 			return prev, true, nil
 		}
-		if prev, err = l.replayRecords(i, data, rec); err != nil {
+		var dropped bool
+		if prev, dropped, err = l.replayRecords(i, data, rec); err != nil {
 			return logEnd{}, false, err
 		}
 		if i == len(l.segs)-1 { // the last, or the last left by a repair
-			return prev, false, nil
+			return prev, dropped, nil
 		}
 	}
 	return logEnd{}, false, nil
@@ -383,15 +385,16 @@ func (l *Log) dropBadSegment(i int, data []byte, herr error, rec *Recovered) err
 // replayRecords reads the records of segment i, whose header checked out,
 // hands those after the snapshot to rec (or Options.Replay), and returns
 // where they end. Zeros to the end of the file are the end; a record that
-// does not decode is handled by cutBadRecord.
-func (l *Log) replayRecords(i int, data []byte, rec *Recovered) (logEnd, error) {
+// does not decode is handled by cutBadRecord (dropped: it removed the
+// segments after this one).
+func (l *Log) replayRecords(i int, data []byte, rec *Recovered) (end logEnd, dropped bool, err error) {
 	lsn, off := l.segs[i].first, SegHeaderSize
 	for off < len(data) {
 		typ, payload, size, st, reason := decodeRecord(data[off:], l.opts.MaxRecordSize)
 		if st == decodeOK {
 			if lsn > rec.SnapshotLSN {
 				if err := l.replay(rec, Record{LSN: lsn, Type: typ, Payload: payload}, size); err != nil {
-					return logEnd{}, err
+					return logEnd{}, false, err
 				}
 			}
 			lsn++
@@ -403,13 +406,13 @@ func (l *Log) replayRecords(i int, data []byte, rec *Recovered) (logEnd, error) 
 			// the file grew and before the data reached it: the end.
 			break
 		}
-		if err := l.cutBadRecord(i, data, off, reason, rec); err != nil {
-			return logEnd{}, err
+		if dropped, err = l.cutBadRecord(i, data, off, reason, rec); err != nil {
+			return logEnd{}, false, err
 		}
 		data = data[:off]
 		break
 	}
-	return logEnd{next: lsn, end: int64(min(off, len(data))), zeroed: int64(len(data))}, nil
+	return logEnd{next: lsn, end: int64(min(off, len(data))), zeroed: int64(len(data))}, dropped, nil
 }
 
 // replay hands one record after the snapshot to Options.Replay, or keeps
@@ -429,8 +432,10 @@ func (l *Log) replay(rec *Recovered, r Record, size int) error {
 // tail (a crash during a group write; nothing there was acknowledged): the
 // file is truncated there. Anything else is a corrupt middle: a
 // *CorruptError, unless Options.Repair, which truncates there and removes
-// every later segment.
-func (l *Log) cutBadRecord(i int, data []byte, off int, reason string, rec *Recovered) error {
+// every later segment (dropped reports that it did: the removals are made
+// durable with the directory's fsync at the end of recovery, or a crash
+// could bring them back after the cut and the log would not follow on).
+func (l *Log) cutBadRecord(i int, data []byte, off int, reason string, rec *Recovered) (dropped bool, err error) {
 	s := l.segs[i]
 	last := i == len(l.segs)-1
 	if last && !validRecordAfter(data, off+1, l.opts.MaxRecordSize, l.opts.Yield) {
@@ -443,14 +448,15 @@ func (l *Log) cutBadRecord(i int, data []byte, off int, reason string, rec *Reco
 			cerr.Reason += ", in a segment that is not the last"
 		}
 		if !l.opts.Repair {
-			return cerr
+			return false, cerr
 		}
 		l.cut(rec, Truncation{File: s.name, Offset: int64(off), Reason: "repair: " + cerr.Error()})
 		if err := l.dropFrom(i+1, rec, "after corrupt "+s.name); err != nil {
-			return err
+			return false, err
 		}
+		dropped = !last
 	}
-	return l.truncateFile(s.name, int64(off))
+	return dropped, l.truncateFile(s.name, int64(off))
 }
 
 // openActive makes the log appendable where replay found its end (e):
