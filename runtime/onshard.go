@@ -33,7 +33,8 @@ var ErrPanicked = errors.New("wo: function panicked on its shard")
 // borrows what it captures and the two never run at once; the hand-over
 // (the ring between the shards, one way and back) orders fn's reads after
 // the caller's writes and the caller's reads after fn's. This holds as long
-// as the caller waits. A call that gives up first (a timeout, a stop) leaves
+// as the caller waits, which is why wovet, which checks the messages of Send,
+// Post, Ask and Call, has nothing to check here. A call that gives up first (a timeout, a stop) leaves
 // fn running: with a timeout, capture only what is safe to share, or what
 // the caller will not touch again.
 func OnShard[T any](f *Fiber, shard int, timeout time.Duration, fn func(g *Fiber) T) (T, error) {
