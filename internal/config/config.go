@@ -86,11 +86,22 @@ type ChatLimits struct {
 	LineMax int // chat.line_max: bytes per line or WebSocket message
 	Rate    int // chat.rate: lines per second per connection (bursts of twice that)
 	History int // chat.history: messages replayed on /join
+	// chat.retain_count, chat.retain_age: each room's stored history is
+	// bounded to this many messages and this age (0: no bound).
+	RetainCount int
+	RetainAge   time.Duration
 }
 
 // ChatOptions maps the chat settings onto the service's options.
 func (c Config) ChatOptions(log *slog.Logger) chat.Options {
-	return chat.Options{QueueLen: c.Chat.Queue, LineMax: c.Chat.LineMax, Rate: float64(c.Chat.Rate), History: c.Chat.History, Logger: log}
+	off := func(n int64) int64 { // 0 here is "no bound"; to chat.Options it is "the default"
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	return chat.Options{QueueLen: c.Chat.Queue, LineMax: c.Chat.LineMax, Rate: float64(c.Chat.Rate), History: c.Chat.History, Logger: log,
+		RetainCount: int(off(int64(c.Chat.RetainCount))), RetainAge: time.Duration(off(int64(c.Chat.RetainAge)))}
 }
 
 // HTTP is the data plane's limits against slow and bad clients, and its
@@ -303,6 +314,12 @@ var settings = []setting{
 	{Key: keys.ChatHistory, def: "20", kind: kindInt,
 		help:  "chat `messages` replayed on /join",
 		apply: intSetting(1, chat.MaxHistory, func(c *Config, n int) { c.Chat.History = n })},
+	{Key: keys.ChatRetainCount, def: strconv.Itoa(chat.DefaultRetainCount), kind: kindInt,
+		help:  "chat history kept per room, in `messages` (0: no bound); older ones are pruned",
+		apply: intSetting(0, 1<<30, func(c *Config, n int) { c.Chat.RetainCount = n })},
+	{Key: keys.ChatRetainAge, def: chat.DefaultRetainAge.String(),
+		help:  "chat history kept per room, in `duration` (0: no bound); older messages are pruned",
+		apply: durationSetting(func(c *Config, d time.Duration) { c.Chat.RetainAge = d }, true)},
 	{Key: keys.LogLevel, def: "info",
 		help: "log `level`: debug, info, warn or error",
 		apply: func(c *Config, s string) error {

@@ -31,6 +31,8 @@
 //	chat.line_max             WO_CHAT_LINE_MAX             --chat-line-max             4096
 //	chat.rate                 WO_CHAT_RATE                 --chat-rate                 20
 //	chat.history              WO_CHAT_HISTORY              --chat-history              20
+//	chat.retain_count         WO_CHAT_RETAIN_COUNT         --chat-retain-count         10000 (0: no bound)
+//	chat.retain_age           WO_CHAT_RETAIN_AGE           --chat-retain-age           720h0m0s (0: no bound)
 //	log.level                 WO_LOG_LEVEL                 --log-level                 info
 //	log.format                WO_LOG_FORMAT                --log-format                text
 //	telemetry.flush_timeout   WO_TRACE_FLUSH_TIMEOUT       --trace-flush-timeout       1s

@@ -50,6 +50,8 @@ var (
 	ChatLineMax          = Key{"chat.line_max", "WO_CHAT_LINE_MAX", "chat-line-max"}
 	ChatRate             = Key{"chat.rate", "WO_CHAT_RATE", "chat-rate"}
 	ChatHistory          = Key{"chat.history", "WO_CHAT_HISTORY", "chat-history"}
+	ChatRetainCount      = Key{"chat.retain_count", "WO_CHAT_RETAIN_COUNT", "chat-retain-count"}
+	ChatRetainAge        = Key{"chat.retain_age", "WO_CHAT_RETAIN_AGE", "chat-retain-age"}
 	LogLevel             = Key{"log.level", "WO_LOG_LEVEL", "log-level"}
 	LogFormat            = Key{"log.format", "WO_LOG_FORMAT", "log-format"}
 	TraceFlushTimeout    = Key{"telemetry.flush_timeout", "WO_TRACE_FLUSH_TIMEOUT", "trace-flush-timeout"}
@@ -71,7 +73,8 @@ var All = []Key{
 	HTTPHeaderTimeout, HTTPBodyTimeout, HTTPIdleTimeout, HTTPMaxHeaderBytes,
 	HTTPMaxBody, HTTPMaxConnsPerShard, HTTPDrainGrace, HTTPDrainTimeout,
 	AuthTokenFile, AdminTokenFile, OpsPprof, OpsAddr, ChatAddr, ChatQueue,
-	ChatLineMax, ChatRate, ChatHistory, LogLevel, LogFormat, TraceFlushTimeout,
+	ChatLineMax, ChatRate, ChatHistory, ChatRetainCount, ChatRetainAge,
+	LogLevel, LogFormat, TraceFlushTimeout,
 	Peers, Ordinal, ClusterState, PeerAddr, PeerCert, PeerKey, PeerCA,
 	PeerDialMap, RequestTimeout,
 }
