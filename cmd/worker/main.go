@@ -21,6 +21,7 @@ import (
 	"github.com/writeonce/wo/internal/buildinfo"
 	"github.com/writeonce/wo/internal/chat"
 	"github.com/writeonce/wo/internal/config"
+	"github.com/writeonce/wo/internal/config/keys"
 	"github.com/writeonce/wo/internal/dirlock"
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/ops"
@@ -91,12 +92,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	slog.SetDefault(log)
 	// The token files are read now (a bad one stops the start, naming the
 	// file and line) and again whenever they change (tokenfile).
-	token, err := tokenfile.Load("auth.token_file", cfg.TokenFile, log)
+	token, err := tokenfile.Load(keys.AuthTokenFile.File, cfg.TokenFile, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
 	}
-	adminToken, err := tokenfile.Load("admin.token_file", cfg.AdminTokenFile, log)
+	adminToken, err := tokenfile.Load(keys.AdminTokenFile.File, cfg.AdminTokenFile, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
