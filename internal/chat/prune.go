@@ -12,7 +12,8 @@ import (
 // and Options.RetainAge. The room prunes its own history (it owns the
 // sequence numbers, so it knows what is past the count without asking): a
 // prune fiber, started by the room's worker when the history has grown a
-// slack past the count or the age is due a look, deletes the oldest
+// slack past the count or the age is due a look (the service's sweep makes
+// every room look, so idle rooms age too), deletes the oldest
 // records in batches, one transaction per batch, and yields between them.
 // It runs beside the worker, not in it: while a batch waits for its
 // commit, the worker keeps storing and delivering messages, whose writes
@@ -33,6 +34,20 @@ func pruneSlack(count int) uint64 { return uint64(min(pruneBatch, max(1, count/1
 
 // ageCheckEvery is how often a room looks for messages past RetainAge.
 func ageCheckEvery(age time.Duration) time.Duration { return min(time.Minute, max(time.Second, age/8)) }
+
+// sweep asks every room, every ageCheckEvery, to look at its bounds, so
+// that a room nobody talks in still loses what grows older than RetainAge.
+// It runs for the service's life, on the shard of the fiber given to Start.
+func (s *Service) sweep(f *runtime.Fiber) {
+	every := ageCheckEvery(s.opts.RetainAge)
+	for !f.Stopping() {
+		runtime.Sleep(f, every)
+		if f.Stopping() {
+			return
+		}
+		runtime.Send(f, s.dir, dirMsg{op: dirSweep})
+	}
+}
 
 // maybePrune starts the prune fiber when the history is due one. Runs on
 // the room's worker, after each unit of work.

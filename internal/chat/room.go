@@ -58,6 +58,7 @@ const (
 	roomSay
 	roomHistory
 	roomNick
+	roomPrune // the sweep: look at the retention bounds (prune.go)
 )
 
 // roomMsg is a room actor's mail. Strings, numbers and addresses only: it
@@ -175,6 +176,9 @@ func (r *room) dequeue(n int) {
 }
 
 func (r *room) handle(f *runtime.Fiber, m roomMsg) {
+	if m.op == roomPrune {
+		return // work calls maybePrune after every unit of work
+	}
 	ctx, sp := r.startSpan(f, m)
 	r.call, r.span = r.db, sp
 	if sp != nil {
@@ -433,6 +437,7 @@ const (
 	dirCount                    // a room reports its member count
 	dirClaim                    // a connection asks for a nick
 	dirRelease                  // a connection gives its nick up (it ended)
+	dirSweep                    // tell every room to look at its retention
 )
 
 // dirMsg is the directory's mail.
@@ -513,6 +518,10 @@ func (d *directory) Receive(f *runtime.Fiber, m dirMsg) {
 		m.lookup.Send(f, dirReply{err: d.claim(m.name, m.member)})
 	case dirRelease:
 		d.release(m.member)
+	case dirSweep:
+		for _, a := range d.rooms {
+			runtime.Send(f, a, roomMsg{op: roomPrune})
+		}
 	case dirList:
 		names := make([]string, 0, len(d.rooms))
 		for name := range d.rooms {
