@@ -229,9 +229,7 @@ func TestCertManagerAbsent(t *testing.T) {
 	required := newWorker(ns, workerName(), "1", wov1.PinningNone)
 	required.Spec.PeerTLS = &wov1.PeerTLSSpec{Provider: wov1.PeerTLSCertManager}
 	for _, w := range []*wov1.Worker{auto, required} {
-		if err := k8s.Create(ctx, w); err != nil {
-			t.Fatal(err)
-		}
+		createWorker(t, w)
 	}
 	eventually(t, "auto uses the operator's PKI", func() error {
 		if p := condition(getWorker(t, auto), wov1.ConditionPeerTLS); p == nil || p.Status != metav1.ConditionTrue || p.Reason != "Operator" {

@@ -37,6 +37,14 @@ func newWorker(ns, name, cpu string, pinning wov1.Pinning) *wov1.Worker {
 	}
 }
 
+// createWorker creates w in the API server, failing the test if it cannot.
+func createWorker(t *testing.T, w *wov1.Worker) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), w); err != nil {
+		t.Fatalf("create worker %s: %v", w.Name, err)
+	}
+}
+
 func getStatefulSet(t *testing.T, ns, name string) *appsv1.StatefulSet {
 	t.Helper()
 	var sts appsv1.StatefulSet
@@ -202,9 +210,7 @@ func TestCPULimitChangeRollsShards(t *testing.T) {
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "2", wov1.PinningExclusive)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	before := getStatefulSet(t, ns, w.Name)
 	if env := containerEnv(before); env["WO_SHARDS"] != "2" {
 		t.Fatalf("WO_SHARDS %q", env["WO_SHARDS"])
@@ -277,9 +283,7 @@ func TestSharedPinningIsBurstableWithFlooredShards(t *testing.T) {
 
 	w := newWorker(ns, workerName(), "1500m", wov1.PinningNone)
 	w.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
-	if err := k8s.Create(context.Background(), w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	sts := getStatefulSet(t, ns, w.Name)
 	if env := containerEnv(sts); env["WO_SHARDS"] != "1" || env["WO_PIN"] != "off" {
 		t.Errorf("WO_SHARDS %q WO_PIN %q, want 1 (floor of 1.5) and off", env["WO_SHARDS"], env["WO_PIN"])
@@ -296,9 +300,7 @@ func TestKubectlScaleAndGetWorkers(t *testing.T) {
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "2", wov1.PinningNone)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	getStatefulSet(t, ns, w.Name)
 	// There is no StatefulSet controller or kubelet in envtest: the fake
 	// group plays their part and the workers', reporting ready pods on the
@@ -475,9 +477,7 @@ func TestOwnerReferencesForGarbageCollection(t *testing.T) {
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	getStatefulSet(t, ns, w.Name)
 	owned := []client.Object{
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: w.Name}},
@@ -529,9 +529,7 @@ func TestConflictingObjectIsNotAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWorker(ns, name, "1", wov1.PinningNone)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	eventually(t, "Degraded names the conflict", func() error {
 		var got wov1.Worker
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &got); err != nil {
@@ -561,9 +559,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 
 	w := newWorker(ns, workerName(), "2", wov1.PinningExclusive)
 	w.Spec.Telemetry = &wov1.TelemetrySpec{OTLPEndpoint: "http://otel:4317"}
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	var counter writeCounter
 	c, err := client.New(counter.wrap(restConfig), client.Options{Scheme: scheme})
 	if err != nil {
@@ -610,9 +606,7 @@ func TestRestartedOperatorMakesNoWrites(t *testing.T) {
 
 	first := startOperator(t, ns, operatorConfig)
 	w := newWorker(ns, workerName(), "2", wov1.PinningNone)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	getStatefulSet(t, ns, w.Name)
 	eventually(t, "the first operator settled the status", func() error {
 		var got wov1.Worker
@@ -712,9 +706,7 @@ func TestHandEditIsReverted(t *testing.T) {
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "2", wov1.PinningNone)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	sts := getStatefulSet(t, ns, w.Name)
 	sts.Spec.Template.Spec.Containers[0].Env[0].Value = "64" // WO_SHARDS
 	sts.Labels["team"] = "chat"

@@ -83,9 +83,7 @@ func TestScaleDrivesMembership(t *testing.T) {
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	if *w.Spec.Voters != 3 {
 		t.Errorf("spec.voters defaulted to %d, want 3", *w.Spec.Voters)
 	}
@@ -219,9 +217,7 @@ func startVoters(t *testing.T, ns string, n int32) (*wov1.Worker, *fakeGroup) {
 	t.Helper()
 	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
 	w.Spec.Replicas, w.Spec.Voters = ptr.To(n), ptr.To(n)
-	if err := k8s.Create(context.Background(), w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	getStatefulSet(t, ns, w.Name)
 	g := startFakeGroup(t, ns, w.Name)
 	var want []string
@@ -432,9 +428,7 @@ func TestPeerCertificatesRenewWithoutRestart(t *testing.T) {
 	ctx := context.Background()
 
 	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	sts := getStatefulSet(t, ns, w.Name)
 	g := startFakeGroup(t, ns, w.Name)
 	waitGroup(t, g, w, 1, "0:voter")

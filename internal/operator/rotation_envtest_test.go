@@ -138,11 +138,8 @@ func TestAdminTokenRotatesByAge(t *testing.T) {
 	startOperator(t, ns, operatorConfig, func(r *operator.Reconciler) {
 		r.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	})
-	ctx := context.Background()
 	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	getStatefulSet(t, ns, w.Name)
 	g := startFakeGroup(t, ns, w.Name)
 	waitGroup(t, g, w, 1, "0:voter")

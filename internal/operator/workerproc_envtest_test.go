@@ -559,13 +559,10 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 	}
 	began := time.Now()
 	ns := newNamespace(t)
-	ctx := context.Background()
 	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
 	hold := newRemovalHold(t, w)
 	op := startOperator(t, ns, operatorConfig, hold.tune)
-	if err := k8s.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	createWorker(t, w)
 	getStatefulSet(t, ns, w.Name)
 	k := startProcKubelet(t, ns, w.Name, 5)
 	l := startProcLoad(t, k, 5)
