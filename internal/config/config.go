@@ -476,18 +476,7 @@ var ErrVersion = errors.New("config: --version")
 // validated, also one that a higher source overrides: a typo in the file is
 // an error even while an env var hides it.
 func Load(args []string, out io.Writer) (Config, error) {
-	fset := pflag.NewFlagSet("worker", pflag.ContinueOnError)
-	fset.SetOutput(out)
-	fset.SortFlags = false
-	configFile := fset.String("config", DefaultFile, "TOML config `file`; a missing default file is fine, a missing explicit one is an error")
-	version := fset.Bool("version", false, "print the version and the git commit, and exit")
-	for _, s := range settings {
-		fset.String(s.Flag, s.def, fmt.Sprintf("%s [env %s, file key %s]", s.help, s.Env, s.File))
-		if s.kind == kindBool {
-			fset.Lookup(s.Flag).NoOptDefVal = "true" // --repair-wal alone means true
-		}
-	}
-	fset.Usage = func() { Usage(out, fset) }
+	fset, configFile, version := newFlagSet(out)
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return Config{}, ErrHelp
@@ -509,57 +498,89 @@ func Load(args []string, out io.Writer) (Config, error) {
 	if file != nil {
 		cfg.File = *configFile
 	}
-
-	v := viper.New()
-	if file != nil {
-		if err := v.MergeConfigMap(file.AllSettings()); err != nil {
-			return Config{}, &Error{Source: "file " + *configFile, Err: err}
-		}
+	v, err := layers(file, *configFile, fset)
+	if err != nil {
+		return Config{}, err
 	}
 	for _, s := range settings {
-		v.SetDefault(s.File, s.def)
-		if err := v.BindEnv(s.File, s.Env); err != nil {
-			return Config{}, fmt.Errorf("config: bind %s: %w", s.Env, err)
-		}
-		if err := v.BindPFlag(s.File, fset.Lookup(s.Flag)); err != nil {
-			return Config{}, fmt.Errorf("config: bind --%s: %w", s.Flag, err)
-		}
-	}
-
-	for _, s := range settings {
-		// The layers below the winner, checked for their own sake.
-		if file != nil && file.IsSet(s.File) {
-			if _, err := s.check(file.Get(s.File), "file "+*configFile); err != nil {
-				return Config{}, err
-			}
-		}
-		src := "default"
-		switch {
-		case fset.Changed(s.Flag):
-			src = "flag --" + s.Flag
-			if env, ok := os.LookupEnv(s.Env); ok && env != "" {
-				if _, err := s.check(env, "env "+s.Env); err != nil {
-					return Config{}, err
-				}
-			}
-		case os.Getenv(s.Env) != "":
-			// An empty variable counts as unset, as in runtime.ConfigFromEnv:
-			// `WO_SHARDS=` in a manifest means "not configured".
-			src = "env " + s.Env
-		case file != nil && file.IsSet(s.File):
-			src = "file " + *configFile
-		}
-		str, err := s.check(v.Get(s.File), src)
+		str, src, err := s.resolve(v, file, *configFile, fset)
 		if err != nil {
 			return Config{}, err
 		}
-		_ = s.apply(&cfg, str) // check has just validated str
+		_ = s.apply(&cfg, str) // resolve has just validated str
 		cfg.Sources[s.File] = src
 	}
 	if err := cfg.checkPeerTLS(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// newFlagSet is the worker's command line: --config, --version and a flag
+// for every setting.
+func newFlagSet(out io.Writer) (fset *pflag.FlagSet, configFile *string, version *bool) {
+	fset = pflag.NewFlagSet("worker", pflag.ContinueOnError)
+	fset.SetOutput(out)
+	fset.SortFlags = false
+	configFile = fset.String("config", DefaultFile, "TOML config `file`; a missing default file is fine, a missing explicit one is an error")
+	version = fset.Bool("version", false, "print the version and the git commit, and exit")
+	for _, s := range settings {
+		fset.String(s.Flag, s.def, fmt.Sprintf("%s [env %s, file key %s]", s.help, s.Env, s.File))
+		if s.kind == kindBool {
+			fset.Lookup(s.Flag).NoOptDefVal = "true" // --repair-wal alone means true
+		}
+	}
+	fset.Usage = func() { Usage(out, fset) }
+	return fset, configFile, version
+}
+
+// layers stacks the sources in viper, highest first: the flags, the
+// environment, the file (nil when none was read), the defaults.
+func layers(file *viper.Viper, configFile string, fset *pflag.FlagSet) (*viper.Viper, error) {
+	v := viper.New()
+	if file != nil {
+		if err := v.MergeConfigMap(file.AllSettings()); err != nil {
+			return nil, &Error{Source: "file " + configFile, Err: err}
+		}
+	}
+	for _, s := range settings {
+		v.SetDefault(s.File, s.def)
+		if err := v.BindEnv(s.File, s.Env); err != nil {
+			return nil, fmt.Errorf("config: bind %s: %w", s.Env, err)
+		}
+		if err := v.BindPFlag(s.File, fset.Lookup(s.Flag)); err != nil {
+			return nil, fmt.Errorf("config: bind --%s: %w", s.Flag, err)
+		}
+	}
+	return v, nil
+}
+
+// resolve is the setting's winning value, validated, and where it came
+// from; the layers below the winner are validated too, for their own sake.
+func (s setting) resolve(v, file *viper.Viper, configFile string, fset *pflag.FlagSet) (str, src string, err error) {
+	if file != nil && file.IsSet(s.File) {
+		if _, err := s.check(file.Get(s.File), "file "+configFile); err != nil {
+			return "", "", err
+		}
+	}
+	src = "default"
+	switch {
+	case fset.Changed(s.Flag):
+		src = "flag --" + s.Flag
+		if env, ok := os.LookupEnv(s.Env); ok && env != "" {
+			if _, err := s.check(env, "env "+s.Env); err != nil {
+				return "", "", err
+			}
+		}
+	case os.Getenv(s.Env) != "":
+		// An empty variable counts as unset, as in runtime.ConfigFromEnv:
+		// `WO_SHARDS=` in a manifest means "not configured".
+		src = "env " + s.Env
+	case file != nil && file.IsSet(s.File):
+		src = "file " + configFile
+	}
+	str, err = s.check(v.Get(s.File), src)
+	return str, src, err
 }
 
 // checkPeerTLS refuses a partial TLS setting: a member with a certificate
