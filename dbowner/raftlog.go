@@ -46,6 +46,13 @@ type raftLog struct {
 	ms *raft.MemoryStorage
 
 	durable *raftpb.HardState // the last hard state written to the WAL (nil: none)
+	// held is the data of the snapshot whose metadata ms has (index
+	// heldIndex), when this log holds it: raft's memory gets the metadata
+	// only, as a copy of the data is the size of the database. It is held
+	// from open until the member restores from it, and read back from the
+	// WAL when raft asks for it again to send to a follower.
+	held      []byte
+	heldIndex uint64
 	recs    []wal.Record      // scratch for one append
 	buf     []byte            // scratch for the records' payloads
 }
@@ -184,7 +191,47 @@ func (l *raftLog) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 func (l *raftLog) Term(i uint64) (uint64, error)       { return l.ms.Term(i) }
 func (l *raftLog) LastIndex() (uint64, error)          { return l.ms.LastIndex() }
 func (l *raftLog) FirstIndex() (uint64, error)         { return l.ms.FirstIndex() }
-func (l *raftLog) Snapshot() (*raftpb.Snapshot, error) { return l.ms.Snapshot() }
+
+// Snapshot hands out the snapshot with its data, which it then forgets: the
+// member restores from it at start, and raft asks for it only to send it
+// to a follower too far behind for entries; neither needs it kept. Data
+// not held is read back from the WAL's snapshot file (a plain read on the
+// owner's thread: rare, and a sequential read of the page cache).
+func (l *raftLog) Snapshot() (*raftpb.Snapshot, error) {
+	s, err := l.ms.Snapshot()
+	if err != nil || raft.IsEmptySnap(s) {
+		return s, err
+	}
+	meta := s.GetMetadata()
+	data := l.held
+	if data == nil || l.heldIndex != meta.GetIndex() {
+		body, err := l.o.log.ReadSnapshot()
+		if err != nil {
+			return nil, fmt.Errorf("dbowner: the snapshot at %d: %w", meta.GetIndex(), err)
+		}
+		snap, err := parseSnapBody(body)
+		if err != nil {
+			return nil, fmt.Errorf("dbowner: the snapshot at %d: %w", meta.GetIndex(), err)
+		}
+		if snap.GetMetadata().GetIndex() != meta.GetIndex() {
+			return nil, fmt.Errorf("dbowner: the WAL's snapshot is at %d, raft's at %d", snap.GetMetadata().GetIndex(), meta.GetIndex())
+		}
+		data = snap.GetData()
+	}
+	l.held, l.heldIndex = nil, 0
+	return &raftpb.Snapshot{Metadata: meta, Data: data}, nil
+}
+
+// restore gives raft's memory a snapshot's metadata and holds its data
+// until Snapshot hands it out (open, and a snapshot received from the
+// leader).
+func (l *raftLog) restore(snap *raftpb.Snapshot) error {
+	if err := l.ms.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata()}); err != nil {
+		return err
+	}
+	l.held, l.heldIndex = snap.GetData(), snap.GetMetadata().GetIndex()
+	return nil
+}
 
 // Save implements node.Storage: a received snapshot first (its own file),
 // then the entries and the hard state as one durable append.
@@ -194,7 +241,8 @@ func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.En
 		if err := l.writeSnapshot(f, snap.GetMetadata(), snap.GetData(), false); err != nil {
 			return err
 		}
-		if err := l.ms.ApplySnapshot(snap); err != nil {
+		// The member restored from it already: nothing to hold.
+		if err := l.ms.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata()}); err != nil {
 			return fmt.Errorf("dbowner: apply the received snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
 		}
 	}
@@ -253,14 +301,21 @@ func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.En
 // becomes the WAL's snapshot, and raft's memory keeps keep entries before
 // it for slow followers.
 func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data []byte, keep uint64) error {
-	snap, err := l.ms.CreateSnapshot(index, cs, data)
+	// The WAL first, raft's memory after (metadata only): raft must never
+	// know a snapshot the WAL does not hold, as Snapshot reads it back.
+	cur, err := l.ms.Snapshot()
 	if err != nil {
-		if errors.Is(err, raft.ErrSnapOutOfDate) {
-			return nil
-		}
 		return fmt.Errorf("dbowner: snapshot at %d: %w", index, err)
 	}
-	if err := l.writeSnapshot(f, snap.GetMetadata(), data, true); err != nil {
+	if index <= cur.GetMetadata().GetIndex() {
+		return nil
+	}
+	term, err := l.ms.Term(index)
+	if err != nil {
+		return fmt.Errorf("dbowner: snapshot at %d: %w", index, err)
+	}
+	meta := &raftpb.SnapshotMetadata{Index: new(index), Term: new(term), ConfState: cs}
+	if err := l.writeSnapshot(f, meta, data, true); err != nil {
 		if errors.Is(err, ErrFatal) {
 			return err
 		}
@@ -269,12 +324,50 @@ func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfSt
 		l.o.opts.Logger.Warn("dbowner: snapshot failed; the log keeps growing until one succeeds", "index", index, "err", err)
 		return nil
 	}
-	if index > keep {
-		if err := l.ms.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
-			return fmt.Errorf("dbowner: compact the raft log to %d: %w", index-keep, err)
+	if _, err := l.ms.CreateSnapshot(index, cs, nil); err != nil {
+		return fmt.Errorf("dbowner: snapshot at %d: %w", index, err)
+	}
+	if to := l.compactPoint(index, keep); to > 0 {
+		if err := l.ms.Compact(to); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return fmt.Errorf("dbowner: compact the raft log to %d: %w", to, err)
 		}
 	}
 	return nil
+}
+
+// keepBytes bounds the entries raft's memory keeps before a snapshot for
+// slow followers, whatever their count: keep entries of 1 MB each held a
+// gigabyte for a database a tenth of that. A follower further behind gets
+// the snapshot instead, as one further behind than keep entries does.
+const keepBytes = 4 << 20
+
+// compactPoint returns the index to compact raft's memory to after a
+// snapshot at index (0: nothing to compact): the entries after it are the
+// keep before the snapshot, or fewer if those hold more than keepBytes of
+// data, and every entry after the snapshot.
+func (l *raftLog) compactPoint(index, keep uint64) uint64 {
+	first, err := l.ms.FirstIndex()
+	if err != nil || index < first {
+		return 0
+	}
+	to := first - 1
+	if index > keep {
+		to = max(to, index-keep)
+	}
+	if to >= index {
+		return index
+	}
+	ents, err := l.ms.Entries(to+1, index+1, ^uint64(0))
+	if err != nil {
+		return to
+	}
+	held := 0
+	for i := len(ents) - 1; i >= 0; i-- {
+		if held += len(ents[i].GetData()); held > keepBytes {
+			return ents[i].GetIndex()
+		}
+	}
+	return to
 }
 
 // writeSnapshot makes a snapshot durable as the WAL's snapshot and lets the
