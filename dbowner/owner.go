@@ -31,11 +31,15 @@ import (
 //   - the member's driver fiber is the only writer: it appends to the log
 //     (one append per Ready) and applies committed entries to the engine,
 //     in log order;
-//   - ownerActor answers requests from other shards; its Receive never
-//     parks: a read the local state can answer at once is served inline,
-//     anything that waits (a write, a linearizable read, a membership
-//     change) gets a fiber of its own;
-//   - fibers on the owner shard calling the DB do the same inline.
+//   - ownerActor answers reads and writes from other shards; its Receive
+//     never parks: a write is submitted (submit) and answered from the
+//     member's callback, a read the local state can answer at once
+//     (readLocal) is served inline, a linearizable read gets a fiber of
+//     its own for its ReadIndex round;
+//   - status, membership and close calls run on the owner shard by
+//     runtime.OnShard (DB.call);
+//   - fibers on the owner shard calling the DB do the same inline, through
+//     the same submit and the same read decision.
 type owner struct {
 	opts Options
 	tr   trace.Tracer

@@ -69,7 +69,7 @@ func (n *Node) applyCommand(f *runtime.Fiber, e *raftpb.Entry) error {
 	if err != nil {
 		return fmt.Errorf("apply entry %d: %w", idx, err)
 	}
-	if binary.BigEndian.Uint64(data) == n.cfg.ID && n.waits.trigger(f, binary.BigEndian.Uint64(data[8:]), idx, v, nil) {
+	if binary.BigEndian.Uint64(data) == n.cfg.ID && n.waits.triggerEntry(f, binary.BigEndian.Uint64(data[8:]), false, idx, v) {
 		n.group.settled++
 	}
 	return nil
@@ -142,7 +142,7 @@ func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
 	n.noteMembership()
 	n.log.Info("node: membership changed", "index", idx, "change", cc.AsV2().String(), "voters", n.confState.GetVoters(), "learners", n.confState.GetLearners())
 	if cctx.Proposer == n.cfg.ID && cctx.Seq != 0 {
-		n.waits.trigger(f, cctx.Seq, idx, nil, nil)
+		n.waits.triggerEntry(f, cctx.Seq, true, idx, nil)
 	}
 	return nil
 }
@@ -292,7 +292,7 @@ func (n *Node) restartRaft(f *runtime.Fiber, cause error) error {
 	n.rn = rn
 	n.log.Warn("node: a save failed with nothing written; raft restarted from its storage", "err", cause)
 	lost := n.waits.collect(0, func(w *waiter) bool {
-		return w.state == waitStepped && (w.kind == waitEntry && w.gen == n.group.gen || w.kind == waitRead && !w.known)
+		return w.state == waitStepped && (w.kind == waitEntry && w.cc == nil && w.gen == n.group.gen || w.kind == waitRead && !w.known)
 	})
 	for _, w := range lost {
 		n.waits.trigger(f, w.id, 0, nil, cause)

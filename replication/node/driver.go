@@ -38,7 +38,8 @@ type groupCommit struct {
 	settled     int           // proposals answered by the last Ready
 	concurrency int           // proposals active in the last cycle
 	lastSave    time.Duration // how long the last Save of entries took
-	buf         []*waiter
+	submits     []*waiter     // stepWork's scratch
+	props       []*waiter     // stepAll's scratch
 	// gen counts successful saves: a proposal stepped in the current
 	// generation is not durable yet (restartRaft fails those).
 	gen uint64
@@ -197,26 +198,50 @@ func (n *Node) gather(f *runtime.Fiber) {
 	}
 }
 
-// stepWork drains the work queue into raft and returns the reads queued
-// (with those of restep), for one round at the end of the turn.
-// Consecutive proposals are stepped as one MsgProp with all their entries:
-// raft appends them at once (one self-acknowledgement), and the order
-// relative to other work is kept.
+// stepWork drains the work queue into raft, in order, and returns the
+// reads queued (after those of restep), for one round at the end of the
+// turn.
 func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) []*waiter {
 	batch := n.work
 	n.work = nil
 	n.group.queued = 0
-	props := n.group.buf[:0]
+	ws := n.group.submits[:0]
 	for _, wk := range batch {
-		if wk.kind != workSubmit {
-			n.stepEntries(f, props)
-			props = props[:0]
-			n.handle(f, wk)
+		if wk.kind == workSubmit {
+			// Not one answered, given up, or with nothing to step.
+			if w := n.waits.get(wk.id); w != nil && w.state == waitQueued {
+				ws = append(ws, w)
+			}
 			continue
 		}
-		w := n.waits.get(wk.id)
+		reads = n.stepAll(f, ws, reads)
+		ws = ws[:0]
+		n.handle(f, wk)
+	}
+	reads = n.stepAll(f, ws, reads)
+	clear(ws)
+	n.group.submits = ws[:0]
+	return reads
+}
+
+// restep steps again, oldest first, the waiters held for want of a leader
+// now that one is known, and returns the reads among them.
+func (n *Node) restep(f *runtime.Fiber) []*waiter {
+	n.restepDue = false
+	if n.waits.held == 0 || !n.leaderKnown() {
+		return nil
+	}
+	return n.stepAll(f, n.waits.collect(0, func(w *waiter) bool { return w.state == waitHeld }), nil)
+}
+
+// stepAll steps waiters into raft in their order and returns reads with
+// the reads among them added, for the turn's round. Consecutive proposals
+// are stepped as one MsgProp with all their entries: raft appends them at
+// once (one self-acknowledgement).
+func (n *Node) stepAll(f *runtime.Fiber, ws, reads []*waiter) []*waiter {
+	props := n.group.props[:0]
+	for _, w := range ws {
 		switch {
-		case w == nil || w.state != waitQueued: // answered, given up, or nothing to step
 		case w.kind == waitRead:
 			reads = append(reads, w)
 		case w.kind == waitEntry && w.cc == nil:
@@ -229,31 +254,7 @@ func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) []*waiter {
 	}
 	n.stepEntries(f, props)
 	clear(props)
-	n.group.buf = props[:0]
-	return reads
-}
-
-// restep steps again, oldest first, the waiters held for want of a leader
-// now that one is known, and returns the reads among them.
-func (n *Node) restep(f *runtime.Fiber) (reads []*waiter) {
-	n.restepDue = false
-	if n.waits.held == 0 || !n.leaderKnown() {
-		return nil
-	}
-	var props []*waiter
-	for _, w := range n.waits.collect(0, func(w *waiter) bool { return w.state == waitHeld }) {
-		switch {
-		case w.kind == waitRead:
-			reads = append(reads, w)
-		case w.kind == waitEntry && w.cc == nil:
-			props = append(props, w)
-		default:
-			n.stepEntries(f, props)
-			props = nil
-			n.stepOne(f, w)
-		}
-	}
-	n.stepEntries(f, props)
+	n.group.props = props[:0]
 	return reads
 }
 

@@ -65,11 +65,7 @@ func ExampleNode_ProposeValue() {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runtime.Run(runtime.Config{Shards: 1, Logger: quiet}, func(f *runtime.Fiber) int {
 		sm := &counter{}
-		n, err := node.Start(f, node.Config{
-			ID: 1, Storage: node.NewMemStorage(), StateMachine: sm, Logger: quiet,
-			Net:       transport.NewMemory().Join(1, runtime.Addr[transport.Envelope]{}, nopHandler{}),
-			Bootstrap: map[uint64]string{1: "localhost:7080"}, Tick: 10 * time.Millisecond,
-		})
+		n, err := startAlone(f, sm, quiet)
 		if err != nil {
 			fmt.Println(err)
 			return 1
@@ -83,6 +79,15 @@ func ExampleNode_ProposeValue() {
 	// Output:
 	// leader known: false
 	// applied: <nil> count 1
+}
+
+// startAlone starts member 1 of a one-member group applying to sm.
+func startAlone(f *runtime.Fiber, sm *counter, log *slog.Logger) (*node.Node, error) {
+	return node.Start(f, node.Config{
+		ID: 1, Storage: node.NewMemStorage(), StateMachine: sm, Logger: log,
+		Net:       transport.NewMemory().Join(1, runtime.Addr[transport.Envelope]{}, nopHandler{}),
+		Bootstrap: map[uint64]string{1: "localhost:7080"}, Tick: 10 * time.Millisecond,
+	})
 }
 
 type nopHandler struct{ transport.Handler }

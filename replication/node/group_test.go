@@ -553,19 +553,7 @@ func TestAProposalWithoutALeaderWaitsForOne(t *testing.T) {
 		m := g.members[2]
 		const props, reads = 20, 5
 		var res outcomes
-		var sawLeader uint64
-		g.on(m, func(f *runtime.Fiber) {
-			sawLeader = m.node.Leader()
-			for i := range props {
-				m.node.ProposeFunc(f, fmt.Appendf(nil, "held%d=v", i), opWait, func(_ *runtime.Fiber, _ uint64, _ any, err error) { res.add(err) })
-			}
-			for range reads {
-				runtime.Go(f, func(g *runtime.Fiber) {
-					_, err := m.node.ReadIndex(g, opWait)
-					res.add(err)
-				})
-			}
-		})
+		sawLeader := g.load(m, "held", props, reads, &res)
 		if sawLeader != 0 {
 			fatalf(t, "member 2 knew leader %d when the calls were made: the test did not exercise a held proposal", sawLeader)
 		}

@@ -194,7 +194,7 @@ type Node struct {
 	lead        uint64
 	role        raft.StateType
 	removed     bool
-	readRounds  uint64            // ReadIndex rounds asked (each serves a batch of reads)
+	readRounds  uint64            // ReadIndex rounds asked (each serves a batch of reads), from a clock-seeded base
 	ticks       uint64            // ticks so far
 	heard       map[uint64]uint64 // member -> tick of its last message
 	quietUntil  uint64            // no campaignAlone before this tick
@@ -228,6 +228,9 @@ func Start(f *runtime.Fiber, cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, shard: f.Shard(), log: cfg.Logger.With("member", fmt.Sprintf("%x", cfg.ID)), sm: cfg.StateMachine,
 		waits: newWaits(), heard: map[uint64]uint64{}, members: map[uint64]string{},
+		// A round's id travels to the leader and back: a restarted
+		// member's must not match an answer to its previous run's.
+		readRounds: uint64(time.Now().UnixNano()),
 	}
 	hs, fresh, err := n.recover(f)
 	if err != nil {

@@ -33,6 +33,25 @@ func (o *outcomes) done() (int, []error) {
 	return o.n, append([]error(nil), o.errs...)
 }
 
+// load makes props proposals (keys prefix0..) and reads on member m at
+// once, without waiting for them, each outcome added to res, and returns
+// the leader m knew when it made them.
+func (g *group) load(m *member, prefix string, props, reads int, res *outcomes) (sawLeader uint64) {
+	g.on(m, func(f *runtime.Fiber) {
+		sawLeader = m.node.Leader()
+		for i := range props {
+			m.node.ProposeFunc(f, fmt.Appendf(nil, "%s%d=v", prefix, i), opWait, func(_ *runtime.Fiber, _ uint64, _ any, err error) { res.add(err) })
+		}
+		for range reads {
+			runtime.Go(f, func(g *runtime.Fiber) {
+				_, err := m.node.ReadIndex(g, opWait)
+				res.add(err)
+			})
+		}
+	})
+	return sawLeader
+}
+
 // TestLeaderChangeRelaysProposalsAndReads: a member that has just lost
 // leadership passes on the proposals and reads a follower still sends it,
 // with the follower's From kept (raft's forwarding), and the new leader
@@ -80,19 +99,7 @@ func TestLeaderChangeRelaysProposalsAndReads(t *testing.T) {
 		const props, reads = 50, 10
 		var res outcomes
 		fm := g.members[follower]
-		var sawLeader uint64
-		g.on(fm, func(f *runtime.Fiber) {
-			sawLeader = fm.node.Leader()
-			for i := range props {
-				fm.node.ProposeFunc(f, fmt.Appendf(nil, "relayed%d=v", i), opWait, func(_ *runtime.Fiber, _ uint64, _ any, err error) { res.add(err) })
-			}
-			for range reads {
-				runtime.Go(f, func(g *runtime.Fiber) {
-					_, err := fm.node.ReadIndex(g, opWait)
-					res.add(err)
-				})
-			}
-		})
+		sawLeader := g.load(fm, "relayed", props, reads, &res)
 		if sawLeader != old {
 			fatalf(t, "the follower saw leader %d when the load started, want the old leader %d: the test did not exercise a relay", sawLeader, old)
 		}

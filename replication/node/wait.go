@@ -70,7 +70,11 @@ type waits struct {
 	held  int
 }
 
-func newWaits() waits { return waits{m: map[uint64]*waiter{}} }
+// newWaits makes an empty registry. Its ids start at the clock's
+// nanoseconds: an entry carries its proposer's waiter id, and a member
+// restarted replays entries its previous run proposed, whose ids must not
+// name this run's waiters.
+func newWaits() waits { return waits{m: map[uint64]*waiter{}, next: uint64(time.Now().UnixNano())} }
 
 // add registers w under a fresh id.
 func (ws *waits) add(w *waiter) {
@@ -116,9 +120,25 @@ func (ws *waits) trigger(f *runtime.Fiber, id, index uint64, value any, err erro
 	if !ok {
 		return false
 	}
+	ws.answer(f, w, index, value, err)
+	return true
+}
+
+// triggerEntry answers the proposal (conf: the conf change) waiter id, if
+// it is one: an applied entry answers only the waiter that proposed it.
+func (ws *waits) triggerEntry(f *runtime.Fiber, id uint64, conf bool, index uint64, value any) bool {
+	w, ok := ws.m[id]
+	if !ok || w.kind != waitEntry || (w.cc != nil) != conf {
+		return false
+	}
+	ws.answer(f, w, index, value, nil)
+	return true
+}
+
+// answer unregisters w and calls its done.
+func (ws *waits) answer(f *runtime.Fiber, w *waiter, index uint64, value any, err error) {
 	ws.remove(w)
 	w.done(f, index, value, err)
-	return true
 }
 
 // collect is the waiters of kind k (0: every kind) for which keep holds,
