@@ -18,7 +18,8 @@
 //	WO_DATA_DIR    default ./data (/var/lib/wo in the image)
 //	ports       8080 data plane (WO_HTTP_ADDR): records API, chat page and /chat WebSocket;
 //	            7070 chat line protocol over TCP (WO_CHAT_ADDR); 9090 ops (WO_OPS_ADDR);
-//	            7080 peer port (WO_PEER_ADDR) is parsed but not opened: replication is not wired yet
+//	            7080 raft peer port (WO_PEER_ADDR), opened when cluster.peers is set or the worker
+//	            joins a group (docs/replication.md)
 //	ops         /healthz, /readyz, /metrics, /debug/runtime; /debug/pprof/ when ops.pprof is on;
 //	            with auth.token_file set, /debug/... and the data plane want one of its bearer tokens
 //	signals     SIGTERM/SIGINT drain and exit 0; a second signal exits at once (status 1)
