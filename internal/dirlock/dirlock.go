@@ -57,7 +57,8 @@ type Lock struct {
 // Acquire takes the exclusive lock on dir, which must exist, without
 // waiting: if another process holds it, the error is a *HeldError
 // (errors.Is ErrLocked). On success the lock file holds this process's
-// pid, and the lock lasts until Release or the process's end.
+// pid, and the lock lasts until the process's end (the tests release it:
+// export_test.go).
 func Acquire(dir string) (*Lock, error) {
 	path := filepath.Join(dir, Name)
 	// No O_TRUNC: truncating before the lock is ours would wipe the
@@ -165,19 +166,6 @@ const pollEvery = 20 * time.Millisecond
 func (l *Lock) MarkDraining() error {
 	if err := writeHolder(l.fd, drainingWord); err != nil {
 		return fmt.Errorf("dirlock: mark %s draining: %w", l.dir, err)
-	}
-	return nil
-}
-
-// Dir is the locked directory.
-func (l *Lock) Dir() string { return l.dir }
-
-// Release drops the lock (the file stays, with the old pid in it). The
-// worker never calls it: its lock goes with the process. Tests and tools
-// that lock and go on do.
-func (l *Lock) Release() error {
-	if err := unix.Close(l.fd); err != nil {
-		return fmt.Errorf("dirlock: release %s: %w", l.dir, err)
 	}
 	return nil
 }
