@@ -44,11 +44,6 @@ func (m Member) String() string {
 	return fmt.Sprintf("ordinal %d incarnation %d (id %x)", m.Ordinal, m.Incarnation, m.ID())
 }
 
-// FromID splits a raft ID into its parts.
-func FromID(id uint64) Member {
-	return Member{Ordinal: int(id >> incarnationBits), Incarnation: id & incarnationMask}
-}
-
 // BootstrapID is the ID of the member with ordinal ord in a new group.
 func BootstrapID(ord int) uint64 {
 	return Member{Ordinal: ord, Incarnation: BootstrapIncarnation}.ID()
