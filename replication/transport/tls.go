@@ -14,16 +14,6 @@ import (
 	"github.com/writeonce/wo/fileid"
 )
 
-// LoadTLS is OpenTLS(...).Config(): the peer port's mutual-TLS
-// configuration, nil when the three files are "".
-func LoadTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	m, err := OpenTLS(certFile, keyFile, caFile)
-	if m == nil {
-		return nil, err
-	}
-	return m.Config(), nil
-}
-
 // TLSFiles is the peer port's TLS material, read from PEM files: this
 // member's certificate and key, and the trust bundle (one or more CA
 // certificates) that every member's certificate must chain to.

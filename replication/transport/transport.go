@@ -53,8 +53,8 @@ type Config struct {
 	ID      uint64 // this member's raft ID
 	Cluster uint64 // cluster ID; a hello naming another cluster is refused
 	Addr    string // listen address (the peer port), e.g. ":7080"
-	// TLS is the mutual-TLS configuration (see LoadTLS); nil runs the peer
-	// port in plaintext, which New logs as a warning.
+	// TLS is the mutual-TLS configuration (OpenTLS(...).Config()); nil
+	// runs the peer port in plaintext, which New logs as a warning.
 	TLS     *tls.Config
 	Handler Handler
 	Logger  *slog.Logger
