@@ -41,7 +41,7 @@ func offArg(i uint) uint32 { return 16 + 8*uint32(i) }
 //
 //   - Only the x86_64 ABI is translated (the names are looked up in x86_64's
 //     table). A call through another ABI (i386, or x32's numbering) gets
-//     KILL_PROCESS, as in Filter: better than guessing at numbers.
+//     KILL_PROCESS, as in FilterErrno: better than guessing at numbers.
 //   - Names this table does not have (calls of other architectures, as in
 //     Docker's profile) are skipped, as libseccomp skips them per arch.
 //   - Rules are tried in profile order and the first whose arguments match

@@ -37,12 +37,9 @@ func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
 }
 
-// Filter returns the BPF program that denies io_uring with EPERM, as Docker
-// 25+ and containerd 2.0+ do: FilterErrno(unix.EPERM).
-func Filter() []unix.SockFilter { return FilterErrno(unix.EPERM) }
-
 // FilterErrno returns the BPF program that makes the io_uring calls fail
-// with errno. Reading it top to bottom:
+// with errno (unix.EPERM: as Docker 25+ and containerd 2.0+ do). Reading it
+// top to bottom:
 //
 //	0: A = arch
 //	1: if A == AUDIT_ARCH_X86_64 goto 4
@@ -70,9 +67,9 @@ func FilterErrno(errno unix.Errno) []unix.SockFilter {
 }
 
 // Install sets PR_SET_NO_NEW_PRIVS (required to install a filter without
-// CAP_SYS_ADMIN) and installs Filter on every thread of the process
-// (SECCOMP_FILTER_FLAG_TSYNC: a Go program has several threads before main
-// runs, and any of them may later make the call). The filter is inherited
+// CAP_SYS_ADMIN) and installs FilterErrno(unix.EPERM) on every thread of
+// the process (SECCOMP_FILTER_FLAG_TSYNC: a Go program has several threads
+// before main runs, and any of them may later make the call). The filter is inherited
 // across fork and execve and cannot be removed.
 func Install() error { return InstallErrno(unix.EPERM) }
 
