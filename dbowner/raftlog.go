@@ -53,8 +53,8 @@ type raftLog struct {
 	// WAL when raft asks for it again to send to a follower.
 	held      []byte
 	heldIndex uint64
-	recs    []wal.Record      // scratch for one append
-	buf     []byte            // scratch for the records' payloads
+	recs      []wal.Record // scratch for one append
+	buf       []byte       // scratch for the records' payloads
 }
 
 var _ node.Storage = (*raftLog)(nil)
@@ -125,7 +125,7 @@ var snapMagic = []byte("WORS")
 
 const snapBodyVersion = 1
 
-func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data []byte) error {
+func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data [][]byte) error {
 	cs, err := proto.Marshal(meta.GetConfState())
 	if err != nil {
 		return fmt.Errorf("encode ConfState: %w", err)
@@ -142,12 +142,14 @@ func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data []byte) erro
 	// In pieces, so that a yielding writer (yieldWriter) lets the shard
 	// run between them: one Write of the whole state was one slice of
 	// tens of milliseconds per 50 MB.
-	for len(data) > 0 {
-		k := min(len(data), snapYieldBytes)
-		if _, err := w.Write(data[:k]); err != nil {
-			return err
+	for _, p := range data {
+		for len(p) > 0 {
+			k := min(len(p), snapYieldBytes)
+			if _, err := w.Write(p[:k]); err != nil {
+				return err
+			}
+			p = p[k:]
 		}
-		data = data[k:]
 	}
 	return nil
 }
@@ -188,9 +190,9 @@ func (l *raftLog) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 func (l *raftLog) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	return l.ms.Entries(lo, hi, maxSize)
 }
-func (l *raftLog) Term(i uint64) (uint64, error)       { return l.ms.Term(i) }
-func (l *raftLog) LastIndex() (uint64, error)          { return l.ms.LastIndex() }
-func (l *raftLog) FirstIndex() (uint64, error)         { return l.ms.FirstIndex() }
+func (l *raftLog) Term(i uint64) (uint64, error) { return l.ms.Term(i) }
+func (l *raftLog) LastIndex() (uint64, error)    { return l.ms.LastIndex() }
+func (l *raftLog) FirstIndex() (uint64, error)   { return l.ms.FirstIndex() }
 
 // Snapshot hands out the snapshot with its data, which it then forgets: the
 // member restores from it at start, and raft asks for it only to send it
@@ -238,7 +240,7 @@ func (l *raftLog) restore(snap *raftpb.Snapshot) error {
 func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
 	o := l.o
 	if !raft.IsEmptySnap(snap) {
-		if err := l.writeSnapshot(f, snap.GetMetadata(), snap.GetData(), false); err != nil {
+		if err := l.writeSnapshot(f, snap.GetMetadata(), [][]byte{snap.GetData()}, false); err != nil {
 			return err
 		}
 		// The member restored from it already: nothing to hold.
@@ -300,7 +302,7 @@ func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.En
 // SaveSnapshot implements node.Storage: the member's state at index
 // becomes the WAL's snapshot, and raft's memory keeps keep entries before
 // it for slow followers.
-func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data []byte, keep uint64) error {
+func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error {
 	// The WAL first, raft's memory after (metadata only): raft must never
 	// know a snapshot the WAL does not hold, as Snapshot reads it back.
 	cur, err := l.ms.Snapshot()
@@ -376,7 +378,7 @@ func (l *raftLog) compactPoint(index, keep uint64) uint64 {
 // every entry after the snapshot's index, one append, so that removing the
 // segments before it loses no vote, term or entry that raft was told is
 // durable (entries appended but not yet applied sit in those segments too).
-func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata, data []byte, keepTail bool) error {
+func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata, data [][]byte, keepTail bool) error {
 	o := l.o
 	lsn, err := o.log.BeginSnapshot()
 	if err != nil {

@@ -189,18 +189,20 @@ func (s stateMachine) Snapshot(f *runtime.Fiber) (node.SnapshotWriter, error) {
 	o := s.o
 	ids := slices.Clone(o.dedupe.order[o.dedupe.dead:])
 	frozen := o.eng.Freeze()
-	return func(f *runtime.Fiber, dst []byte) ([]byte, error) {
+	return func(f *runtime.Fiber, dst []byte) ([][]byte, error) {
 		return writeStateSnapshot(f, dst, ids, frozen)
 	}, nil
 }
 
-// writeStateSnapshot appends the state machine's snapshot of the captured
-// request IDs and engine to dst, yielding every snapYieldBytes so that the
-// shard's other fibers (the raft driver among them) keep running. The
-// engine is written into chunks and joined at the end, chunk by chunk,
-// instead of into one growing buffer: doubling a buffer of tens of
-// megabytes copies half of it in one slice.
-func writeStateSnapshot(f *runtime.Fiber, dst []byte, ids []*dedupeEntry, frozen *engine.Frozen) ([]byte, error) {
+// writeStateSnapshot serializes the captured request IDs and engine after
+// dst, yielding every snapYieldBytes so that the shard's other fibers (the
+// raft driver among them) keep running, and returns the bytes as pieces:
+// dst with the request IDs, then the engine in chunks of snapChunkBytes.
+// Chunks, never one growing buffer (doubling a buffer of tens of megabytes
+// copies half of it in one slice) and never joined (one slice of the whole
+// state was a second copy of the database at the peak): the WAL writes the
+// pieces as they are.
+func writeStateSnapshot(f *runtime.Fiber, dst []byte, ids []*dedupeEntry, frozen *engine.Frozen) ([][]byte, error) {
 	buf := append(dst, smSnapVersion)
 	buf = binary.AppendUvarint(buf, uint64(len(ids)))
 	for i, e := range ids {
@@ -212,31 +214,30 @@ func writeStateSnapshot(f *runtime.Fiber, dst []byte, ids []*dedupeEntry, frozen
 			runtime.Checkpoint(f)
 		}
 	}
-	cw := &chunkWriter{}
+	cw := &chunkWriter{chunks: [][]byte{buf}}
 	if _, err := frozen.WriteTo(&yieldWriter{f: f, w: cw}); err != nil {
 		return nil, fmt.Errorf("dbowner: engine snapshot: %w", err)
 	}
-	return cw.join(f, buf)
+	return cw.chunks, nil
 }
 
-// chunkWriter collects written bytes in chunks of up to snapChunkBytes.
+// chunkWriter collects written bytes in chunks of up to snapChunkBytes
+// after the pieces it starts with.
 type chunkWriter struct {
 	chunks [][]byte
-	n      int
 }
 
-// snapChunkBytes is a chunkWriter's chunk size: small enough that copying
+// snapChunkBytes is a chunkWriter's chunk size: small enough that filling
 // one is far below the watchdog's threshold.
 const snapChunkBytes = 1 << 20
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
 	n := len(p)
-	w.n += n
 	for len(p) > 0 {
 		k := len(w.chunks) - 1
-		if k < 0 || len(w.chunks[k]) == cap(w.chunks[k]) {
+		if k < 0 || len(w.chunks[k]) == cap(w.chunks[k]) || k == 0 {
 			w.chunks = append(w.chunks, make([]byte, 0, snapChunkBytes))
-			k++
+			k = len(w.chunks) - 1
 		}
 		c := w.chunks[k]
 		m := min(len(p), cap(c)-len(c))
@@ -244,31 +245,6 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		p = p[m:]
 	}
 	return n, nil
-}
-
-// join returns prefix followed by every chunk in one slice (raft's
-// snapshot data is one slice), yielding between chunks; the chunks are
-// released as they are copied. The slice is allocated on a goroutine of
-// its own, not on the shard: a heap allocation of tens of megabytes makes
-// the allocating goroutine zero it and pay a GC assist in proportion to
-// its size, which on the shard's thread was one slice of hundreds of
-// milliseconds with a million records.
-func (w *chunkWriter) join(f *runtime.Fiber, prefix []byte) ([]byte, error) {
-	reply, fu := runtime.NewFuture[[]byte](f)
-	size := len(prefix) + w.n
-	go func() { reply.Send(nil, make([]byte, 0, size)) }()
-	out, err := fu.Wait(f, 0)
-	if err != nil {
-		return nil, fmt.Errorf("dbowner: allocate the %d-byte snapshot: %w", size, err)
-	}
-	out = append(out, prefix...)
-	for i, c := range w.chunks {
-		out = append(out, c...)
-		w.chunks[i] = nil
-		runtime.Yield(f)
-	}
-	w.chunks = nil
-	return out, nil
 }
 
 func appendStr(b []byte, s string) []byte {

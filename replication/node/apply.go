@@ -170,7 +170,7 @@ func (n *Node) maybeSnapshot(f *runtime.Fiber) error {
 type builtSnap struct {
 	index uint64
 	cs    *raftpb.ConfState
-	data  []byte
+	data  [][]byte // the pieces SnapshotWriter returned
 	err   error
 }
 

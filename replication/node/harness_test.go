@@ -102,9 +102,9 @@ func (s *kv) Snapshot(f *runtime.Fiber) (SnapshotWriter, error) {
 	s.mu.Lock()
 	data := maps.Clone(s.data)
 	s.mu.Unlock()
-	return func(f *runtime.Fiber, dst []byte) ([]byte, error) {
+	return func(f *runtime.Fiber, dst []byte) ([][]byte, error) {
 		b, err := json.Marshal(data)
-		return append(dst, b...), err
+		return [][]byte{dst, b}, err
 	}, nil
 }
 

@@ -38,12 +38,16 @@ type StateMachine interface {
 }
 
 // SnapshotWriter serializes the state a StateMachine.Snapshot captured: it
-// appends its bytes to dst and returns the result. It runs in a fiber of
-// its own on the driver's shard while the driver goes on applying entries,
-// so it must read only the captured state (later Applies must not show in
-// it) and should yield now and then (runtime.Yield, runtime.Checkpoint): a
-// large state serialized in one slice would stall the shard.
-type SnapshotWriter func(f *runtime.Fiber, dst []byte) ([]byte, error)
+// appends its bytes to dst and returns them as pieces, dst's bytes first;
+// the snapshot is their concatenation. Pieces, not one slice: a state of
+// hundreds of megabytes joined into one slice is a second copy of the
+// database at the peak, and the storage writes pieces as they are. It runs
+// in a fiber of its own on the driver's shard while the driver goes on
+// applying entries, so it must read only the captured state (later Applies
+// must not show in it) and should yield now and then (runtime.Yield,
+// runtime.Checkpoint): a large state serialized in one slice would stall
+// the shard.
+type SnapshotWriter func(f *runtime.Fiber, dst []byte) ([][]byte, error)
 
 // Config configures a member. ID, Storage, StateMachine and Net are
 // required.

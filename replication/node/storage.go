@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -23,9 +24,10 @@ type Storage interface {
 	// entries (replacing any conflicting suffix), then the hard state (if
 	// not empty). It parks f until all of it is durable.
 	Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error
-	// SaveSnapshot records a snapshot of the applied state at index and drops
-	// the log before index-keep.
-	SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data []byte, keep uint64) error
+	// SaveSnapshot records a snapshot of the applied state at index, whose
+	// data is the concatenation of data's pieces, and drops the log before
+	// index-keep.
+	SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error
 }
 
 // MemStorage is raft.MemoryStorage plus a fake durable log: Save copies
@@ -139,8 +141,8 @@ func (s *MemStorage) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb
 }
 
 // SaveSnapshot implements Storage.
-func (s *MemStorage) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data []byte, keep uint64) error {
-	snap, err := s.CreateSnapshot(index, cs, data)
+func (s *MemStorage) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error {
+	snap, err := s.CreateSnapshot(index, cs, bytes.Join(data, nil))
 	if err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return nil
