@@ -387,25 +387,6 @@ func newSocket(family int) (int, error) {
 	return fd, nil
 }
 
-// ListenOption configures Listen.
-type ListenOption func(*listenConfig)
-
-type listenConfig struct {
-	reusePort bool
-	backlog   int
-}
-
-// ReusePort sets SO_REUSEPORT, so that several listeners bind the same
-// address and the kernel spreads incoming connections across them. Any
-// process of the same user may then join the group and take a share of the
-// connections without an error on either side, which is why ServeTCP does
-// not use it (see AcceptShared).
-func ReusePort() ListenOption { return func(c *listenConfig) { c.reusePort = true } }
-
-// Backlog sets the listen backlog (default SOMAXCONN; the kernel caps it at
-// net.core.somaxconn).
-func Backlog(n int) ListenOption { return func(c *listenConfig) { c.backlog = n } }
-
 // Listener is a TCP listening socket on one shard. Accept parks the calling
 // fiber until a connection arrives. A Listener is used by fibers of the shard
 // that created it, one Accept at a time.
@@ -415,14 +396,12 @@ type Listener struct {
 
 // Listen opens a TCP listener on network ("tcp", "tcp4" or "tcp6") and
 // address ("host:port"; port 0 picks one, see Addr) on the fiber's shard.
-// SO_REUSEADDR is always set, as package net does; ReusePort adds
-// SO_REUSEPORT.
-func Listen(f *Fiber, network, address string, opts ...ListenOption) (*Listener, error) {
+// SO_REUSEADDR is always set, as package net does; SO_REUSEPORT never is
+// (any process of the same user could join the port's group and take a
+// share of its connections: serve.go, AcceptShared). The backlog is
+// SOMAXCONN, which the kernel caps at net.core.somaxconn.
+func Listen(f *Fiber, network, address string) (*Listener, error) {
 	f.charge(1)
-	lc := listenConfig{backlog: unix.SOMAXCONN}
-	for _, o := range opts {
-		o(&lc)
-	}
 	addr, err := resolveTCP("listen", network, address)
 	if err != nil {
 		return nil, err
@@ -447,11 +426,6 @@ func Listen(f *Fiber, network, address string, opts ...ListenOption) (*Listener,
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 			return os.NewSyscallError("setsockopt SO_REUSEADDR", err)
 		}
-		if lc.reusePort {
-			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-				return os.NewSyscallError("setsockopt SO_REUSEPORT", err)
-			}
-		}
 		if family == unix.AF_INET6 {
 			v6only := 0
 			if network == "tcp6" {
@@ -464,7 +438,7 @@ func Listen(f *Fiber, network, address string, opts ...ListenOption) (*Listener,
 		if err := unix.Bind(fd, sa); err != nil {
 			return os.NewSyscallError("bind", err)
 		}
-		if err := unix.Listen(fd, lc.backlog); err != nil {
+		if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
 			return os.NewSyscallError("listen", err)
 		}
 		return nil
