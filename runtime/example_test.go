@@ -93,32 +93,24 @@ func ExampleCall() {
 	// Output: 42 <nil>
 }
 
-// An actor published by name: code outside the runtime that was not handed
-// the address finds it with Lookup, then talks to it with Post and Call.
+// An actor published by name: code that was not handed its address (a
+// goroutine outside the runtime, or, as here, a fiber started elsewhere)
+// finds it with Lookup, whose type parameter must be the actor's message
+// type.
 func ExampleRegister() {
-	registered := make(chan struct{})
-	rt, err := runtime.Start(context.Background(), runtime.Config{}, func(f *runtime.Fiber) int {
+	runtime.Run(runtime.Config{}, func(f *runtime.Fiber) int {
 		runtime.Register(f.Runtime(), "counter", runtime.Spawn[CounterMsg](f, &Counter{}))
-		close(registered)
-		for !f.Stopping() {
-			runtime.Sleep(f, time.Hour)
-		}
+		reply, total := runtime.NewFuture[int](f)
+		runtime.Go(f, func(g *runtime.Fiber) {
+			c, ok := runtime.Lookup[CounterMsg](g.Runtime(), "counter")
+			_, wrongType := runtime.Lookup[string](g.Runtime(), "counter")
+			fmt.Println(ok, wrongType)
+			runtime.Send(g, c, CounterMsg{Add: 42, Total: reply})
+		})
+		n, err := total.Wait(f, time.Second)
+		fmt.Println(n, err)
 		return 0
 	})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	<-registered
-	c, ok := runtime.Lookup[CounterMsg](rt, "counter")
-	_, wrongType := runtime.Lookup[string](rt, "counter")
-	fmt.Println(ok, wrongType)
-	_ = runtime.Post(rt, c, CounterMsg{Add: 40})
-	n, err := runtime.Call(context.Background(), rt, c, func(r runtime.Reply[int]) CounterMsg {
-		return CounterMsg{Add: 2, Total: r}
-	})
-	fmt.Println(n, err)
-	rt.Stop()
 	// Output:
 	// true false
 	// 42 <nil>
