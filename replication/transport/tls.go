@@ -3,15 +3,12 @@ package transport
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"sync"
 	"time"
 
-	"github.com/writeonce/wo/fileid"
+	"github.com/writeonce/wo/internal/tlsfiles"
 )
 
 // TLSFiles is the peer port's TLS material, read from PEM files: this
@@ -33,8 +30,8 @@ import (
 // bundle becomes {new}. At every step each member trusts the issuer of
 // every leaf in use.
 type TLSFiles struct {
-	kp *keyPair
-	ca *caBundle
+	kp *tlsfiles.KeyPair
+	ca *tlsfiles.Bundle
 }
 
 // OpenTLS reads the three files. All three or none: OpenTLS("", "", "")
@@ -54,14 +51,16 @@ func OpenTLS(certFile, keyFile, caFile string) (*TLSFiles, error) {
 		return nil, fmt.Errorf("transport: peer TLS needs a certificate, a key and a CA file: %w", errors.Join(missing...))
 	}
 	log := slog.Default() // the worker's logger by the time the files are opened
-	m := &TLSFiles{kp: &keyPair{certFile: certFile, keyFile: keyFile, log: log}, ca: &caBundle{file: caFile, log: log}}
-	if err := m.kp.reload(); err != nil {
+	kp, err := tlsfiles.LoadKeyPair(certFile, keyFile, tlsfiles.Names{Cert: "transport: peer TLS certificate", Key: "transport: peer TLS key",
+		Pair: "transport: the peer TLS certificate and key"}, log)
+	if err != nil {
 		return nil, err
 	}
-	if err := m.ca.reload(); err != nil {
+	ca, err := tlsfiles.LoadBundle(caFile, "transport: peer TLS CA", "transport: the peer TLS CA bundle", log)
+	if err != nil {
 		return nil, err
 	}
-	return m, nil
+	return &TLSFiles{kp: kp, ca: ca}, nil
 }
 
 // Config is the mutual-TLS configuration, TLS 1.3 only. The same
@@ -77,7 +76,7 @@ func (m *TLSFiles) Config() *tls.Config {
 	return &tls.Config{
 		GetConfigForClient:   m.serverConfig,
 		GetCertificate:       m.getCertificate, // also in serverConfig's; here for a caller that asks the Config
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return m.kp.get(), nil },
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return m.kp.Get(), nil },
 		InsecureSkipVerify:   true, // VerifyConnection verifies, against the current bundle
 		VerifyConnection:     m.verifyServer,
 		MinVersion:           tls.VersionTLS13,
@@ -87,14 +86,14 @@ func (m *TLSFiles) Config() *tls.Config {
 func (m *TLSFiles) serverConfig(*tls.ClientHelloInfo) (*tls.Config, error) {
 	return &tls.Config{
 		GetCertificate: m.getCertificate,
-		ClientCAs:      m.ca.get().pool,
+		ClientCAs:      m.ca.Get().Pool,
 		ClientAuth:     tls.RequireAndVerifyClientCert,
 		MinVersion:     tls.VersionTLS13,
 	}, nil
 }
 
 func (m *TLSFiles) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	return m.kp.get(), nil
+	return m.kp.Get(), nil
 }
 
 // verifyServer is the client's verification of the server's certificate:
@@ -112,7 +111,7 @@ func (m *TLSFiles) verifyServer(cs tls.ConnectionState) error {
 		inter.AddCert(c)
 	}
 	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
-		Roots:         m.ca.get().pool,
+		Roots:         m.ca.Get().Pool,
 		Intermediates: inter,
 		DNSName:       cs.ServerName,
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -154,137 +153,10 @@ type TLSInfo struct {
 // in use: an operator polling it sees a new file without waiting for
 // traffic.
 func (m *TLSFiles) Info() TLSInfo {
-	cert, bundle := m.kp.get(), m.ca.get()
-	info := TLSInfo{Cert: cert.Certificate[0], CAs: bundle.ders}
+	cert, bundle := m.kp.Get(), m.ca.Get()
+	info := TLSInfo{Cert: cert.Certificate[0], CAs: bundle.DERs}
 	if cert.Leaf != nil {
 		info.NotAfter = cert.Leaf.NotAfter
 	}
 	return info
-}
-
-// keyPair is the member's certificate, re-read when its files change.
-type keyPair struct {
-	certFile, keyFile string
-	log               *slog.Logger
-
-	mu      sync.Mutex
-	cert    *tls.Certificate
-	seen    [2]fileid.ID // of certFile and keyFile when cert was loaded
-	failing bool         // the last reload failed (logged once per streak)
-}
-
-// reload loads the pair if either file changed since the last load.
-func (kp *keyPair) reload() error {
-	c, err := fileid.Stat(kp.certFile)
-	if err != nil {
-		return fmt.Errorf("transport: peer TLS certificate %s: %w", kp.certFile, err)
-	}
-	k, err := fileid.Stat(kp.keyFile)
-	if err != nil {
-		return fmt.Errorf("transport: peer TLS key %s: %w", kp.keyFile, err)
-	}
-	if kp.cert != nil && kp.seen == [2]fileid.ID{c, k} {
-		return nil
-	}
-	cert, err := tls.LoadX509KeyPair(kp.certFile, kp.keyFile)
-	if err != nil {
-		return fmt.Errorf("transport: peer TLS certificate %s / key %s: %w", kp.certFile, kp.keyFile, err)
-	}
-	kp.cert, kp.seen = &cert, [2]fileid.ID{c, k}
-	return nil
-}
-
-// get returns the current pair, reloading it first if its files changed. A
-// failed reload keeps the pair already loaded: a handshake with the old
-// certificate (still valid, the operator renews well before expiry) beats
-// none.
-func (kp *keyPair) get() *tls.Certificate {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	kp.failing = noteReload(kp.log, kp.reload(), kp.failing, "certificate and key")
-	return kp.cert
-}
-
-// noteReload logs a failed reload at the first failure of a streak and
-// returns whether this one failed.
-func noteReload(log *slog.Logger, err error, failing bool, what string) bool {
-	if err != nil && !failing {
-		log.Warn("transport: the peer TLS "+what+" changed and cannot be loaded; the ones loaded before stay in use", "err", err)
-	}
-	return err != nil
-}
-
-// caBundle is the trust bundle, re-read when its file changes.
-type caBundle struct {
-	file string
-	log  *slog.Logger
-
-	mu      sync.Mutex
-	cur     *trust
-	seen    fileid.ID
-	failing bool
-}
-
-// trust is one loaded bundle; never changed once built.
-type trust struct {
-	pool *x509.CertPool
-	ders [][]byte // in file order
-}
-
-func (b *caBundle) reload() error {
-	id, err := fileid.Stat(b.file)
-	if err != nil {
-		return fmt.Errorf("transport: peer TLS CA %s: %w", b.file, err)
-	}
-	if b.cur != nil && id == b.seen {
-		return nil
-	}
-	data, err := os.ReadFile(b.file)
-	if err != nil {
-		return fmt.Errorf("transport: peer TLS CA: %w", err)
-	}
-	t, err := parseBundle(data)
-	if err != nil {
-		return fmt.Errorf("transport: peer TLS CA %s: %w", b.file, err)
-	}
-	b.cur, b.seen = t, id
-	return nil
-}
-
-// get returns the current bundle, reloading it first if its file changed;
-// a bundle that fails to load keeps the previous one.
-func (b *caBundle) get() *trust {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.failing = noteReload(b.log, b.reload(), b.failing, "CA bundle")
-	return b.cur
-}
-
-// parseBundle reads every CERTIFICATE block of a PEM file (other blocks
-// and the text between blocks are skipped, as openssl writes them). A
-// certificate that does not parse fails the whole bundle: trusting part of
-// what the file says is not what its writer meant.
-func parseBundle(data []byte) (*trust, error) {
-	t := &trust{pool: x509.NewCertPool()}
-	for n := 1; ; {
-		var blk *pem.Block
-		blk, data = pem.Decode(data)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d of the bundle: %w", n, err)
-		}
-		t.pool.AddCert(c)
-		t.ders = append(t.ders, blk.Bytes)
-		n++
-	}
-	if len(t.ders) == 0 {
-		return nil, errors.New("no PEM certificate in it")
-	}
-	return t, nil
 }

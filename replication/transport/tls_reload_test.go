@@ -369,7 +369,7 @@ func TestClientVerificationRefuses(t *testing.T) {
 	}
 	// A bundle that does not load keeps the previous one, logged once.
 	logs := &logBuf{t: t}
-	client.files.ca.log = slog.New(slog.NewTextHandler(logs, nil))
+	client.files.ca.SetLogger(slog.New(slog.NewTextHandler(logs, nil)))
 	client.s.write(map[string][]byte{"ca.crt": []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")})
 	if got := fingerprints(client.files.Info().CAs); !slices.Equal(got, []string{fingerprint(caA.Cert.Raw), fingerprint(caC.Cert.Raw)}) {
 		t.Fatalf("a bad bundle replaced the good one: %v", got)
