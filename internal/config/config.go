@@ -58,8 +58,12 @@ type Config struct {
 	// files are read by package tokenfile (several tokens, re-read on
 	// change).
 	AdminTokenFile string
-	LogLevel       slog.Level // log.level
-	LogFormat      string     // log.format: "text" or "json"
+	// TLS is tls.*: the certificate of the client ports (the data plane,
+	// with the chat's WebSocket, and the chat's TCP port); all "" serves
+	// them in plain text.
+	TLS       TLS
+	LogLevel  slog.Level // log.level
+	LogFormat string     // log.format: "text" or "json"
 	// TraceFlushTimeout is telemetry.flush_timeout: how long shutdown waits
 	// for the OTLP collector to take the last spans.
 	TraceFlushTimeout time.Duration
@@ -102,6 +106,15 @@ func (c Config) ChatOptions(log *slog.Logger) chat.Options {
 	}
 	return chat.Options{QueueLen: c.Chat.Queue, LineMax: c.Chat.LineMax, Rate: float64(c.Chat.Rate), History: c.Chat.History, Logger: log,
 		RetainCount: int(off(int64(c.Chat.RetainCount))), RetainAge: time.Duration(off(int64(c.Chat.RetainAge)))}
+}
+
+// TLS is the client ports' TLS files (PEM), read again when they change
+// (internal/tlsfiles). One pair serves both ports: they are one service to
+// a client, under one DNS name.
+type TLS struct {
+	CertFile     string // tls.cert_file
+	KeyFile      string // tls.key_file
+	ClientCAFile string // tls.client_ca_file: clients must present a certificate of one of its CAs
 }
 
 // HTTP is the data plane's limits against slow and bad clients, and its
@@ -320,6 +333,15 @@ var settings = []setting{
 	{Key: keys.ChatRetainAge, def: chat.DefaultRetainAge.String(),
 		help:  "chat history kept per room, in `duration` (0: no bound); older messages are pruned",
 		apply: durationSetting(func(c *Config, d time.Duration) { c.Chat.RetainAge = d }, true)},
+	{Key: keys.TLSCertFile, def: "",
+		help:  "TLS certificate `file` (PEM, the chain after the leaf) of the data port (https, wss) and the chat's TCP port; with tls.key_file, or neither (plain text); re-read when it changes",
+		apply: func(c *Config, s string) error { c.TLS.CertFile = s; return nil }},
+	{Key: keys.TLSKeyFile, def: "",
+		help:  "TLS private key `file` (PEM) of tls.cert_file",
+		apply: func(c *Config, s string) error { c.TLS.KeyFile = s; return nil }},
+	{Key: keys.TLSClientCAFile, def: "",
+		help:  "CA bundle `file` (PEM): with it, clients of both ports must present a certificate one of its CAs signed (mutual TLS); needs tls.cert_file",
+		apply: func(c *Config, s string) error { c.TLS.ClientCAFile = s; return nil }},
 	{Key: keys.LogLevel, def: "info",
 		help: "log `level`: debug, info, warn or error",
 		apply: func(c *Config, s string) error {
@@ -513,6 +535,9 @@ func Load(args []string, out io.Writer) (Config, error) {
 	if err := cfg.checkPeerTLS(); err != nil {
 		return Config{}, err
 	}
+	if err := cfg.checkTLS(); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
@@ -602,6 +627,30 @@ func (c Config) checkPeerTLS() error {
 	}
 	return &Error{Key: missing[0], Source: "peer TLS settings",
 		Err: fmt.Errorf("set peer.cert, peer.key and peer.ca together or none of them: %s set, %s missing", strings.Join(have, ", "), strings.Join(missing, ", "))}
+}
+
+// checkTLS refuses a certificate without its key, or the reverse, or a
+// client CA without a certificate: a port the operator believes encrypted
+// would otherwise serve plain text, or not start for a reason found later.
+// Whether the files load is for the worker to find (internal/tlsfiles), at
+// start, before anything binds.
+func (c Config) checkTLS() error {
+	for _, k := range []struct {
+		key  keys.Key
+		set  bool
+		need keys.Key
+		has  bool
+	}{
+		{keys.TLSCertFile, c.TLS.CertFile != "", keys.TLSKeyFile, c.TLS.KeyFile != ""},
+		{keys.TLSKeyFile, c.TLS.KeyFile != "", keys.TLSCertFile, c.TLS.CertFile != ""},
+		{keys.TLSClientCAFile, c.TLS.ClientCAFile != "", keys.TLSCertFile, c.TLS.CertFile != ""},
+	} {
+		if k.set && !k.has {
+			return &Error{Key: k.need.File, Source: "TLS settings",
+				Err: fmt.Errorf("%s (%s) needs %s, which is not set", k.key.File, c.Sources[k.key.File], k.need.File)}
+		}
+	}
+	return nil
 }
 
 // check turns a raw value into the string apply parses, refusing TOML values

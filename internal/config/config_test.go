@@ -357,3 +357,30 @@ func TestSettingsFollowKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestTLSSettings(t *testing.T) {
+	clearEnv(t)
+	file := writeFile(t, "[tls]\ncert_file = \"/etc/wo/tls/tls.crt\"\n")
+	t.Setenv("WO_TLS_KEY_FILE", "/etc/wo/tls/tls.key")
+	c, err := load(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (TLS{CertFile: "/etc/wo/tls/tls.crt", KeyFile: "/etc/wo/tls/tls.key"}); c.TLS != want {
+		t.Fatalf("got %+v, want %+v", c.TLS, want)
+	}
+	t.Setenv("WO_TLS_KEY_FILE", "") // empty is unset
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert-file", "a.crt"}, "tls.cert_file (flag --tls-cert-file) needs tls.key_file"},
+		{[]string{"--tls-key-file", "a.key"}, "tls.key_file (flag --tls-key-file) needs tls.cert_file"},
+		{[]string{"--tls-client-ca-file", "ca.crt"}, "tls.client_ca_file (flag --tls-client-ca-file) needs tls.cert_file"},
+	} {
+		_, err := load(t, append([]string{"--config", writeFile(t, "")}, bad.args...)...)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: %v, want %q", bad.args, err, bad.want)
+		}
+	}
+}

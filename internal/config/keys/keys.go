@@ -52,6 +52,9 @@ var (
 	ChatHistory          = Key{"chat.history", "WO_CHAT_HISTORY", "chat-history"}
 	ChatRetainCount      = Key{"chat.retain_count", "WO_CHAT_RETAIN_COUNT", "chat-retain-count"}
 	ChatRetainAge        = Key{"chat.retain_age", "WO_CHAT_RETAIN_AGE", "chat-retain-age"}
+	TLSCertFile          = Key{"tls.cert_file", "WO_TLS_CERT_FILE", "tls-cert-file"}
+	TLSKeyFile           = Key{"tls.key_file", "WO_TLS_KEY_FILE", "tls-key-file"}
+	TLSClientCAFile      = Key{"tls.client_ca_file", "WO_TLS_CLIENT_CA_FILE", "tls-client-ca-file"}
 	LogLevel             = Key{"log.level", "WO_LOG_LEVEL", "log-level"}
 	LogFormat            = Key{"log.format", "WO_LOG_FORMAT", "log-format"}
 	TraceFlushTimeout    = Key{"telemetry.flush_timeout", "WO_TRACE_FLUSH_TIMEOUT", "trace-flush-timeout"}
@@ -74,6 +77,7 @@ var All = []Key{
 	HTTPMaxBody, HTTPMaxConnsPerShard, HTTPDrainGrace, HTTPDrainTimeout,
 	AuthTokenFile, AdminTokenFile, OpsPprof, OpsAddr, ChatAddr, ChatQueue,
 	ChatLineMax, ChatRate, ChatHistory, ChatRetainCount, ChatRetainAge,
+	TLSCertFile, TLSKeyFile, TLSClientCAFile,
 	LogLevel, LogFormat, TraceFlushTimeout,
 	Peers, Ordinal, ClusterState, PeerAddr, PeerCert, PeerKey, PeerCA,
 	PeerDialMap, RequestTimeout,
