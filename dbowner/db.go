@@ -450,9 +450,10 @@ func (d *DB) Delete(f *runtime.Fiber, table string, key engine.Value) error {
 
 // Tx applies a batch atomically, all or nothing, as one WAL record, and
 // returns its sequence number (the Version of every record it wrote) once it
-// is durable. Preconditions (engine.Op.IfVersion, IfNotExists, IfExists,
-// engine.Check) are evaluated on the owner against every earlier commit,
-// durable or not yet.
+// is committed and durable. Preconditions (engine.Op.IfVersion,
+// IfNotExists, IfExists, engine.Check) are evaluated when raft applies the
+// batch's entry, on every member in log order, against every transaction
+// committed before it.
 func (d *DB) Tx(f *runtime.Fiber, b engine.Batch) (uint64, error) {
 	table := ""
 	if len(b) > 0 {

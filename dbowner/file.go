@@ -17,8 +17,8 @@ import (
 // a fiber on the side.
 
 // ringFS is the default wal.FS: the OS file system, whose files are
-// runtime.Files, so that the committer and the snapshotter can write and
-// sync them on the shard's backend (writeSync, syncFile). Through the
+// runtime.Files, so that the raft driver fiber (appends, snapshot files)
+// can write and sync them on the shard's backend (writeSync, syncFile). Through the
 // wal.File interface, which has no fiber to park, the same files take
 // plain blocking calls: segment headers, rollbacks, recovery's truncations.
 type ringFS struct{ wal.OS }

@@ -159,7 +159,7 @@ func (s stateMachine) Apply(f *runtime.Fiber, index uint64, data []byte) (any, e
 // that means the state machine is broken.
 func isEngineOutcome(err error) bool {
 	var e *engine.Error
-	return errors.As(err, &e) && !errors.Is(err, engine.ErrNotPending) && !errors.Is(err, engine.ErrCorrupt)
+	return errors.As(err, &e) && !errors.Is(err, engine.ErrCorrupt)
 }
 
 // The state machine's snapshot (the bytes after node's member table):

@@ -23,13 +23,6 @@ var (
 	ErrBadCursor    = errors.New("bad cursor")
 	ErrPrecondition = errors.New("precondition failed")
 	ErrBadBatch     = errors.New("bad batch")
-	// ErrNotPending is returned by nothing. It named a caller bug in the
-	// pre-raft Prepare/Apply protocol, which is gone (every batch is Exec'd
-	// whole); it stays only while dbowner's statemachine.go still tests for
-	// it.
-	//
-	// Deprecated: no engine call returns it.
-	ErrNotPending = errors.New("mutation is not pending")
 	// ErrCorrupt is returned when a snapshot body (LoadYield) or an encoded
 	// batch (DecodeBatch) cannot be decoded.
 	ErrCorrupt = errors.New("corrupt encoding")
