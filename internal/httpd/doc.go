@@ -27,6 +27,17 @@
 // Allow, 408, 413, 431, 401) uses the data port's JSON error shape,
 // {"error":"..."} (ErrorBody); handlers should use it too.
 //
+// # TLS
+//
+// With Options.TLS (internal/tlsfiles: the certificate re-read when its
+// files change) every connection is HTTPS: crypto/tls runs over the fiber
+// connection, on the connection's fiber, handshake first (bounded by
+// HeaderTimeout; a failure is counted and logged at debug by tlsfiles, and
+// a client that spoke plain HTTP gets a 400 saying so). Deadlines go
+// through to the socket, so every limit above holds as without TLS; a
+// drain closes the socket under the TLS layer. Hijack hands over the
+// *tls.Conn (the WebSocket is then wss).
+//
 // # Hijacking (WebSocket and other protocols)
 //
 // The ResponseWriter implements http.Hijacker, so libraries such as
@@ -35,7 +46,8 @@
 //
 //	srv.HandleFunc("GET /chat", func(w http.ResponseWriter, r *http.Request) {
 //		conn, rw, err := w.(http.Hijacker).Hijack()
-//		// conn is the fiber net.Conn; rw.Reader holds any bytes already
+//		// conn is the fiber net.Conn (a *tls.Conn over it with
+//		// Options.TLS); rw.Reader holds any bytes already
 //		// read past the request's headers. Serve the protocol here, on
 //		// this fiber, until done; return to close the connection.
 //	})

@@ -32,9 +32,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // returns its address.
 func serve(t testing.TB, opts httpd.Options, routes func(s *httpd.Server)) string {
 	t.Helper()
+	return serveOn(t, runtime.Config{Shards: 2}, opts, routes)
+}
+
+// serveOn is serve on a runtime of cfg (a backend of its choice).
+func serveOn(t testing.TB, cfg runtime.Config, opts httpd.Options, routes func(s *httpd.Server)) string {
+	t.Helper()
 	addrs := make(chan string, 1)
 	stop := make(chan runtime.Reply[struct{}], 1)
-	rt, err := runtime.Start(context.Background(), runtime.Config{Shards: 2}, func(f *runtime.Fiber) int {
+	rt, err := runtime.Start(context.Background(), cfg, func(f *runtime.Fiber) int {
 		s := httpd.New(opts)
 		routes(s)
 		if err := s.Start(f, "127.0.0.1:0"); err != nil {

@@ -66,7 +66,8 @@ func (w *response) Write(p []byte) (int, error) {
 }
 
 // Hijack takes the connection over: the returned net.Conn is the fiber
-// connection (use it only from the handler's fiber) and the ReadWriter
+// connection, or the *tls.Conn over it with Options.TLS (use it only from
+// the handler's fiber), and the ReadWriter
 // holds what was already read past the request's headers. The handler owns
 // the connection until it returns; then the server closes it.
 func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -84,8 +85,8 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if c.shard < len(c.s.shards) {
 		delete(c.s.shards[c.shard].conns, c)
 	}
-	_ = c.rc.SetDeadline(time.Time{})
-	return c.rc, bufio.NewReadWriter(c.br, c.bw), nil
+	_ = c.nc.SetDeadline(time.Time{})
+	return c.nc, bufio.NewReadWriter(c.br, c.bw), nil
 }
 
 // closeWithError answers an error in the JSON shape and marks the
@@ -135,7 +136,7 @@ func (w *response) finish() {
 	if bodyAllowed && len(w.body) > 0 && h.Get("Content-Type") == "" {
 		h.Set("Content-Type", http.DetectContentType(w.body))
 	}
-	_ = c.rc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
 	b := c.scratch[:0]
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(w.status), 10)

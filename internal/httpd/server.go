@@ -21,6 +21,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/writeonce/wo/internal/tlsfiles"
 	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/runtime"
 )
@@ -61,6 +62,10 @@ type Options struct {
 	Tokens *tokenfile.Tokens
 	// Logger receives connection-level problems (default slog.Default()).
 	Logger *slog.Logger
+	// TLS, when set, serves HTTPS: every connection's handshake, bounded
+	// by HeaderTimeout, runs on its fiber before the first request. Nil
+	// serves plain HTTP.
+	TLS *tlsfiles.Server
 }
 
 func (o Options) withDefaults() Options {
@@ -184,11 +189,24 @@ func WithFiber(ctx context.Context, f *runtime.Fiber) context.Context {
 // a limit cuts it off, or a drain closes it. It is the runtime.ServeTCP
 // handler (exported for tests).
 func (s *Server) ServeConn(f *runtime.Fiber, rc *runtime.Conn) {
-	c := &conn{s: s, f: f, rc: rc, shard: f.Shard()}
-	c.lr.r = rc
+	c := &conn{s: s, f: f, rc: rc, nc: rc, shard: f.Shard()}
+	if s.opts.TLS != nil {
+		tc, err := s.opts.TLS.Handshake(rc, s.opts.HeaderTimeout)
+		if err != nil {
+			// A plain-HTTP client is told so in its own protocol (as
+			// net/http does) rather than left to guess from a reset.
+			if pc := tlsfiles.PlainHTTP(err); pc != nil {
+				_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+				_, _ = io.WriteString(pc, tlsfiles.PlainHTTPAnswer)
+			}
+			return
+		}
+		c.nc = tc
+	}
+	c.lr.r = c.nc
 	c.lr.n = math.MaxInt64
 	c.br = bufio.NewReaderSize(&c.lr, 4096)
-	c.bw = bufio.NewWriterSize(rc, 4096)
+	c.bw = bufio.NewWriterSize(c.nc, 4096)
 	c.ctx = context.WithValue(context.Background(), fiberKey{}, f)
 	var sh *shardState
 	if c.shard < len(s.shards) {
@@ -213,9 +231,12 @@ type shardState struct {
 
 // conn is one connection's state, owned by its fiber.
 type conn struct {
-	s     *Server
-	f     *runtime.Fiber
-	rc    *runtime.Conn
+	s  *Server
+	f  *runtime.Fiber
+	rc *runtime.Conn // the socket: a drain closes it from another fiber
+	// nc is what requests are read from and answers written to: rc, or a
+	// TLS connection over it.
+	nc    streamConn
 	shard int
 	lr    limitReader
 	br    *bufio.Reader
@@ -228,6 +249,13 @@ type conn struct {
 	dateSec int64
 	date    []byte
 	scratch []byte
+}
+
+// streamConn is a net.Conn whose sending side can be shut alone (lingerClose):
+// *runtime.Conn and *tls.Conn.
+type streamConn interface {
+	net.Conn
+	CloseWrite() error
 }
 
 // limitReader caps what the header parser may read; n is reset per request.
@@ -262,14 +290,14 @@ func (c *conn) serve(sh *shardState) {
 			}
 			// Idle: wait for the first byte of the next request.
 			c.idle = true
-			_ = c.rc.SetReadDeadline(time.Now().Add(o.IdleTimeout))
+			_ = c.nc.SetReadDeadline(time.Now().Add(o.IdleTimeout))
 			_, err := c.br.Peek(1)
 			c.idle = false
 			if err != nil || c.gone {
 				return // closed, idle timeout, or a drain closed it
 			}
 		}
-		_ = c.rc.SetReadDeadline(time.Now().Add(o.HeaderTimeout))
+		_ = c.nc.SetReadDeadline(time.Now().Add(o.HeaderTimeout))
 		// The bufio buffer may already hold bytes past the limit; the cap
 		// counts what is read from the socket from here, plus a buffer.
 		c.lr.n = int64(o.MaxHeaderBytes)
@@ -279,7 +307,7 @@ func (c *conn) serve(sh *shardState) {
 			return
 		}
 		c.lr.n = math.MaxInt64
-		_ = c.rc.SetReadDeadline(time.Now().Add(o.BodyTimeout))
+		_ = c.nc.SetReadDeadline(time.Now().Add(o.BodyTimeout))
 		if !c.serveRequest(req) || c.gone {
 			if !c.gone {
 				c.lingerClose()
@@ -322,10 +350,10 @@ func (c *conn) lingerClose() {
 	if err := c.flushWithDeadline(); err != nil {
 		return
 	}
-	if c.rc.CloseWrite() != nil {
+	if c.nc.CloseWrite() != nil {
 		return
 	}
-	_ = c.rc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	_ = c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
 	c.lr.n = math.MaxInt64
 	_, _ = io.CopyN(io.Discard, c.br, lingerBytes)
 }
@@ -488,7 +516,7 @@ func (c *conn) flushWithDeadline() error {
 	if c.bw.Buffered() == 0 {
 		return nil
 	}
-	_ = c.rc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
 	return c.bw.Flush()
 }
 
