@@ -1,0 +1,286 @@
+package dbowner
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/runtime"
+)
+
+// A backup is the state machine at one applied index, as a file a new data
+// dir is seeded from (etcdctl snapshot save / etcdutl snapshot restore):
+//
+//	magic "WOBACKUP" | version u32 LE | header length u32 LE | header (JSON, BackupHeader)
+//	| body (the state machine's snapshot bytes, statemachine.go) | SHA-256 of everything before it (32 bytes)
+//
+// The header says how long the body is, so a truncated file is named as
+// such before the checksum is even computed.
+var backupMagic = []byte("WOBACKUP")
+
+// BackupVersion is the backup file format this build writes and reads.
+const BackupVersion = 1
+
+// backupFixed is the magic, the version and the header length.
+const backupFixed = 16
+
+var (
+	// ErrBackupCorrupt: the file is not a whole, unchanged backup (bad
+	// magic, truncated, checksum mismatch).
+	ErrBackupCorrupt = errors.New("dbowner: backup corrupt")
+	// ErrBackupVersion: the file is a backup of another format version.
+	ErrBackupVersion = errors.New("dbowner: backup format version not supported")
+	// ErrDirNotEmpty: a restore is only into an empty (or missing) data dir.
+	ErrDirNotEmpty = errors.New("dbowner: restore: the data dir is not empty")
+)
+
+// BackupHeader is a backup's metadata: where it comes from and the raft
+// point it is at.
+type BackupHeader struct {
+	Format    int       `json:"format"`     // BackupVersion
+	Member    uint64    `json:"member"`     // the member it was taken from
+	Index     uint64    `json:"index"`      // the applied raft index the state is at
+	Term      uint64    `json:"term"`       // the term of that entry
+	Voters    []uint64  `json:"voters"`     // the group's voters then (ConfState; not restored)
+	Learners  []uint64  `json:"learners"`   // and learners
+	Created   time.Time `json:"created"`    // when it was captured
+	BodyBytes int64     `json:"body_bytes"` // the state machine's bytes that follow
+}
+
+// Backup is a captured state: the header and the body's pieces, as the
+// state machine's snapshot writer produced them.
+type Backup struct {
+	Header BackupHeader
+	Body   [][]byte
+}
+
+// Backup captures the state at a linearizable point: a ReadIndex round
+// first (unless the handle is Stale, or this member leads a one-member
+// group), so the applied index the capture is at covers every write
+// acknowledged before the call. The capture is the snapshot's (a
+// copy-on-write freeze); its serialization yields as it goes. Any fiber,
+// any shard.
+func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
+	o, stale := d.o, d.stale
+	type result struct {
+		b   Backup
+		err error
+	}
+	r, err := runtime.OnShard(f, OwnerShard, 0, func(g *runtime.Fiber) result {
+		b, err := o.backup(g, stale)
+		return result{b, err}
+	})
+	if err != nil {
+		return Backup{}, fmt.Errorf("dbowner: backup: %w", err)
+	}
+	return r.b, r.err
+}
+
+func (o *owner) backup(f *runtime.Fiber, stale bool) (Backup, error) {
+	if err := o.usable(); err != nil {
+		return Backup{}, fmt.Errorf("dbowner: backup: %w", err)
+	}
+	if !stale && !o.node.LocalReadOK() {
+		if err := o.readIndex(f, "backup", ""); err != nil {
+			return Backup{}, err
+		}
+	}
+	st := o.node.Status(f)
+	// From here to Snapshot nothing parks: the applied index and the
+	// frozen state are the same point (the driver applies whole entries
+	// between its yields).
+	index := o.node.Applied()
+	term, err := o.rlog.ms.Term(index)
+	if err != nil {
+		return Backup{}, fmt.Errorf("dbowner: backup: term of the applied index %d: %w", index, err)
+	}
+	write, err := stateMachine{o}.Snapshot(f)
+	if err != nil {
+		return Backup{}, fmt.Errorf("dbowner: backup: %w", err)
+	}
+	h := BackupHeader{Format: BackupVersion, Member: o.id, Index: index, Term: term, Created: time.Now().UTC(),
+		Voters: []uint64{}, Learners: []uint64{}}
+	for _, m := range st.Members {
+		if m.Learner {
+			h.Learners = append(h.Learners, m.ID)
+		} else {
+			h.Voters = append(h.Voters, m.ID)
+		}
+	}
+	body, err := write(f, nil)
+	if err != nil {
+		return Backup{}, fmt.Errorf("dbowner: backup at %d: %w", index, err)
+	}
+	for _, p := range body {
+		h.BodyBytes += int64(len(p))
+	}
+	return Backup{Header: h, Body: body}, nil
+}
+
+// WriteTo streams the backup file to w: header, body, checksum.
+func (b Backup) WriteTo(w io.Writer) (int64, error) {
+	hj, err := json.Marshal(b.Header)
+	if err != nil {
+		return 0, fmt.Errorf("dbowner: backup header: %w", err)
+	}
+	sum := sha256.New()
+	mw := io.MultiWriter(w, sum)
+	var n int64
+	put := func(p []byte) error {
+		k, err := mw.Write(p)
+		n += int64(k)
+		return err
+	}
+	fixed := append(bytes.Clone(backupMagic), 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(fixed[8:], BackupVersion)
+	binary.LittleEndian.PutUint32(fixed[12:], uint32(len(hj)))
+	if err := put(fixed); err != nil {
+		return n, err
+	}
+	if err := put(hj); err != nil {
+		return n, err
+	}
+	for _, p := range b.Body {
+		if err := put(p); err != nil {
+			return n, err
+		}
+	}
+	k, err := w.Write(sum.Sum(nil))
+	return n + int64(k), err
+}
+
+// VerifyBackup reads the backup file at path whole, checks its format
+// version, length and checksum, and returns its header and the offset of
+// its body. Errors wrap ErrBackupCorrupt or ErrBackupVersion and say what
+// is wrong.
+func VerifyBackup(path string) (BackupHeader, int64, error) {
+	fl, err := os.Open(path)
+	if err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("dbowner: backup: %w", err)
+	}
+	defer fl.Close()
+	fi, err := fl.Stat()
+	if err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("dbowner: backup: %w", err)
+	}
+	size := fi.Size()
+	fixed := make([]byte, backupFixed)
+	if _, err := io.ReadFull(fl, fixed); err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s: %d bytes, shorter than a backup's %d-byte start", ErrBackupCorrupt, path, size, backupFixed)
+	}
+	if !bytes.Equal(fixed[:8], backupMagic) {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s is not a wo backup (no %q magic)", ErrBackupCorrupt, path, backupMagic)
+	}
+	if v := binary.LittleEndian.Uint32(fixed[8:]); v != BackupVersion {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s is format version %d; this build reads version %d", ErrBackupVersion, path, v, BackupVersion)
+	}
+	hlen := int64(binary.LittleEndian.Uint32(fixed[12:]))
+	if backupFixed+hlen+sha256.Size > size {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s is truncated: %d bytes, its header alone needs %d", ErrBackupCorrupt, path, size, backupFixed+hlen+sha256.Size)
+	}
+	hj := make([]byte, hlen)
+	if _, err := io.ReadFull(fl, hj); err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("dbowner: backup %s: %w", path, err)
+	}
+	var h BackupHeader
+	if err := json.Unmarshal(hj, &h); err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s: header: %w", ErrBackupCorrupt, path, err)
+	}
+	if want := backupFixed + hlen + h.BodyBytes + sha256.Size; h.BodyBytes < 0 || want != size {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s is %d bytes, its header says %d (truncated or extended)", ErrBackupCorrupt, path, size, want)
+	}
+	sum := sha256.New()
+	sum.Write(fixed)
+	sum.Write(hj)
+	if _, err := io.CopyN(sum, fl, h.BodyBytes); err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("dbowner: backup %s: %w", path, err)
+	}
+	got := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(fl, got); err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("dbowner: backup %s: %w", path, err)
+	}
+	if !bytes.Equal(got, sum.Sum(nil)) {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s: SHA-256 checksum mismatch (the file was changed or damaged after it was written)", ErrBackupCorrupt, path)
+	}
+	return h, backupFixed + hlen, nil
+}
+
+// RestoreBackup verifies the backup at path and writes a new data dir at
+// dir seeded from it: a WAL whose snapshot is the backup's state at its
+// index, in a new one-member group whose only voter is member (the raft ID
+// the worker started on dir will have; identity.BootstrapID(0) for a
+// single worker). The old group's membership is not restored: a restored
+// member never rejoins the group the backup came from; a new group grows
+// from it by the normal join path. dir must be empty or missing.
+func RestoreBackup(path, dir string, member uint64) (BackupHeader, error) {
+	h, off, err := VerifyBackup(path)
+	if err != nil {
+		return h, err
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return h, fmt.Errorf("%w: %s holds %d entries (restore writes a fresh data dir; pick an empty one)", ErrDirNotEmpty, dir, len(ents))
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return h, fmt.Errorf("dbowner: restore: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return h, fmt.Errorf("dbowner: restore: %w", err)
+	}
+	if err := writeRestored(path, off, dir, member, h); err != nil {
+		return h, fmt.Errorf("dbowner: restore into %s: %w", dir, err)
+	}
+	return h, nil
+}
+
+// writeRestored writes the WAL of a restored dir: a hard state at the
+// backup's term and index (the term must not go back: raft's log terms only
+// grow), then the snapshot file, whose body streams from the backup.
+func writeRestored(path string, off int64, dir string, member uint64, h BackupHeader) error {
+	log, _, err := wal.Open(wal.OS{}, dir, wal.Options{})
+	if err != nil {
+		return err
+	}
+	err = fillRestored(log, path, off, member, h)
+	return errors.Join(err, log.Close())
+}
+
+func fillRestored(log *wal.Log, path string, off int64, member uint64, h BackupHeader) error {
+	lsn, err := log.BeginSnapshot()
+	if err != nil {
+		return err
+	}
+	hs := &raftpb.HardState{Term: new(h.Term), Vote: new(uint64(0)), Commit: new(h.Index)}
+	p, err := log.PrepareRecords([]wal.Record{{Type: wal.TypeHardState, Payload: appendHardState(nil, hs)}})
+	if err != nil {
+		return err
+	}
+	if err := wal.WriteSync(p.File, p.Data, p.Off); err != nil {
+		return log.Failed(p, err)
+	}
+	log.Appended(p)
+	addrs, _ := json.Marshal(map[uint64]string{member: ""})
+	nodeHeader := binary.BigEndian.AppendUint32(nil, uint32(len(addrs)))
+	nodeHeader = append(nodeHeader, addrs...)
+	meta := &raftpb.SnapshotMetadata{Index: new(h.Index), Term: new(h.Term), ConfState: &raftpb.ConfState{Voters: []uint64{member}}}
+	werr := log.WriteSnapshot(lsn, func(w io.Writer) error {
+		if err := writeSnapBody(w, meta, [][]byte{nodeHeader}); err != nil {
+			return err
+		}
+		fl, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer fl.Close()
+		_, err = io.Copy(w, io.NewSectionReader(fl, off, h.BodyBytes))
+		return err
+	}, nil)
+	return log.SnapshotDone(lsn, werr)
+}
