@@ -126,6 +126,13 @@ func (o *owner) backup(f *runtime.Fiber, stale bool) (Backup, error) {
 	return Backup{Header: h, Body: body}, nil
 }
 
+// Size is the length of the file WriteTo writes (an HTTP answer's
+// Content-Length: a client cut short knows it).
+func (b Backup) Size() int64 {
+	hj, _ := json.Marshal(b.Header)
+	return backupFixed + int64(len(hj)) + b.Header.BodyBytes + sha256.Size
+}
+
 // WriteTo streams the backup file to w: header, body, checksum.
 func (b Backup) WriteTo(w io.Writer) (int64, error) {
 	hj, err := json.Marshal(b.Header)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/replication/node"
@@ -173,11 +174,16 @@ var errNoAnswer = errors.New("no answer from the database")
 // call runs c on a fiber through the bridge and waits for its answer, at
 // most the Timeout.
 func (s *Server) call(ctx context.Context, c call) (answer, error) {
+	return s.callWithin(ctx, c, s.opts.Timeout)
+}
+
+// callWithin is call bounded by timeout instead of the Timeout.
+func (s *Server) callWithin(ctx context.Context, c call, timeout time.Duration) (answer, error) {
 	a := s.att.Load()
 	if a == nil {
 		return answer{}, errNotOpen
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ans, err := runtime.Call(ctx, a.rt, a.to, func(r runtime.Reply[answer]) call {
 		c.reply = r
@@ -185,7 +191,7 @@ func (s *Server) call(ctx context.Context, c call) (answer, error) {
 	})
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return answer{}, fmt.Errorf("%w within %s (cluster.request_timeout): the group may have no leader or no quorum reachable", errNoAnswer, s.opts.Timeout)
+		return answer{}, fmt.Errorf("%w within %s (cluster.request_timeout): the group may have no leader or no quorum reachable", errNoAnswer, timeout)
 	case err != nil:
 		return answer{}, fmt.Errorf("admin: reaching the database: %w", err)
 	}
@@ -202,6 +208,7 @@ const (
 	opDemote
 	opRemove
 	opTransfer
+	opBackup
 )
 
 // call is the bridge's message: values only (it crosses from an outside
@@ -210,6 +217,7 @@ type call struct {
 	op    opKind
 	id    uint64
 	addr  string
+	stale bool // opBackup: from this member's applied state, no ReadIndex
 	reply runtime.Reply[answer]
 }
 
@@ -219,6 +227,7 @@ type answer struct {
 	err       error // of the membership change
 	status    node.Status
 	statusErr error
+	backup    dbowner.Backup // opBackup
 	// Read by call after the reply, from any goroutine.
 	self  uint64
 	state string
@@ -242,6 +251,10 @@ func (b *bridge) Receive(f *runtime.Fiber, c call) {
 			ans.err = b.db.RemoveMember(f, c.id)
 		case opTransfer:
 			ans.err = b.db.TransferLeader(f, c.id)
+		case opBackup:
+			ans.backup, ans.err = backup(f, b.db, c.stale)
+			c.reply.Send(f, ans)
+			return
 		}
 		if ans.err == nil && c.op != opRemove {
 			ans.status, ans.statusErr = b.db.ClusterStatus(f)

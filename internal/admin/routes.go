@@ -21,6 +21,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/demote", s.demote)
 	s.mux.HandleFunc("DELETE "+adminapi.PathMembers+"/{id}", s.remove)
 	s.mux.HandleFunc("POST "+adminapi.PathLeader, s.transfer)
+	s.mux.HandleFunc("GET "+adminapi.PathBackup, s.getBackup)
 }
 
 // ServeHTTP serves /admin/...: the token first, then the routes; the mux's

@@ -18,6 +18,7 @@ const (
 	PathCluster = "/admin/cluster"
 	PathMembers = "/admin/members"
 	PathLeader  = "/admin/leader"
+	PathBackup  = "/admin/backup"
 )
 
 // ID is a raft member ID: the ordinal in the high 16 bits, the incarnation in
@@ -223,11 +224,34 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 		body = bytes.NewReader(b)
 	}
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("admin API %s %s: reading the answer: %w", method, c.Base+path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return statusError(resp.StatusCode, b)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("admin API %s %s: bad answer: %w", method, c.Base+path, err)
+	}
+	return nil
+}
+
+// send makes the request (a JSON body when body is not nil) with the token.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, body)
 	if err != nil {
-		return fmt.Errorf("admin API %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("admin API %s %s: %w", method, path, err)
 	}
-	if in != nil {
+	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {
@@ -239,25 +263,45 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("admin API %s %s: %w", method, c.Base+path, err)
+		return nil, fmt.Errorf("admin API %s %s: %w", method, c.Base+path, err)
+	}
+	return resp, nil
+}
+
+// statusError is the error of a non-2xx answer with body b.
+func statusError(code int, b []byte) error {
+	var e Error
+	if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(b))
+	}
+	return &StatusError{Code: code, Message: e.Error}
+}
+
+// Backup is GET /admin/backup: it streams the member's backup file to w
+// and returns its length. stale takes the member's applied state without a
+// ReadIndex round (a member that lost its quorum). A body shorter than its
+// Content-Length is an error: w then holds a truncated file, which a
+// restore refuses anyway.
+func (c *Client) Backup(ctx context.Context, w io.Writer, stale bool) (int64, error) {
+	path := PathBackup
+	if stale {
+		path += "?stale=true"
+	}
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return 0, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, statusError(resp.StatusCode, b)
+	}
+	n, err := io.Copy(w, resp.Body)
 	if err != nil {
-		return fmt.Errorf("admin API %s %s: reading the answer: %w", method, c.Base+path, err)
+		return n, fmt.Errorf("admin API GET %s: after %d bytes: %w", c.Base+path, n, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		var e Error
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b))
-		}
-		return &StatusError{Code: resp.StatusCode, Message: e.Error}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return n, fmt.Errorf("admin API GET %s: %d bytes of %d", c.Base+path, n, resp.ContentLength)
 	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("admin API %s %s: bad answer: %w", method, c.Base+path, err)
-	}
-	return nil
+	return n, nil
 }
