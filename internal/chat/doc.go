@@ -18,6 +18,12 @@
 //     themselves are read and written with github.com/gobwas/ws, which works
 //     on any connection, here the runtime's fiber sockets.
 //
+// Either transport may run over TLS: Options.TLS makes ServeTCP handshake
+// first (the worker's tls.cert_file), and the WebSocket is wss when the
+// HTTP server that upgrades it serves HTTPS (internal/httpd hands over the
+// *tls.Conn). A session's Conn is then the TLS connection; the outbox's
+// wake-up (the read deadline moved) passes through TLS to the socket.
+//
 // TCP and WebSocket users share rooms: a room does not know the transport of
 // its members. A nick is held by one connection at a time (the directory
 // keeps them, compared without case).

@@ -48,7 +48,7 @@ func (s *Service) WebSocketHandler(fiber func(r *http.Request) *runtime.Fiber) h
 		if err != nil {
 			return // gobwas/ws answered the request with the reason
 		}
-		c, ok := conn.(*runtime.Conn)
+		c, ok := fiberConn(conn) // TLS over it on an HTTPS data port: wss
 		if !ok || f == nil {
 			s.opts.Logger.Error("chat: websocket: the HTTP server did not hand over a fiber connection", "conn", fmt.Sprintf("%T", conn))
 			return

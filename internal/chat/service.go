@@ -1,14 +1,17 @@
 package chat
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writeonce/wo/dbowner"
+	"github.com/writeonce/wo/internal/tlsfiles"
 	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/runtime"
 )
@@ -55,6 +58,11 @@ type Options struct {
 	// auth.token_file. WebSocket sessions are checked by the HTTP server
 	// that upgrades them (Authorization: Bearer) and are not asked again.
 	Tokens *tokenfile.Tokens
+	// TLS, when set, makes ServeTCP speak TLS: the handshake runs on the
+	// connection's fiber (bounded by TLSHandshakeTimeout) before the line
+	// protocol; a failure is counted and logged at debug by tlsfiles. The
+	// WebSocket's TLS is the HTTP server's (wss).
+	TLS *tlsfiles.Server
 	// Logger receives connection-level warnings (default slog.Default()).
 	Logger *slog.Logger
 	// TracerProvider makes the chat's spans (a trace per message, /join
@@ -177,5 +185,39 @@ func Start(f *runtime.Fiber, db *dbowner.DB, opts Options) (*Service, error) {
 // ServeTCP runs the line protocol on the runtime's TCP server: pass it to
 // runtime.ServeTCP. Each connection is this call, on its own fiber.
 func (s *Service) ServeTCP(f *runtime.Fiber, c *runtime.Conn) {
-	newSession(f, s, c, lineCodec{}).serve(nil)
+	var conn Conn = c
+	if s.opts.TLS != nil {
+		tc, err := s.opts.TLS.Handshake(c, TLSHandshakeTimeout)
+		if err != nil {
+			return // counted and logged by tlsfiles; the runtime closes c
+		}
+		conn = tc
+	}
+	newSession(f, s, conn, lineCodec{}).serve(nil)
+}
+
+// TLSHandshakeTimeout bounds a TCP client's TLS handshake (Options.TLS).
+const TLSHandshakeTimeout = 10 * time.Second
+
+// Conn is a session's connection: a fiber connection (*runtime.Conn), or a
+// *tls.Conn over one. Either is read and written by its fiber alone; its
+// read deadline is how the session's outbox wakes that fiber (a deadline
+// passes through TLS to the socket, and crypto/tls keeps a record cut short
+// by it for the next Read).
+type Conn interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// fiberConn is c as a session's connection, if it is one: a fiber
+// connection or TLS over one.
+func fiberConn(c net.Conn) (Conn, bool) {
+	switch x := c.(type) {
+	case *runtime.Conn:
+		return x, true
+	case *tls.Conn:
+		_, ok := x.NetConn().(*runtime.Conn)
+		return x, ok
+	}
+	return nil, false
 }

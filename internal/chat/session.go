@@ -50,7 +50,7 @@ var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &
 type session struct {
 	svc   *Service
 	f     *runtime.Fiber
-	c     *runtime.Conn
+	c     Conn
 	codec codec
 	id    int64
 	self  runtime.Addr[*wire] // the outbox: where rooms send this connection's events
@@ -81,7 +81,7 @@ type outbox struct{ s *session }
 
 func (o *outbox) Receive(f *runtime.Fiber, w *wire) { o.s.deliver(w) }
 
-func newSession(f *runtime.Fiber, svc *Service, c *runtime.Conn, cd codec) *session {
+func newSession(f *runtime.Fiber, svc *Service, c Conn, cd codec) *session {
 	s := &session{svc: svc, f: f, c: c, codec: cd, tokens: float64(svc.opts.Burst), last: time.Now()}
 	s.id = svc.stats.accepted.Add(1)
 	s.nick = guestNick(s.id)

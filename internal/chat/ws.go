@@ -16,14 +16,14 @@ import (
 // to WebSocket is done (the 101 response written). buffered is what the
 // HTTP server read past the request, if anything; the session consumes it
 // before reading the socket. It returns when the connection ends; the
-// caller closes c.
-func (s *Service) ServeWebSocket(f *runtime.Fiber, c *runtime.Conn, buffered []byte) {
+// caller closes c. c is a fiber connection, or TLS over one (wss).
+func (s *Service) ServeWebSocket(f *runtime.Fiber, c Conn, buffered []byte) {
 	s.serveWebSocket(f, c, buffered, trace.SpanContext{})
 }
 
 // serveWebSocket is ServeWebSocket whose spans link to upgrade, the HTTP
 // upgrade's span (if valid).
-func (s *Service) serveWebSocket(f *runtime.Fiber, c *runtime.Conn, buffered []byte, upgrade trace.SpanContext) {
+func (s *Service) serveWebSocket(f *runtime.Fiber, c Conn, buffered []byte, upgrade trace.SpanContext) {
 	ss := newSession(f, s, c, &wsCodec{})
 	ss.link = upgrade
 	ss.serve(buffered)

@@ -3,19 +3,16 @@ package httpd_test
 import (
 	"bufio"
 	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/testpki"
-	"github.com/writeonce/wo/internal/tlsfiles"
+	"github.com/writeonce/wo/internal/tlsfiles/tlsfilestest"
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/iobackend/uringtest"
 	"github.com/writeonce/wo/runtime"
@@ -36,19 +33,8 @@ func TestTLS(t *testing.T) {
 }
 
 func testTLS(t *testing.T, mode iobackend.Mode) {
-	dir := t.TempDir()
 	ca := testpki.NewCA(t, "ca")
-	leaf := ca.Leaf(t, testpki.LeafOptions{})
-	for name, data := range map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srvTLS, err := tlsfiles.OpenServer(tlsfiles.ServerFiles{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
-		CertSetting: "tls.cert_file", KeySetting: "tls.key_file"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvTLS := tlsfilestest.Server(t, ca)
 	hijacked := make(chan string, 1)
 	addr := serveOn(t, runtime.Config{Shards: 2, IO: mode}, httpd.Options{TLS: srvTLS, HeaderTimeout: 5 * time.Second}, func(s *httpd.Server) {
 		hello(s)
@@ -67,9 +53,7 @@ func testTLS(t *testing.T, mode iobackend.Mode) {
 			rw.Flush()
 		})
 	})
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 1}
+	tr := &http.Transport{TLSClientConfig: tlsfilestest.Client(ca), MaxIdleConnsPerHost: 1}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	for i := range 3 {
@@ -95,7 +79,7 @@ func testTLS(t *testing.T, mode iobackend.Mode) {
 	}
 
 	// A hijacked connection keeps speaking TLS.
-	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool})
+	c, err := tls.Dial("tcp", addr, tlsfilestest.Client(ca))
 	if err != nil {
 		t.Fatal(err)
 	}
