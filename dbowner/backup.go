@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -224,11 +227,14 @@ func VerifyBackup(path string) (BackupHeader, int64, error) {
 // RestoreBackup verifies the backup at path and writes a new data dir at
 // dir seeded from it: a WAL whose snapshot is the backup's state at its
 // index, in a new one-member group whose only voter is member (the raft ID
-// the worker started on dir will have; identity.BootstrapID(0) for a
-// single worker). The old group's membership is not restored: a restored
-// member never rejoins the group the backup came from; a new group grows
-// from it by the normal join path. dir must be empty or missing.
-func RestoreBackup(path, dir string, member uint64) (BackupHeader, error) {
+// the worker started on dir will have). The old group's membership is not
+// restored: a restored member never rejoins the group the backup came
+// from; a new group grows from it by the normal join path. dir must be
+// empty or missing. The dir is written beside it (dir + ".restoring"),
+// then prepare (nil: nothing) adds its own files (the worker: member.id),
+// and only then is it renamed to dir: an interrupted restore leaves no dir
+// a worker would start on as an empty database.
+func RestoreBackup(path, dir string, member uint64, prepare func(dir string) error) (BackupHeader, error) {
 	h, off, err := VerifyBackup(path)
 	if err != nil {
 		return h, err
@@ -238,13 +244,72 @@ func RestoreBackup(path, dir string, member uint64) (BackupHeader, error) {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return h, fmt.Errorf("dbowner: restore: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	tmp := filepath.Clean(dir) + ".restoring"
+	if err := os.RemoveAll(tmp); err != nil {
+		return h, fmt.Errorf("dbowner: restore: a previous attempt's %s: %w", tmp, err)
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return h, fmt.Errorf("dbowner: restore: %w", err)
 	}
-	if err := writeRestored(path, off, dir, member, h); err != nil {
-		return h, fmt.Errorf("dbowner: restore into %s: %w", dir, err)
+	if err := writeRestored(path, off, tmp, member, h); err != nil {
+		return h, fmt.Errorf("dbowner: restore into %s: %w", tmp, err)
+	}
+	if prepare != nil {
+		if err := prepare(tmp); err != nil {
+			return h, fmt.Errorf("dbowner: restore into %s: %w", tmp, err)
+		}
+	}
+	// rename(2) replaces an empty dir; a mount point (a Kubernetes volume)
+	// cannot be replaced: its entries move in one by one instead.
+	if err := os.Rename(tmp, dir); err != nil {
+		if merr := moveInto(tmp, dir); merr != nil {
+			return h, fmt.Errorf("dbowner: restore: move %s into %s: %w", tmp, dir, errors.Join(err, merr))
+		}
+	}
+	if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+		return h, fmt.Errorf("dbowner: restore: fsync the parent of %s: %w", dir, err)
 	}
 	return h, nil
+}
+
+// moveInto moves tmp's files into the empty dir, the snapshot first and
+// member.id last: a move cut short leaves a dir that holds the state, or
+// no identity (a worker started on it is not the group's one voter and
+// serves nothing), never an empty database that looks whole. tmp is then
+// removed.
+func moveInto(tmp, dir string) error {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return err
+	}
+	rank := func(name string) int {
+		switch {
+		case strings.HasSuffix(name, ".snap"):
+			return 0
+		case name == "member.id":
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(ents, func(a, b os.DirEntry) int { return rank(a.Name()) - rank(b.Name()) })
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+		if err := syncDir(dir); err != nil {
+			return err
+		}
+	}
+	return os.Remove(tmp)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // writeRestored writes the WAL of a restored dir: a hard state at the
