@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 
 	"github.com/writeonce/wo/dbowner"
@@ -27,6 +28,7 @@ import (
 	"github.com/writeonce/wo/internal/ops"
 	"github.com/writeonce/wo/internal/records"
 	"github.com/writeonce/wo/internal/telemetry"
+	"github.com/writeonce/wo/internal/tlsfiles"
 	"github.com/writeonce/wo/internal/tokenfile"
 	"github.com/writeonce/wo/runtime"
 )
@@ -75,6 +77,9 @@ const drainLockMargin = 10 * time.Second
 const fdReserve = 256
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if code, ok := subcommand(args, stdout, stderr); ok {
+		return code
+	}
 	cfg, err := config.Load(args, stdout)
 	if errors.Is(err, config.ErrHelp) {
 		return 0
@@ -98,6 +103,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	adminToken, err := tokenfile.Load(keys.AdminTokenFile.File, cfg.AdminTokenFile, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 2
+	}
+	// The client ports' certificate likewise: read now (a missing file or
+	// a bad PEM stops the start, naming the setting), again when it
+	// changes (tlsfiles).
+	clientTLS, err := tlsfiles.OpenServer(tlsfiles.ServerFiles{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, ClientCAFile: cfg.TLS.ClientCAFile,
+		CertSetting: keys.TLSCertFile.File, KeySetting: keys.TLSKeyFile.File, ClientCASetting: keys.TLSClientCAFile.File}, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
@@ -130,7 +144,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("worker: data dir volume too small or too full", "dir", cfg.DataDir, "err", err)
 		return 1
 	}
-	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != nil)
+	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != nil,
+		"tls", clientTLS != nil, "mtls", clientTLS != nil && clientTLS.MutualTLS())
 
 	// The data plane's spans come from the global provider, and a W3C
 	// traceparent on a request is its parent.
@@ -195,7 +210,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	code = runtime.RunContext(runCtx, cfg.Runtime(log), func(f *runtime.Fiber) int {
-		return mainFiber(f, cfg, log, token, opsSrv, adminSrv, opsLn.Addr().String(), stopper)
+		return mainFiber(f, cfg, log, token, clientTLS, opsSrv, adminSrv, opsLn.Addr().String(), stopper)
 	})
 	close(runDone)
 
@@ -210,7 +225,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // mainFiber is fiber 0: it opens the database, serves the data plane on
 // every shard, marks the worker ready, parks until a signal and drains.
-func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tokenfile.Tokens, opsSrv *ops.Server, adminSrv *admin.Server, opsAddr string,
+func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tokenfile.Tokens, clientTLS *tlsfiles.Server, opsSrv *ops.Server, adminSrv *admin.Server, opsAddr string,
 	stopper chan<- runtime.Reply[struct{}]) int {
 	rt := f.Runtime()
 	opsSrv.Attach(rt, nil)
@@ -265,10 +280,12 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 		MaxBody:        cfg.HTTP.MaxBody,
 		Tokens:         token,
 		Logger:         log,
+		TLS:            clientTLS,
 	})
 	api := records.Register(srv, db, log)
 	chatOpts := cfg.ChatOptions(log)
 	chatOpts.Tokens = token // with auth.token_file set, the chat's TCP port wants /auth TOKEN too
+	chatOpts.TLS = clientTLS
 	chatSvc, err := chat.Start(f, db, chatOpts)
 	if err != nil {
 		log.Error("worker: chat", "err", err)
@@ -286,6 +303,11 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 	opsSrv.Register(srv)
 	opsSrv.Registry().MustRegister(api.Collectors()...)
 	opsSrv.Registry().MustRegister(chatSvc.Collectors()...)
+	if clientTLS != nil {
+		opsSrv.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wo_tls_handshake_failures_total",
+			Help: "TLS handshakes failed on the data and chat ports (untrusted certificate, plain text to a TLS port, timeout)."},
+			func() float64 { return float64(clientTLS.HandshakeFailures()) }))
+	}
 	// Tests and humans find the bound ports here (":0" picks one).
 	chatTCP, err := runtime.ServeTCP(f, "tcp", cfg.ChatAddr, chatSvc.ServeTCP, runtime.WithMaxConns(maxConns))
 	if err != nil {
