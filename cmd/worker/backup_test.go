@@ -166,3 +166,66 @@ func TestBackupKilledLeavesNoFile(t *testing.T) {
 		t.Errorf("restore of a .part: exit %d\n%s", code, out)
 	}
 }
+
+// Disaster recovery of a group that lost its quorum: two of three members
+// are gone for good. The survivor still serves its ops port; a backup
+// without --stale is refused (no quorum confirms the point), with --stale
+// it is the survivor's applied state, which holds every write the group
+// acknowledged (a quorum of two applied it, and the survivor was one
+// voter of each quorum here: it led them or followed). Restored, it is a
+// new one-member group that reads every key and takes writes.
+func TestDisasterRecoveryFromASurvivor(t *testing.T) {
+	addrs := freePorts(t, 3)
+	var peers []string
+	for i, a := range addrs {
+		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
+	}
+	ws := make([]*worker, 3)
+	for i := range ws {
+		ws[i] = startWorker(t, t.TempDir(), "WO_PEERS="+strings.Join(peers, ","), fmt.Sprintf("WO_ORDINAL=%d", i), "WO_PEER_ADDR="+addrs[i])
+	}
+	const n = 50
+	for i := range n {
+		var code int
+		var body string
+		for range 600 {
+			var err error
+			code, body, err = do("PUT", fmt.Sprintf("%s/v1/records/k%d", ws[0].http, i), fmt.Sprintf(`{"v":"%d"}`, i))
+			if err == nil && code == 200 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if code != 200 {
+			t.Fatalf("PUT k%d: %d %s", i, code, body)
+		}
+	}
+	// Every member applied the writes before the loss (a linearizable
+	// read on each waits for it), so the survivor's state is whole.
+	for _, w := range ws {
+		must(t, "GET", fmt.Sprintf("%s/v1/records/k%d", w.http, n-1), "", 200)
+	}
+	ws[1].kill(t)
+	ws[2].kill(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dr.wobackup")
+	if out, code := runTool(t, "backup", "--from", ws[0].ops, "--out", file); code != 1 || !strings.Contains(out, "quorum") {
+		t.Errorf("backup of a member without quorum, not stale: exit %d\n%s", code, out)
+	}
+	if out, code := runTool(t, "backup", "--stale", "--from", ws[0].ops, "--out", file); code != 0 {
+		t.Fatalf("backup --stale: exit %d\n%s", code, out)
+	}
+	ws[0].kill(t)
+	restored := filepath.Join(dir, "r")
+	if out, code := runTool(t, "restore", "--from", file, "--data-dir", restored); code != 0 {
+		t.Fatalf("restore: exit %d\n%s", code, out)
+	}
+	r := startWorker(t, restored)
+	for i := range n {
+		if got := must(t, "GET", fmt.Sprintf("%s/v1/records/k%d", r.http, i), "", 200); !strings.Contains(got, fmt.Sprintf(`"v":"%d"`, i)) {
+			t.Fatalf("k%d: %s", i, got)
+		}
+	}
+	must(t, "PUT", r.http+"/v1/records/after", `{"v":"after"}`, 200)
+	r.stop(t)
+}
