@@ -30,6 +30,12 @@ import (
 // such before the checksum is even computed.
 var backupMagic = []byte("WOBACKUP")
 
+// LastPreReplicationCommit is the last commit whose worker reads the WAL
+// format from before replication (type-1 engine mutation records, a
+// snapshot without the "WORS" magic): what a refused old data dir is told
+// to run.
+const LastPreReplicationCommit = "977e848f0f82"
+
 // BackupVersion is the backup file format this build writes and reads.
 const BackupVersion = 1
 

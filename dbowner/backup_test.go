@@ -4,10 +4,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/dbowner/wal"
 	"github.com/writeonce/wo/replication/identity"
 	"github.com/writeonce/wo/runtime"
 )
@@ -92,5 +94,40 @@ func TestBackupRestore(t *testing.T) {
 		if _, err := dbowner.RestoreBackup(short, filepath.Join(dir, "y"), 1, nil); !errors.Is(err, dbowner.ErrBackupCorrupt) {
 			t.Errorf("truncated: %v, want ErrBackupCorrupt", err)
 		}
+	})
+}
+
+// A data dir of the format before replication is refused naming the
+// commit whose worker reads it, and that no backup of it can be made.
+func TestOldFormatRefusalNamesTheVersion(t *testing.T) {
+	dir := t.TempDir()
+	log, _, err := wal.Open(wal.OS{}, dir, wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := log.PrepareRecords([]wal.Record{{Type: wal.TypeMutation, Payload: []byte("old")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wal.WriteSync(p.File, p.Data, p.Off); err != nil {
+		t.Fatal(err)
+	}
+	log.Appended(p)
+	log.Close()
+	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
+		run(t, cfg, func(f *runtime.Fiber) int {
+			db, err := dbowner.Open(f, dbowner.Options{Dir: dir})
+			if err == nil {
+				db.Close(f)
+				t.Error("an old-format data dir opened")
+				return 1
+			}
+			for _, want := range []string{"type-1 engine mutation", "commit " + dbowner.LastPreReplicationCommit, "no backup"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the refusal lacks %q: %v", want, err)
+				}
+			}
+			return 0
+		})
 	})
 }

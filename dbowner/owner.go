@@ -504,7 +504,7 @@ func (o *owner) openLog(f *runtime.Fiber, rl *raftLog) (int, error) {
 	log, rec, err := wal.Open(o.fs, o.opts.Dir, wopts)
 	if err != nil {
 		if errors.Is(err, errOldFormat) {
-			return 0, fmt.Errorf("dbowner: open %s: %s: %w; this version keeps the raft log in the WAL and cannot read that log: start on an empty data dir (move %s aside; the previous version reads it)", o.opts.Dir, o.oldFormatFile(oldFormat), err, o.opts.Dir)
+			return 0, fmt.Errorf("dbowner: open %s: %s: %w; this version keeps the raft log in the WAL and cannot read that log: start on an empty data dir (move %s aside; the previous version reads it: a worker built from commit %s, the last before replication, which has no backup: move the data by reading every record there and writing it here, docs/operations.md \"On-disk format versions\")", o.opts.Dir, o.oldFormatFile(oldFormat), err, o.opts.Dir, LastPreReplicationCommit)
 		}
 		if errors.Is(err, wal.ErrCorrupt) {
 			return 0, fmt.Errorf("dbowner: open %s: %w; recovery will not drop data silently: to truncate the log at this damage, losing every record after it, start with the WAL repair option (worker: --repair-wal or WO_REPAIR_WAL=true; dbowner: Options.WAL.Repair)", o.opts.Dir, err)
