@@ -206,6 +206,13 @@ type WorkerSpec struct {
 	// +optional
 	PeerTLS *PeerTLSSpec `json:"peerTLS,omitempty"`
 
+	// ClientTLS serves the client ports over TLS: the data port as HTTPS
+	// (records, and the chat's WebSocket as wss) and the chat's TCP port.
+	// Unset serves them in plain text.
+	//
+	// +optional
+	ClientTLS *ClientTLSSpec `json:"clientTLS,omitempty"`
+
 	// Env is extra environment for the worker container, appended after the
 	// variables the operator sets.
 	//
@@ -213,6 +220,18 @@ type WorkerSpec struct {
 	// +listType=atomic
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
+}
+
+// ClientTLSSpec names the client ports' certificate.
+type ClientTLSSpec struct {
+	// SecretName is a Secret in the Worker's namespace with tls.crt and
+	// tls.key (type kubernetes.io/tls, as cert-manager writes one). Every
+	// pod mounts it; the worker reads the files again when the Secret
+	// changes, so a renewal needs no restart.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
 }
 
 // PeerTLSProvider is who issues the peer certificates.

@@ -55,6 +55,9 @@ const (
 	PeerTLSDir = "/etc/wo-peer"
 	// AdminTokenDir holds the admin token Secret (the file AdminTokenFile).
 	AdminTokenDir = "/etc/wo-admin"
+	// ClientTLSDir holds spec.clientTLS's Secret (tls.crt, tls.key): the
+	// client ports' certificate.
+	ClientTLSDir = "/etc/wo-tls"
 	// PeerCAFile is the CA bundle the members trust, in the peer TLS
 	// Secret.
 	PeerCAFile = "ca.crt"
@@ -511,7 +514,7 @@ func workerContainer(w *wov1.Worker, image string, shards int) corev1.Container 
 		},
 		Env:       RenderEnv(w, shards),
 		Resources: RenderResources(w),
-		VolumeMounts: []corev1.VolumeMount{
+		VolumeMounts: append([]corev1.VolumeMount{
 			{Name: DataVolume, MountPath: DataDir},
 			{Name: "config", MountPath: ConfigDir, ReadOnly: true},
 			// Secret volumes, like the ConfigMap's, follow their Secret
@@ -522,7 +525,7 @@ func workerContainer(w *wov1.Worker, image string, shards int) corev1.Container 
 			// The root filesystem is read-only; the Go runtime and
 			// os.TempDir still want a writable /tmp.
 			{Name: "tmp", MountPath: "/tmp"},
-		},
+		}, clientTLSMounts(w)...),
 		// /healthz answers as soon as the process is up, also during WAL
 		// recovery; the startup probe gives recovery up to five minutes
 		// before liveness may kill the pod.
@@ -544,7 +547,7 @@ func workerContainer(w *wov1.Worker, image string, shards int) corev1.Container 
 // podVolumes are the pod's volumes besides its claim: worker.toml, the
 // two Secrets, and a small writable /tmp.
 func podVolumes(w *wov1.Worker) []corev1.Volume {
-	return []corev1.Volume{
+	return append([]corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(w)},
 		}}},
@@ -557,7 +560,30 @@ func podVolumes(w *wov1.Worker) []corev1.Volume {
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 			SizeLimit: ptr.To(resource.MustParse("64Mi")),
 		}}},
+	}, clientTLSVolumes(w)...)
+}
+
+// clientTLSVolumes is spec.clientTLS's Secret as a volume; none without it.
+func clientTLSVolumes(w *wov1.Worker) []corev1.Volume {
+	if w.Spec.ClientTLS == nil {
+		return nil
 	}
+	return []corev1.Volume{{Name: "client-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: w.Spec.ClientTLS.SecretName, DefaultMode: ptr.To(int32(0o440)),
+		// Only the pair: a cert-manager Secret's ca.crt is not the
+		// worker's business here.
+		Items: []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}},
+	}}}}
+}
+
+// clientTLSMounts mounts clientTLSVolumes at ClientTLSDir. Like the other
+// Secret volumes it follows its Secret while the pod runs (the worker
+// re-reads the files at the next handshake).
+func clientTLSMounts(w *wov1.Worker) []corev1.VolumeMount {
+	if w.Spec.ClientTLS == nil {
+		return nil
+	}
+	return []corev1.VolumeMount{{Name: "client-tls", MountPath: ClientTLSDir, ReadOnly: true}}
 }
 
 // dataVolumeClaim is the volume claim template: the pod's database. The

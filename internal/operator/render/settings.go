@@ -68,10 +68,23 @@ func FileSettings(w *wov1.Worker, shards int, bootstrapped bool) []Setting {
 	if bootstrapped {
 		state = "existing"
 	}
-	return append(runtimeSettings(w, shards),
+	out := append(runtimeSettings(w, shards),
 		peersSetting(w), Setting{keys.ClusterState, state},
 		peerAddrSetting, peerCASetting,
 		adminTokenSetting)
+	return append(out, clientTLSSettings(w)...)
+}
+
+// clientTLSSettings point tls.cert_file and tls.key_file at the mounted
+// spec.clientTLS Secret; none without it (plain text).
+func clientTLSSettings(w *wov1.Worker) []Setting {
+	if w.Spec.ClientTLS == nil {
+		return nil
+	}
+	return []Setting{
+		{keys.TLSCertFile, ClientTLSDir + "/" + corev1.TLSCertKey},
+		{keys.TLSKeyFile, ClientTLSDir + "/" + corev1.TLSPrivateKeyKey},
+	}
 }
 
 // WorkerTOML is the worker's config file. Every value but cluster.state is
@@ -106,6 +119,9 @@ func RenderEnv(w *wov1.Worker, shards int) []corev1.EnvVar {
 	}
 	env = append(env, Setting{keys.DataDir, DataDir}.envVar())
 	env = append(env, RenderPeerEnv(w)...)
+	for _, s := range clientTLSSettings(w) {
+		env = append(env, s.envVar())
+	}
 	if t := w.Spec.Telemetry; t != nil && t.OTLPEndpoint != "" {
 		env = append(env,
 			corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: t.OTLPEndpoint},
