@@ -84,10 +84,12 @@ type actorCell[M any] struct {
 // shard's own (the slice it drained last time, handed back under the same
 // lock that takes the batch), so a drain locks once.
 type remoteMail[M any] struct {
-	mu     sync.Mutex
-	items  []mail[M]
-	spare  []mail[M]
-	queued bool // a notice is on its way to the actor's shard
+	mu    sync.Mutex
+	items []mail[M]
+	spare []mail[M]
+	// queued: a notice is on its way to the actor's shard. Stored under
+	// mu; a request arriving by itself (deliverAsk) loads it without.
+	queued atomic.Bool
 	stage  []staged[M]
 }
 
@@ -218,8 +220,8 @@ func (c *actorCell[M]) flushStaged(sh *shard) {
 	} else {
 		rx.mu.Lock()
 		rx.items = append(rx.items, st.items...)
-		notify := !rx.queued
-		rx.queued = true
+		notify := !rx.queued.Load()
+		rx.queued.Store(true)
 		rx.mu.Unlock()
 		if notify {
 			sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
@@ -262,11 +264,47 @@ func (c *actorCell[M]) deliverRemote(sh *shard, it remoteItem) {
 		c.enqueue(unbox[M](it.msg), it.ask)
 		return
 	}
-	rx := c.rx.Load()
+	c.drainRemote(c.rx.Load())
+}
+
+// sendAsk sends a cross-shard Ask's request (an askCall, as to) to the
+// actor's shard by itself, past the remote mail. Mail this shard sent the
+// actor earlier must still come first: what is staged here is flushed into
+// the remote mail now, and deliverAsk drains that mail before the request.
+func (c *actorCell[M]) sendAsk(f *Fiber, to remoteTarget) {
+	f.charge(1)
+	sh := f.sh
+	if sh.rt.stopping.Load() {
+		sh.rt.dropped.Add(1)
+		return
+	}
+	if rx := c.rx.Load(); rx != nil && len(rx.stage[sh.id].items) > 0 {
+		c.flushStaged(sh)
+	}
+	sh.sendRemote(c.sh, remoteItem{to: to})
+}
+
+// deliverAsk enqueues a request that came by itself (sendAsk), after any
+// remote mail still waiting: a notice that is queued may be behind this
+// request (in another shard's ring, or this one's when the request's
+// sender found it already queued), and mail from the request's sender may
+// be waiting on it. The sender flushed its mail, which set queued, before
+// it published the request, so queued found false means that mail is
+// already in the mailbox.
+func (c *actorCell[M]) deliverAsk(msg M, ask askRef) {
+	if rx := c.rx.Load(); rx != nil && rx.queued.Load() {
+		c.drainRemote(rx)
+	}
+	c.enqueue(msg, ask)
+}
+
+// drainRemote moves every message waiting in rx into the mailbox. A notice
+// still on its way afterwards finds nothing, which is harmless.
+func (c *actorCell[M]) drainRemote(rx *remoteMail[M]) {
 	rx.mu.Lock()
 	items := rx.items
 	rx.items, rx.spare = rx.spare[:0], nil
-	rx.queued = false
+	rx.queued.Store(false)
 	rx.mu.Unlock()
 	for i := range items {
 		c.enqueue(items[i].msg, items[i].ask)

@@ -39,16 +39,19 @@ const (
 // an interface, no allocation) and lets Ask reuse its waiter: claimed holds
 // the generation being waited for, and a Reply from an earlier generation
 // (kept by an actor and answered late) can never claim a later one.
+//
+// What a replier touches (sh, ch, claimed, val) comes first, what only the
+// asker does after it, so that an askCall's request and these share lines.
 type replyWaiter[T any] struct {
-	sh    *shard
-	f     *Fiber
-	state waitState
-	timed bool // a timer may still fire for this generation: not reusable
+	sh *shard
+	ch chan T
 	// claimed is gen<<1 while the wait is open, gen<<1|1 once claimed.
 	claimed atomic.Uint64
 	val     T
+	f       *Fiber
+	state   waitState
+	timed   bool // a timer may still fire for this generation: not reusable
 	err     error
-	ch      chan T
 	errCh   chan error
 }
 
@@ -165,16 +168,72 @@ func NewFuture[T any](f *Fiber) (Reply[T], *Future[T]) {
 // Ask at a time, so one cached waiter serves a fiber's every database call
 // without an allocation.
 func askWaiter[T any](f *Fiber) Reply[T] {
-	if w, ok := f.askw.(*replyWaiter[T]); ok && w.state != waiting && !w.timed {
-		gen := w.claimed.Load()>>1 + 1
-		var zero T
-		w.state, w.val, w.err = waiting, zero, nil
-		w.claimed.Store(gen << 1)
-		return Reply[T]{w: w, gen: gen}
+	w, ok := f.askw.(*replyWaiter[T])
+	if !ok {
+		if a, isCall := f.askw.(waiterOf[T]); isCall {
+			w, ok = a.waiter(), true
+		}
 	}
-	w := &replyWaiter[T]{sh: f.sh, f: f}
+	if ok && w.reusable() {
+		return Reply[T]{w: w, gen: w.next()}
+	}
+	w = &replyWaiter[T]{sh: f.sh, f: f}
 	f.askw = w
 	return Reply[T]{w: w}
+}
+
+// waiterOf is an askCall seen by askWaiter: OnShard reuses the waiter of
+// the fiber's last cross-shard Ask instead of allocating its own.
+type waiterOf[T any] interface{ waiter() *replyWaiter[T] }
+
+// reusable reports whether the wait is over and no timer can still fire for
+// it, so that its next generation may serve another Ask.
+func (w *replyWaiter[T]) reusable() bool { return w.state != waiting && !w.timed }
+
+// next opens the waiter's next generation and returns it.
+func (w *replyWaiter[T]) next() uint64 {
+	gen := w.claimed.Load()>>1 + 1
+	var zero T
+	w.state, w.val, w.err = waiting, zero, nil
+	w.claimed.Store(gen << 1)
+	return gen
+}
+
+// askCall is a cross-shard Ask: the request and the waiter for its reply in
+// one object, which the ring to the actor's shard carries by reference. The
+// actor's shard reads the request from the object whose waiter it then
+// writes the reply into, and the reply's ring slot names that waiter: per
+// round trip the lines that cross are the ring slot each way and this
+// object each way, where the request staged in the actor's remote mail
+// (actor.go: remoteMail) also moved its lock's line and its items' line
+// (docs/benchmarks.md, "Where a cross-shard round trip went"). A fiber keeps
+// its last one (Fiber.askw) and reuses it like a waiter (askWaiter): a
+// wait that is over without a timer means the request was delivered (a
+// reply or ErrDeadActor comes only after), so nothing still reads msg.
+type askCall[M, T any] struct {
+	c   *actorCell[M]
+	gen uint64
+	msg M
+	w   replyWaiter[T]
+}
+
+func (a *askCall[M, T]) waiter() *replyWaiter[T] { return &a.w }
+
+// deliverRemote hands the request to the actor, on the actor's shard.
+func (a *askCall[M, T]) deliverRemote(_ *shard, _ remoteItem) {
+	a.c.deliverAsk(a.msg, askRef{&a.w, a.gen})
+}
+
+// askCallFor returns f's askCall for an Ask of M answered with T, opened for
+// its next generation: the cached one when it is free, else a new one.
+func askCallFor[M, T any](f *Fiber) *askCall[M, T] {
+	if a, ok := f.askw.(*askCall[M, T]); ok && a.w.reusable() {
+		a.gen = a.w.next()
+		return a
+	}
+	a := &askCall[M, T]{w: replyWaiter[T]{sh: f.sh, f: f}}
+	f.askw = a
+	return a
 }
 
 // Wait parks f (the fiber that made the future) until the reply arrives or
@@ -211,9 +270,33 @@ func (w *replyWaiter[T]) wait(f *Fiber, timeout time.Duration) (T, error) {
 // deadline). The shard runs other fibers meanwhile. Asking a dead actor
 // returns ErrDeadActor (also when it dies with the request in its mailbox).
 func Ask[M, T any](f *Fiber, to Addr[M], timeout time.Duration, mk func(Reply[T]) M) (T, error) {
+	if c := to.c; c != nil && c.sh != f.sh {
+		return askRemote(f, c, timeout, mk)
+	}
 	r := askWaiter[T](f)
 	sendMail(f, to, mk(r), askRef{r.w, r.gen})
-	v, err := r.w.wait(f, timeout)
+	return endAsk(f, r.w, timeout)
+}
+
+// askRemote is Ask of an actor on another shard: the request travels in
+// f's askCall, not in the actor's remote mail.
+func askRemote[M, T any](f *Fiber, c *actorCell[M], timeout time.Duration, mk func(Reply[T]) M) (T, error) {
+	a := askCallFor[M, T](f)
+	a.c, a.msg = c, mk(Reply[T]{w: &a.w, gen: a.gen})
+	c.sendAsk(f, a)
+	v, err := endAsk(f, &a.w, timeout)
+	if a.w.state == replied || a.w.state == failed {
+		// Delivered and done with: drop the request's references now
+		// rather than at the fiber's next Ask.
+		var zero M
+		a.msg = zero
+	}
+	return v, err
+}
+
+// endAsk waits for an Ask's reply.
+func endAsk[T any](f *Fiber, w *replyWaiter[T], timeout time.Duration) (T, error) {
+	v, err := w.wait(f, timeout)
 	if err == ErrStopped {
 		// Unwound mid-wait: a reply may still be claimed and written;
 		// this waiter is never handed out again.
