@@ -86,7 +86,9 @@ func OpenServer(f ServerFiles, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.kp.Get(), nil }
+func (s *Server) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return s.kp.Get(), nil
+}
 
 // Config is the server configuration: the certificate (and the client CA
 // bundle) as they are at each handshake.
