@@ -46,16 +46,7 @@ func TestWorkerServesChat(t *testing.T) {
 	c.Write([]byte("/nick nc\n/join lobby\n"))
 	expect("nc joined")
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	wsc, wbr, _, err := ws.Dial(ctx, "ws://"+strings.TrimPrefix(w.http, "http://")+"/chat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wsc.Close()
-	if wbr != nil {
-		ws.PutReader(wbr)
-	}
+	wsc := dialWS(t, ws.Dialer{}, "ws://"+strings.TrimPrefix(w.http, "http://")+"/chat")
 	if err := wsutil.WriteClientText(wsc, []byte(`{"type":"join","room":"lobby"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -64,4 +55,21 @@ func TestWorkerServesChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("#lobby <guest2> from the browser side")
+}
+
+// dialWS opens a WebSocket with d (TLS and headers as d says); it is
+// closed when the test ends.
+func dialWS(t *testing.T, d ws.Dialer, url string) net.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, br, _, err := d.Dial(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if br != nil {
+		ws.PutReader(br)
+	}
+	return c
 }

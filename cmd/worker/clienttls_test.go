@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -110,17 +109,7 @@ func TestClientPortsTLS(t *testing.T) {
 		old.expect("this server wants a token")
 		old.send("/auth s3cret\n/nick tcp\n/join lobby\n")
 		old.expect("tcp joined")
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		wsc, wbr, _, err := ws.Dialer{TLSConfig: cfg, Header: ws.HandshakeHeaderHTTP(http.Header{"Authorization": {"Bearer s3cret"}})}.
-			Dial(ctx, "wss://"+host+"/chat")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer wsc.Close()
-		if wbr != nil {
-			ws.PutReader(wbr)
-		}
+		wsc := dialWS(t, ws.Dialer{TLSConfig: cfg, Header: ws.HandshakeHeaderHTTP(http.Header{"Authorization": {"Bearer s3cret"}})}, "wss://"+host+"/chat")
 		if err := wsutil.WriteClientText(wsc, []byte(`{"type":"join","room":"lobby"}`)); err != nil {
 			t.Fatal(err)
 		}

@@ -160,6 +160,13 @@ func dialLine(t testing.TB, addr string) *lineClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return greeted(t, c)
+}
+
+// greeted is a lineClient on c (plain or TLS), past the server's welcome;
+// c is closed when the test ends.
+func greeted(t testing.TB, c net.Conn) *lineClient {
+	t.Helper()
 	t.Cleanup(func() { c.Close() })
 	lc := &lineClient{t: t, c: c, br: bufio.NewReader(c)}
 	lc.expect("welcome")

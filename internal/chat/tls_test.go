@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"bufio"
 	"crypto/tls"
 	"net"
 	"testing"
@@ -20,10 +19,7 @@ func dialLineTLS(t testing.TB, addr string, cfg *tls.Config) *lineClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	lc := &lineClient{t: t, c: c, br: bufio.NewReader(c)}
-	lc.expect("welcome")
-	return lc
+	return greeted(t, c)
 }
 
 // The line protocol over TLS, with /auth: a session parked in Read is
