@@ -20,6 +20,9 @@
 //	            7070 chat line protocol over TCP (WO_CHAT_ADDR); 9090 ops (WO_OPS_ADDR);
 //	            7080 raft peer port (WO_PEER_ADDR), opened when cluster.peers is set or the worker
 //	            joins a group (docs/replication.md)
+//	tls         WO_TLS_CERT_FILE + WO_TLS_KEY_FILE: HTTPS (and wss) on 8080 and TLS on 7070, one
+//	            certificate re-read when its files change; WO_TLS_CLIENT_CA_FILE asks clients for
+//	            certificates; a bad file exits 2 naming the setting (docs/operations.md, "TLS")
 //	ops         /healthz, /readyz, /metrics, /debug/runtime; /debug/pprof/ when ops.pprof is on;
 //	            with auth.token_file set, /debug/... and the data plane want one of its bearer tokens
 //	signals     SIGTERM/SIGINT drain and exit 0; a second signal exits at once (status 1)
