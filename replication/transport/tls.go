@@ -16,7 +16,7 @@ import (
 // certificates) that every member's certificate must chain to.
 //
 // Every file is read again when it changes (its fileid.ID), at the next
-// handshake: a certificate renewed in place, or a CA bundle that gained or
+// handshake (internal/tlsfiles, which the client ports' TLS shares): a certificate renewed in place, or a CA bundle that gained or
 // lost a CA — a Kubernetes Secret volume the operator updates — is used
 // without a restart; connections already open keep what they were made
 // with. A pair or a bundle that does not load (caught between two writes,
