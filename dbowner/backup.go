@@ -233,14 +233,16 @@ func VerifyBackup(path string) (BackupHeader, int64, error) {
 // RestoreBackup verifies the backup at path and writes a new data dir at
 // dir seeded from it: a WAL whose snapshot is the backup's state at its
 // index, in a new one-member group whose only voter is member (the raft ID
-// the worker started on dir will have). The old group's membership is not
+// the worker started on dir will have), reachable at peer address addr
+// ("" for a single worker: members that join learn it from the
+// snapshot). The old group's membership is not
 // restored: a restored member never rejoins the group the backup came
 // from; a new group grows from it by the normal join path. dir must be
 // empty or missing. The dir is written beside it (dir + ".restoring"),
 // then prepare (nil: nothing) adds its own files (the worker: member.id),
 // and only then is it renamed to dir: an interrupted restore leaves no dir
 // a worker would start on as an empty database.
-func RestoreBackup(path, dir string, member uint64, prepare func(dir string) error) (BackupHeader, error) {
+func RestoreBackup(path, dir string, member uint64, addr string, prepare func(dir string) error) (BackupHeader, error) {
 	h, off, err := VerifyBackup(path)
 	if err != nil {
 		return h, err
@@ -257,7 +259,7 @@ func RestoreBackup(path, dir string, member uint64, prepare func(dir string) err
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return h, fmt.Errorf("dbowner: restore: %w", err)
 	}
-	if err := writeRestored(path, off, tmp, member, h); err != nil {
+	if err := writeRestored(path, off, tmp, member, addr, h); err != nil {
 		return h, fmt.Errorf("dbowner: restore into %s: %w", tmp, err)
 	}
 	if prepare != nil {
@@ -321,16 +323,16 @@ func syncDir(dir string) error {
 // writeRestored writes the WAL of a restored dir: a hard state at the
 // backup's term and index (the term must not go back: raft's log terms only
 // grow), then the snapshot file, whose body streams from the backup.
-func writeRestored(path string, off int64, dir string, member uint64, h BackupHeader) error {
+func writeRestored(path string, off int64, dir string, member uint64, addr string, h BackupHeader) error {
 	log, _, err := wal.Open(wal.OS{}, dir, wal.Options{})
 	if err != nil {
 		return err
 	}
-	err = fillRestored(log, path, off, member, h)
+	err = fillRestored(log, path, off, member, addr, h)
 	return errors.Join(err, log.Close())
 }
 
-func fillRestored(log *wal.Log, path string, off int64, member uint64, h BackupHeader) error {
+func fillRestored(log *wal.Log, path string, off int64, member uint64, addr string, h BackupHeader) error {
 	lsn, err := log.BeginSnapshot()
 	if err != nil {
 		return err
@@ -344,7 +346,7 @@ func fillRestored(log *wal.Log, path string, off int64, member uint64, h BackupH
 		return log.Failed(p, err)
 	}
 	log.Appended(p)
-	addrs, _ := json.Marshal(map[uint64]string{member: ""})
+	addrs, _ := json.Marshal(map[uint64]string{member: addr})
 	nodeHeader := binary.BigEndian.AppendUint32(nil, uint32(len(addrs)))
 	nodeHeader = append(nodeHeader, addrs...)
 	meta := &raftpb.SnapshotMetadata{Index: new(h.Index), Term: new(h.Term), ConfState: &raftpb.ConfState{Voters: []uint64{member}}}

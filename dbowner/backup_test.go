@@ -53,10 +53,10 @@ func TestBackupRestore(t *testing.T) {
 			}
 			return 0
 		})
-		if _, err := dbowner.RestoreBackup(file, dst, identity.BootstrapID(0), nil); err != nil {
+		if _, err := dbowner.RestoreBackup(file, dst, identity.BootstrapID(0), "", nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dbowner.RestoreBackup(file, dst, identity.BootstrapID(0), nil); !errors.Is(err, dbowner.ErrDirNotEmpty) {
+		if _, err := dbowner.RestoreBackup(file, dst, identity.BootstrapID(0), "", nil); !errors.Is(err, dbowner.ErrDirNotEmpty) {
 			t.Errorf("restore into the restored dir: %v, want ErrDirNotEmpty", err)
 		}
 		run(t, cfg, func(f *runtime.Fiber) int {
@@ -86,12 +86,12 @@ func TestBackupRestore(t *testing.T) {
 		flipped := filepath.Join(dir, "flipped")
 		data[len(data)/2] ^= 0x40
 		os.WriteFile(flipped, data, 0o644)
-		if _, err := dbowner.RestoreBackup(flipped, filepath.Join(dir, "x"), 1, nil); !errors.Is(err, dbowner.ErrBackupCorrupt) {
+		if _, err := dbowner.RestoreBackup(flipped, filepath.Join(dir, "x"), 1, "", nil); !errors.Is(err, dbowner.ErrBackupCorrupt) {
 			t.Errorf("flipped byte: %v, want ErrBackupCorrupt", err)
 		}
 		short := filepath.Join(dir, "short")
 		os.WriteFile(short, data[:len(data)-10], 0o644)
-		if _, err := dbowner.RestoreBackup(short, filepath.Join(dir, "y"), 1, nil); !errors.Is(err, dbowner.ErrBackupCorrupt) {
+		if _, err := dbowner.RestoreBackup(short, filepath.Join(dir, "y"), 1, "", nil); !errors.Is(err, dbowner.ErrBackupCorrupt) {
 			t.Errorf("truncated: %v, want ErrBackupCorrupt", err)
 		}
 	})

@@ -126,16 +126,17 @@ func firstToken(path string) (string, error) {
 	return "", fmt.Errorf("--token-file %s: no token in it", path)
 }
 
-// runRestore is "worker restore --from FILE --data-dir DIR [--ordinal N]":
-// the backup verified first, then a fresh data dir for a new one-member
-// group: member.id of ordinal N with a new incarnation (never an ID of the
-// group the backup came from), the WAL's snapshot the backup's state.
+// runRestore is "worker restore --from FILE --data-dir DIR [--ordinal N]
+// [--peer-addr ADDR]": the backup verified first, then a fresh data dir for
+// a new one-member group: member.id of ordinal N, incarnation 1 (the ID a
+// new group's member N has), the WAL's snapshot the backup's state.
 func runRestore(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker restore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	from := fs.String("from", "", "the backup file (required)")
 	dir := fs.String("data-dir", "", "the data dir to create; empty or missing (required)")
 	ord := fs.Int("ordinal", 0, "the ordinal of the worker that will start on the dir (cluster.ordinal; a pod's -N)")
+	peerAddr := fs.String("peer-addr", "", "its peer address (peer.addr) when it is to grow into a group; empty for a single worker")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -147,23 +148,14 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "worker restore: --ordinal %d out of range 0..%d\n", *ord, identity.MaxOrdinal)
 		return 2
 	}
-	// The new identity: ordinal ord, a fresh incarnation (Ensure's rule,
-	// made once in a scratch dir, then again at the same instant in the
-	// restored one).
+	// The identity a new group's member of ordinal ord bootstraps with:
+	// members that join find it by cluster.peers (ordinal -> address).
+	// What keeps it out of the old group is the new group's cluster ID
+	// (cluster.peers) and its one-member ConfState (docs/operations.md).
 	now := time.Now()
-	scratch, err := os.MkdirTemp("", "wo-restore-id")
-	if err != nil {
-		fmt.Fprintln(stderr, "worker restore:", err)
-		return 1
-	}
-	want, _, err := identity.Ensure(scratch, *ord, false, now)
-	os.RemoveAll(scratch)
-	if err != nil {
-		fmt.Fprintln(stderr, "worker restore:", err)
-		return 1
-	}
-	h, err := dbowner.RestoreBackup(*from, *dir, want.ID(), func(tmp string) error {
-		m, _, err := identity.Ensure(tmp, *ord, false, now)
+	want := identity.Member{Ordinal: *ord, Incarnation: identity.BootstrapIncarnation}
+	h, err := dbowner.RestoreBackup(*from, *dir, want.ID(), *peerAddr, func(tmp string) error {
+		m, _, err := identity.Ensure(tmp, *ord, true, now)
 		if err == nil && m != want {
 			err = fmt.Errorf("member.id: %s, expected %s", m, want)
 		}

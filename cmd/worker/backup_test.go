@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/writeonce/wo/internal/adminapi"
 )
 
 // runTool runs the worker binary with args (a subcommand) and returns its
@@ -216,16 +219,55 @@ func TestDisasterRecoveryFromASurvivor(t *testing.T) {
 		t.Fatalf("backup --stale: exit %d\n%s", code, out)
 	}
 	ws[0].kill(t)
+	// The new group: new peer addresses (a new cluster identity), the
+	// restored member first, then a member that joins and is promoted.
+	addrs = freePorts(t, 2)
+	newPeers := fmt.Sprintf("WO_PEERS=0=%s,1=%s", addrs[0], addrs[1])
 	restored := filepath.Join(dir, "r")
-	if out, code := runTool(t, "restore", "--from", file, "--data-dir", restored); code != 0 {
+	if out, code := runTool(t, "restore", "--from", file, "--data-dir", restored, "--peer-addr", addrs[0]); code != 0 {
 		t.Fatalf("restore: exit %d\n%s", code, out)
 	}
-	r := startWorker(t, restored)
+	r := startWorker(t, restored, newPeers, "WO_ORDINAL=0", "WO_PEER_ADDR="+addrs[0])
 	for i := range n {
 		if got := must(t, "GET", fmt.Sprintf("%s/v1/records/k%d", r.http, i), "", 200); !strings.Contains(got, fmt.Sprintf(`"v":"%d"`, i)) {
 			t.Fatalf("k%d: %s", i, got)
 		}
 	}
 	must(t, "PUT", r.http+"/v1/records/after", `{"v":"after"}`, 200)
+	j := launchWorker(t, t.TempDir(), "", newPeers, "WO_CLUSTER_STATE=existing", "WO_ORDINAL=1", "WO_PEER_ADDR="+addrs[1])
+	ctx := context.Background()
+	rc, jc := &adminapi.Client{Base: r.ops, HTTP: client}, &adminapi.Client{Base: j.ops, HTTP: client}
+	self, err := jc.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.AddLearner(ctx, self.Self, addrs[1]); err != nil {
+		t.Fatalf("add learner: %v", err)
+	}
+	var perr error
+	for range 600 {
+		if _, perr = rc.Promote(ctx, self.Self); perr == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if perr != nil {
+		t.Fatalf("promote: %v", perr)
+	}
+	for range 100 {
+		if code, _, _ := get(j.ops + "/readyz"); code == 200 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body, _ := get(j.ops + "/readyz"); code != 200 {
+		jv, _ := jc.Cluster(ctx)
+		rv, _ := rc.Cluster(ctx)
+		t.Fatalf("the new member: /readyz %d %s\nits view %+v\nthe restored member's %+v\n%s", code, body, jv, rv, j.logs)
+	}
+	for _, k := range []string{"k0", fmt.Sprintf("k%d", n-1), "after"} {
+		must(t, "GET", j.http+"/v1/records/"+k, "", 200) // linearizable, on the new member
+	}
+	j.stop(t)
 	r.stop(t)
 }
