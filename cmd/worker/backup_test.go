@@ -176,17 +176,10 @@ func TestBackupKilledLeavesNoFile(t *testing.T) {
 // it is the survivor's applied state, which holds every write the group
 // acknowledged (a quorum of two applied it, and the survivor was one
 // voter of each quorum here: it led them or followed). Restored, it is a
-// new one-member group that reads every key and takes writes.
+// new one-member group that reads every key and takes writes, and grows
+// into a new group by the join path.
 func TestDisasterRecoveryFromASurvivor(t *testing.T) {
-	addrs := freePorts(t, 3)
-	var peers []string
-	for i, a := range addrs {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
-	}
-	ws := make([]*worker, 3)
-	for i := range ws {
-		ws[i] = startWorker(t, t.TempDir(), "WO_PEERS="+strings.Join(peers, ","), fmt.Sprintf("WO_ORDINAL=%d", i), "WO_PEER_ADDR="+addrs[i])
-	}
+	ws, _ := startGroup(t, 3)
 	const n = 50
 	for i := range n {
 		var code int
@@ -221,7 +214,7 @@ func TestDisasterRecoveryFromASurvivor(t *testing.T) {
 	ws[0].kill(t)
 	// The new group: new peer addresses (a new cluster identity), the
 	// restored member first, then a member that joins and is promoted.
-	addrs = freePorts(t, 2)
+	addrs := freePorts(t, 2)
 	newPeers := fmt.Sprintf("WO_PEERS=0=%s,1=%s", addrs[0], addrs[1])
 	restored := filepath.Join(dir, "r")
 	if out, code := runTool(t, "restore", "--from", file, "--data-dir", restored, "--peer-addr", addrs[0]); code != 0 {

@@ -12,15 +12,7 @@ import (
 // read back (linearizably) on another, and each logs its peer address and
 // member ID.
 func TestWorkersFormAGroup(t *testing.T) {
-	addrs := freePorts(t, 3)
-	var peers []string
-	for i, a := range addrs {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
-	}
-	ws := make([]*worker, 3)
-	for i := range ws {
-		ws[i] = startWorker(t, t.TempDir(), "WO_PEERS="+strings.Join(peers, ","), fmt.Sprintf("WO_ORDINAL=%d", i), "WO_PEER_ADDR="+addrs[i])
-	}
+	ws, addrs := startGroup(t, 3)
 	for i, w := range ws {
 		if want := fmt.Sprintf(`peer=%s member=%d000000000001`, addrs[i], i); i > 0 && !strings.Contains(w.logs.String(), want) {
 			t.Errorf("worker %d does not log %q:\n%s", i, want, w.logs)
@@ -48,4 +40,21 @@ func TestWorkersFormAGroup(t *testing.T) {
 	for _, w := range ws {
 		w.stop(t)
 	}
+}
+
+// startGroup starts n worker processes on loopback given the same
+// cluster.peers (ordinals 0..n-1), each on a data dir of its own, and
+// returns them with their peer addresses.
+func startGroup(t *testing.T, n int) ([]*worker, []string) {
+	t.Helper()
+	addrs := freePorts(t, n)
+	var peers []string
+	for i, a := range addrs {
+		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
+	}
+	ws := make([]*worker, n)
+	for i := range ws {
+		ws[i] = startWorker(t, t.TempDir(), "WO_PEERS="+strings.Join(peers, ","), fmt.Sprintf("WO_ORDINAL=%d", i), "WO_PEER_ADDR="+addrs[i])
+	}
+	return ws, addrs
 }
