@@ -103,6 +103,15 @@
 // runtime; the appends' and the snapshot's fdatasync park their fiber on
 // io_uring.
 //
+// # Backup and restore
+//
+// DB.Backup captures the state at a linearizable point (a ReadIndex round
+// unless the handle is Stale) with the snapshot's copy-on-write freeze;
+// Backup.WriteTo writes it as a file with a header and a SHA-256 trailer.
+// VerifyBackup checks such a file, and RestoreBackup seeds a new data dir
+// from it: a one-member group of a new member, never the old group
+// (docs/operations.md).
+//
 // # Recovery
 //
 // A torn tail (a crash during a group write) is cut, with a warning. Any

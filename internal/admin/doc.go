@@ -44,4 +44,12 @@
 // leader or the last voter asked to be demoted); 503
 // no quorum or no leader within the wait, this member joining, removed or
 // stopped, or the database not open yet.
+//
+// # Backup
+//
+// GET /admin/backup[?stale=true] streams the member's backup file
+// (dbowner.Backup: a ReadIndex point unless stale; docs/operations.md),
+// with its Content-Length: a client cut short knows it. It waits up to ten
+// minutes (a large state takes far longer to serialize than a conf change
+// to commit); a database without backups (a test's fake) answers 501.
 package admin
