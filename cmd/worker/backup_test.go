@@ -264,3 +264,23 @@ func TestDisasterRecoveryFromASurvivor(t *testing.T) {
 	j.stop(t)
 	r.stop(t)
 }
+
+// Behind admin.token_file, a backup without the token is refused (401,
+// no file) and one with --token-file (the same file format) is taken.
+func TestBackupWithAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "admin-token")
+	os.WriteFile(tok, []byte("# admin\nadm1n\n"), 0o600)
+	w := startWorker(t, filepath.Join(dir, "a"), "WO_ADMIN_TOKEN_FILE="+tok)
+	file := filepath.Join(dir, "b.wobackup")
+	if out, code := runTool(t, "backup", "--from", w.ops, "--out", file); code != 1 || !strings.Contains(out, "401") {
+		t.Errorf("backup without the token: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("a refused backup left %s: %v", file, err)
+	}
+	if out, code := runTool(t, "backup", "--from", w.ops, "--out", file, "--token-file", tok); code != 0 {
+		t.Errorf("backup with --token-file: exit %d\n%s", code, out)
+	}
+	w.stop(t)
+}
