@@ -34,6 +34,10 @@
 //	            (internal/dirlock; the message names the holder's pid); `worker --help` lists them
 //	version     `worker --version` prints the version and the commit (internal/buildinfo);
 //	            /metrics has wo_build_info{version,commit,goversion} 1
+//	backup      `worker backup --from http://OPS --out FILE [--token-file F] [--stale]`: GET /admin/backup
+//	            into FILE.part, verified (SHA-256), then renamed; `worker restore --from FILE --data-dir DIR
+//	            [--ordinal N] [--peer-addr A]`: a new one-member group's data dir; exit 1 a bad backup,
+//	            2 a non-empty dir or bad flags (docs/operations.md)
 //
 // # Start and stop
 //
