@@ -15,7 +15,7 @@ import (
 	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/replication/identity"
 	"github.com/writeonce/wo/replication/node"
-	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/replication/transport/transporttest"
 	"github.com/writeonce/wo/runtime"
 	"github.com/writeonce/wo/runtime/shardtest"
 )
@@ -60,7 +60,7 @@ func TestThreeMembers(t *testing.T) {
 		peers[id] = addrs[i]
 	}
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()}
-	faults := transport.NewFaults(1)
+	faults := transporttest.NewFaults(1)
 	opts := func(i int) dbowner.Options {
 		var id uint64 // the fourth member (the learner) gets its ID from its caller
 		if i < len(ids) {

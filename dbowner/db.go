@@ -87,14 +87,17 @@ type Cluster struct {
 	// PeerAddr is where the TCP transport listens (peer.addr).
 	PeerAddr string
 	// TLS is the peer port's mutual-TLS configuration
-	// (transport.LoadTLS); nil runs it in plaintext, with a warning.
+	// (transport.OpenTLS(...).Config()); nil runs it in plaintext, with a
+	// warning.
 	TLS *tls.Config
 	// DialMap rewrites the address the transport dials (peer.dial_map):
 	// tests run pods' DNS names on loopback.
 	DialMap map[string]string
-	// Faults, when set, wraps the transport the owner starts with this
-	// fault injector (tests: partitions, drops, delays).
-	Faults *transport.Faults
+	// Faults, when set, wraps the transport the owner starts (tests:
+	// transporttest.Faults' partitions, drops and delays).
+	Faults interface {
+		Wrap(self uint64, inner transport.Net, h transport.Handler) transport.Net
+	}
 	// ClusterID names the group on the wire (a peer of another group is
 	// refused). 0: derived from Peers (ClusterIDOf), so every member
 	// configured with the same initial peers agrees on it.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/adminapi"
-	"github.com/writeonce/wo/internal/tokenfile"
+	"github.com/writeonce/wo/internal/tokenfile/tokenfiletest"
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
@@ -214,7 +214,7 @@ func statusOfErr(t *testing.T, err error) (int, string) {
 // the changes that cannot be made.
 func TestMembershipThroughTheClient(t *testing.T) {
 	db := newFake()
-	_, url, stop := serve(t, Options{Tokens: tokenfile.Static("s3cret")}, db)
+	_, url, stop := serve(t, Options{Tokens: tokenfiletest.Static(t, "s3cret")}, db)
 	defer stop()
 	ctx := context.Background()
 	c := &adminapi.Client{Base: url, Token: "s3cret"}
@@ -351,7 +351,7 @@ func raw(t *testing.T, method, url, token, body string) (int, http.Header, strin
 // Bad requests are 400 naming what was wrong; the token is checked in
 // every route and before the route itself; the mux's 404 and 405 are JSON.
 func TestBadRequestsAndToken(t *testing.T) {
-	_, url, stop := serve(t, Options{Tokens: tokenfile.Static("s3cret")}, newFake())
+	_, url, stop := serve(t, Options{Tokens: tokenfiletest.Static(t, "s3cret")}, newFake())
 	defer stop()
 	defer http.DefaultClient.CloseIdleConnections()
 	for _, tc := range []struct {

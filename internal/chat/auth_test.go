@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/writeonce/wo/internal/tokenfile"
+	"github.com/writeonce/wo/internal/tokenfile/tokenfiletest"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -33,7 +33,7 @@ func (c *lineClient) expectEnd() {
 // the HTTP server's to check and is not asked.
 func TestTCPWantsTheToken(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
-		srv, _ := startServer(t, cfg, t.TempDir(), Options{Tokens: tokenfile.Static("s3cret")})
+		srv, _ := startServer(t, cfg, t.TempDir(), Options{Tokens: tokenfiletest.Static(t, "s3cret")})
 
 		none := dialLine(t, srv.tcpAddr())
 		none.send("/join lobby")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/writeonce/wo/internal/testpki"
 	"github.com/writeonce/wo/internal/tlsfiles/tlsfilestest"
-	"github.com/writeonce/wo/internal/tokenfile"
+	"github.com/writeonce/wo/internal/tokenfile/tokenfiletest"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -30,7 +30,7 @@ func TestTCPOverTLS(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
 		ca := testpki.NewCA(t, "ca")
 		srvTLS := tlsfilestest.Server(t, ca)
-		srv, _ := startServer(t, cfg, t.TempDir(), Options{Tokens: tokenfile.Static("s3cret"), TLS: srvTLS})
+		srv, _ := startServer(t, cfg, t.TempDir(), Options{Tokens: tokenfiletest.Static(t, "s3cret"), TLS: srvTLS})
 		client := tlsfilestest.Client(ca)
 
 		ann := dialLineTLS(t, srv.tcpAddr(), client)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/tokenfile"
+	"github.com/writeonce/wo/internal/tokenfile/tokenfiletest"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -183,7 +184,7 @@ func TestHijack(t *testing.T) {
 // Keep-alive: many requests on one connection, and a drain closes an idle
 // one.
 func TestKeepAliveAndToken(t *testing.T) {
-	addr := serve(t, httpd.Options{Tokens: tokenfile.Static("t0k")}, hello)
+	addr := serve(t, httpd.Options{Tokens: tokenfiletest.Static(t, "t0k")}, hello)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/adminapi"
-	"github.com/writeonce/wo/internal/tokenfile"
+	"github.com/writeonce/wo/internal/tokenfile/tokenfiletest"
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 )
@@ -39,7 +39,7 @@ func get(t *testing.T, url string) (int, string) {
 // state, metrics read both Stats, and the handlers (ordinary goroutines)
 // race with nothing on the shards (the race detector is the check).
 func TestEndpoints(t *testing.T) {
-	adm := admin.New(admin.Options{Tokens: tokenfile.Static("adm")})
+	adm := admin.New(admin.Options{Tokens: tokenfiletest.Static(t, "adm")})
 	s := New(Options{Pprof: true, Admin: adm})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
@@ -127,7 +127,7 @@ func TestEndpoints(t *testing.T) {
 // pprof is off unless asked for; with a token, /debug wants it while the
 // probes and /metrics stay open.
 func TestPprofGateAndToken(t *testing.T) {
-	s := New(Options{Tokens: tokenfile.Static("s3cret")})
+	s := New(Options{Tokens: tokenfiletest.Static(t, "s3cret")})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	defer http.DefaultClient.CloseIdleConnections()
@@ -177,7 +177,7 @@ func TestRaftMemberEndpoints(t *testing.T) {
 	m := &member{}
 	joining := "joining"
 	m.state.Store(&joining)
-	adm := admin.New(admin.Options{Tokens: tokenfile.Static("adm")})
+	adm := admin.New(admin.Options{Tokens: tokenfiletest.Static(t, "adm")})
 	s := New(Options{Admin: adm})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()

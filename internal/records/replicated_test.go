@@ -13,7 +13,7 @@ import (
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/replication/identity"
-	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/replication/transport/transporttest"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -160,7 +160,7 @@ func TestPartitionedMember(t *testing.T) {
 	for i, id := range ids {
 		peers[id] = addrs[i]
 	}
-	faults := transport.NewFaults(1)
+	faults := transporttest.NewFaults(1)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts := func(i int, dir string) dbowner.Options {
 		return dbowner.Options{Dir: dir, Logger: quiet, Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], Faults: faults,

@@ -254,7 +254,7 @@ func kernelLess(have, want string) bool {
 }
 
 // InstallProfile compiles the profile for env and installs it on every
-// thread of the process, like Install. Exec a program after it to run that
+// thread of the process, like InstallErrno. Exec a program after it to run that
 // program under the profile (hack/seccomp-profile-run does).
 func InstallProfile(p *Profile, env Env) error {
 	f, err := p.Compile(env)

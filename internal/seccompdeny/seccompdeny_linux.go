@@ -66,14 +66,12 @@ func FilterErrno(errno unix.Errno) []unix.SockFilter {
 	}
 }
 
-// Install sets PR_SET_NO_NEW_PRIVS (required to install a filter without
-// CAP_SYS_ADMIN) and installs FilterErrno(unix.EPERM) on every thread of
+// InstallErrno sets PR_SET_NO_NEW_PRIVS (required to install a filter
+// without CAP_SYS_ADMIN) and installs FilterErrno(errno) on every thread of
 // the process (SECCOMP_FILTER_FLAG_TSYNC: a Go program has several threads
-// before main runs, and any of them may later make the call). The filter is inherited
-// across fork and execve and cannot be removed.
-func Install() error { return InstallErrno(unix.EPERM) }
-
-// InstallErrno is Install with FilterErrno(errno): unix.ENOSYS is what
-// podman's default profile (and any profile with defaultErrnoRet 38 that
-// does not list io_uring) answers.
+// before main runs, and any of them may later make the call). The filter is
+// inherited across fork and execve and cannot be removed. unix.EPERM is
+// what Docker 25+ and containerd 2.0+ answer; unix.ENOSYS what podman's
+// default profile (and any profile with defaultErrnoRet 38 that does not
+// list io_uring) answers.
 func InstallErrno(errno unix.Errno) error { return install(FilterErrno(errno)) }

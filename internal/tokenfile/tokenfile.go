@@ -75,12 +75,12 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// Tokens is a set of accepted bearer tokens, from a file (Load) or fixed
-// (Static). A nil *Tokens is "no token configured": Allows lets every
-// request in, and the callers log that they serve open. Safe for concurrent
-// use.
+// Tokens is a set of accepted bearer tokens, from a file (Load). A nil
+// *Tokens is "no token configured": Allows lets every request in, and the
+// callers log that they serve open. Safe for concurrent use. Tests build
+// one with tokenfiletest.Static.
 type Tokens struct {
-	key, path string // the setting and its file; "" for Static
+	key, path string // the setting and its file
 	log       *slog.Logger
 
 	set atomic.Pointer[[][sha256.Size]byte] // never empty
@@ -92,23 +92,6 @@ type Tokens struct {
 }
 
 type fileID = fileid.ID
-
-// Static is a fixed set (tests, embedding); no token is nil: open.
-func Static(tokens ...string) *Tokens {
-	var ts []string
-	for _, tok := range tokens {
-		if tok != "" && !contains(ts, tok) {
-			ts = append(ts, tok)
-		}
-	}
-	if len(ts) == 0 {
-		return nil
-	}
-	t := &Tokens{}
-	t.store(ts)
-	t.due.Store(int64(^uint64(0) >> 1)) // never due: there is no file
-	return t
-}
 
 // Load reads the token file of setting key (auth.token_file,
 // admin.token_file) at path; "" is nil, nil: no token configured. Errors
@@ -131,7 +114,7 @@ func Load(key, path string, log *slog.Logger) (*Tokens, error) {
 	return t, nil
 }
 
-// Path is the file the tokens come from ("" for Static).
+// Path is the file the tokens come from.
 func (t *Tokens) Path() string { return t.path }
 
 // Len is how many tokens the set holds now.

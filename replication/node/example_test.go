@@ -9,6 +9,7 @@ import (
 
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/replication/transport/transporttest"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -35,7 +36,7 @@ func ExampleStart() {
 		sm := &counter{}
 		n, err := node.Start(f, node.Config{
 			ID: 1, Storage: node.NewMemStorage(), StateMachine: sm, Logger: quiet,
-			Net:       transport.NewMemory().Join(1, runtime.Addr[transport.Envelope]{}, nopHandler{}),
+			Net:       transporttest.NewMemory().Join(1, runtime.Addr[transport.Envelope]{}, nopHandler{}),
 			Bootstrap: map[uint64]string{1: "localhost:7080"}, Tick: 10 * time.Millisecond,
 		})
 		if err != nil {
@@ -85,7 +86,7 @@ func ExampleNode_ProposeValue() {
 func startAlone(f *runtime.Fiber, sm *counter, log *slog.Logger) (*node.Node, error) {
 	return node.Start(f, node.Config{
 		ID: 1, Storage: node.NewMemStorage(), StateMachine: sm, Logger: log,
-		Net:       transport.NewMemory().Join(1, runtime.Addr[transport.Envelope]{}, nopHandler{}),
+		Net:       transporttest.NewMemory().Join(1, runtime.Addr[transport.Envelope]{}, nopHandler{}),
 		Bootstrap: map[uint64]string{1: "localhost:7080"}, Tick: 10 * time.Millisecond,
 	})
 }

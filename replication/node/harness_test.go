@@ -18,6 +18,7 @@ import (
 
 	"github.com/writeonce/wo/internal/testport"
 	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/replication/transport/transporttest"
 	"github.com/writeonce/wo/runtime"
 	"github.com/writeonce/wo/runtime/runtimetest"
 	"github.com/writeonce/wo/runtime/shardtest"
@@ -147,8 +148,8 @@ type member struct {
 type group struct {
 	t       *testing.T
 	f       *runtime.Fiber
-	mem     *transport.Memory
-	faults  *transport.Faults
+	mem     *transporttest.Memory
+	faults  *transporttest.Faults
 	members map[uint64]*member
 	useTCP  bool
 	addrs   map[uint64]string
@@ -162,7 +163,7 @@ const (
 )
 
 func newGroup(t *testing.T, f *runtime.Fiber, useTCP bool) *group {
-	return &group{t: t, f: f, mem: transport.NewMemory(), faults: transport.NewFaults(1), members: map[uint64]*member{}, useTCP: useTCP, addrs: map[uint64]string{}}
+	return &group{t: t, f: f, mem: transporttest.NewMemory(), faults: transporttest.NewFaults(1), members: map[uint64]*member{}, useTCP: useTCP, addrs: map[uint64]string{}}
 }
 
 // start starts member id on shard id%shards with store, bootstrapping

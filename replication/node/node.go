@@ -389,7 +389,7 @@ func (n *Node) Removed() bool { return n.gone.Load() }
 // removal, or a failure; Err says which). Safe from any goroutine.
 func (n *Node) Stopped() bool { return n.down.Load() }
 
-// Inbox is the member's actor address for transport.Memory: batches sent
+// Inbox is the member's actor address for transporttest.Memory: batches sent
 // to it from any shard are stepped into raft.
 func (n *Node) Inbox() runtime.Addr[transport.Envelope] { return n.inbox }
 

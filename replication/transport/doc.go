@@ -21,9 +21,9 @@
 // certificates the peer port is plaintext and New logs a warning saying so:
 // that is for a single machine only.
 //
-// Memory is an in-process network for tests of whole groups, and Faults
-// wraps any Net with partitions, random drops and delays that tests switch
-// on and off.
+// Tests of whole groups run without it: transporttest.Memory is an
+// in-process network, and transporttest.Faults wraps any Net with
+// partitions, random drops and delays that tests switch on and off.
 //
 // The wire format is specified in docs/replication.md.
 //

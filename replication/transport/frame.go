@@ -152,9 +152,10 @@ func decodeHello(body []byte) (hello, error) {
 	return h, nil
 }
 
-// encodeMessages appends a msgs body: count uvarint, then each message as
+// EncodeMessages appends a msgs body (what DecodeMessages reads, and an
+// Envelope carries): count uvarint, then each message as
 // length uvarint + protobuf bytes.
-func encodeMessages(dst []byte, msgs []*raftpb.Message) ([]byte, error) {
+func EncodeMessages(dst []byte, msgs []*raftpb.Message) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, uint64(len(msgs)))
 	for _, m := range msgs {
 		size := proto.Size(m)

@@ -12,7 +12,7 @@ import (
 // decoder a connection uses. Nothing may panic or allocate past the limit,
 // and whatever decodes must encode back to something that decodes the same.
 func FuzzDecodeFrame(f *testing.F) {
-	body, _ := encodeMessages(nil, []*raftpb.Message{heartbeat(1, 2, 3), {Type: raftpb.MsgVote.Enum(), From: new(uint64(1)), To: new(uint64(2))}})
+	body, _ := EncodeMessages(nil, []*raftpb.Message{heartbeat(1, 2, 3), {Type: raftpb.MsgVote.Enum(), From: new(uint64(1)), To: new(uint64(2))}})
 	f.Add(append(helloFrame(42, 1, 2), appendFrame(nil, kindMsgs, body)...))
 	hdr, _ := encodeSnapHeader(&raftpb.Message{Type: raftpb.MsgSnap.Enum(), Snapshot: &raftpb.Snapshot{Data: []byte("abc")}}, 3)
 	f.Add(appendFrame(nil, kindSnapHeader, hdr))
@@ -38,7 +38,7 @@ func FuzzDecodeFrame(f *testing.F) {
 				if err != nil {
 					continue
 				}
-				again, err := encodeMessages(nil, msgs)
+				again, err := EncodeMessages(nil, msgs)
 				if err != nil {
 					t.Fatalf("re-encode: %v", err)
 				}

@@ -34,8 +34,8 @@ type Handler interface {
 	ReportRemoved(f *runtime.Fiber, by uint64)
 }
 
-// Net is what a raft member needs from a transport. TCP, the in-process
-// Memory network and the Faults wrapper all provide it.
+// Net is what a raft member needs from a transport. TCP provides it, and
+// so do the tests' in-process network and fault wrapper (transporttest).
 type Net interface {
 	// Send queues messages for their peers and returns without waiting for
 	// the network. Messages to unknown peers are dropped and reported
@@ -363,7 +363,7 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []*raftpb.Message) error 
 		at := len(buf)
 		buf = append(buf, 0, 0, 0, 0, kindMsgs)
 		var err error
-		if buf, err = encodeMessages(buf, batch[start:end]); err != nil {
+		if buf, err = EncodeMessages(buf, batch[start:end]); err != nil {
 			return err
 		}
 		binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))

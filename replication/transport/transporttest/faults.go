@@ -1,4 +1,4 @@
-package transport
+package transporttest
 
 import (
 	"math/rand/v2"
@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -98,15 +99,15 @@ func (fs *Faults) currentDelay() time.Duration {
 // Wrap returns inner with the faults applied to everything member self
 // sends. h hears about snapshots the faults swallowed (as a failed send), so
 // raft retries them instead of waiting forever.
-func (fs *Faults) Wrap(self uint64, inner Net, h Handler) Net {
+func (fs *Faults) Wrap(self uint64, inner transport.Net, h transport.Handler) transport.Net {
 	return &faulty{fs: fs, self: self, inner: inner, h: h}
 }
 
 type faulty struct {
 	fs    *Faults
 	self  uint64
-	inner Net
-	h     Handler
+	inner transport.Net
+	h     transport.Handler
 }
 
 func (w *faulty) AddPeer(f *runtime.Fiber, id uint64, addr string) { w.inner.AddPeer(f, id, addr) }

@@ -1,33 +1,14 @@
-package transport
+package transporttest
 
 import (
-	"fmt"
 	"sync"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
-
-// Envelope carries a batch of raft messages between shards, encoded as a
-// msgs frame body (the same bytes the TCP transport writes). The body is
-// built fresh for each envelope and owned by it once sent.
-//
-//wo:shardsafe
-type Envelope struct {
-	From uint64
-	Body []byte
-}
-
-// Messages decodes the batch.
-func (e Envelope) Messages() ([]*raftpb.Message, error) {
-	msgs, err := DecodeMessages(e.Body)
-	if err != nil {
-		return nil, fmt.Errorf("transport: envelope from %x: %w", e.From, err)
-	}
-	return msgs, nil
-}
 
 // Memory is an in-process network: members on any shards of one runtime
 // exchange encoded batches through their inbox actors. It is the fast
@@ -35,15 +16,15 @@ func (e Envelope) Messages() ([]*raftpb.Message, error) {
 // cut and delay links.
 type Memory struct {
 	mu      sync.Mutex
-	inboxes map[uint64]runtime.Addr[Envelope]
+	inboxes map[uint64]runtime.Addr[transport.Envelope]
 }
 
 // NewMemory returns an empty network.
-func NewMemory() *Memory { return &Memory{inboxes: map[uint64]runtime.Addr[Envelope]{}} }
+func NewMemory() *Memory { return &Memory{inboxes: map[uint64]runtime.Addr[transport.Envelope]{}} }
 
 // Join attaches member id, whose inbox actor receives what others send it,
 // and returns its endpoint. h hears about unreachable peers and snapshots.
-func (mn *Memory) Join(id uint64, inbox runtime.Addr[Envelope], h Handler) Net {
+func (mn *Memory) Join(id uint64, inbox runtime.Addr[transport.Envelope], h transport.Handler) transport.Net {
 	mn.mu.Lock()
 	mn.inboxes[id] = inbox
 	mn.mu.Unlock()
@@ -58,7 +39,7 @@ func (mn *Memory) Leave(id uint64) {
 	mn.mu.Unlock()
 }
 
-func (mn *Memory) inbox(id uint64) (runtime.Addr[Envelope], bool) {
+func (mn *Memory) inbox(id uint64) (runtime.Addr[transport.Envelope], bool) {
 	mn.mu.Lock()
 	defer mn.mu.Unlock()
 	a, ok := mn.inboxes[id]
@@ -68,7 +49,7 @@ func (mn *Memory) inbox(id uint64) (runtime.Addr[Envelope], bool) {
 type memEndpoint struct {
 	net   *Memory
 	self  uint64
-	h     Handler
+	h     transport.Handler
 	peers map[uint64]bool // on the member's shard only
 }
 
@@ -98,12 +79,12 @@ func (e *memEndpoint) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
 			}
 			continue
 		}
-		body, err := encodeMessages(nil, batch)
+		body, err := transport.EncodeMessages(nil, batch)
 		if err != nil {
 			e.h.ReportUnreachable(f, to)
 			continue
 		}
-		runtime.Send(f, inbox, Envelope{From: e.self, Body: body})
+		runtime.Send(f, inbox, transport.Envelope{From: e.self, Body: body})
 		for _, m := range batch {
 			if m.GetType() == raftpb.MsgSnap {
 				e.h.ReportSnapshot(f, to, raft.SnapshotFinish)
