@@ -178,13 +178,6 @@ func Fiber(ctx context.Context) *runtime.Fiber {
 	return f
 }
 
-// WithFiber returns ctx carrying f as the request's fiber (what Fiber
-// returns): for code that runs a handler on a fiber of its own, such as a
-// test or a benchmark baseline.
-func WithFiber(ctx context.Context, f *runtime.Fiber) context.Context {
-	return context.WithValue(ctx, fiberKey{}, f)
-}
-
 // ServeConn serves HTTP/1.1 on one connection until the client closes it,
 // a limit cuts it off, or a drain closes it. It is the runtime.ServeTCP
 // handler (exported for tests).
