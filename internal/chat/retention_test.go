@@ -95,3 +95,41 @@ func TestHistoryBoundedByAge(t *testing.T) {
 		}
 	})
 }
+
+// A room nobody joins after a restart is still pruned to a count lowered
+// across it (the idle-room pass at the start), with the age bound off; a
+// /join during the pass waits for the room to be let go, then sees the
+// newest messages.
+func TestIdleRoomPrunedAfterRestart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg runtime.Config) {
+		const written, keep = 300, 20
+		dir := t.TempDir()
+		srv, stop := startServer(t, cfg, dir, Options{Rate: 1e6, Burst: 1e6})
+		w := dialLine(t, srv.tcpAddr())
+		w.send("/nick writer", "/join idle")
+		for i := 1; i <= written; i++ {
+			w.send(fmt.Sprintf("m%d", i))
+		}
+		w.expect(fmt.Sprintf("<writer> m%d", written))
+		w.c.Close()
+		stop()
+
+		srv, _ = startServer(t, cfg, dir, Options{RetainCount: keep, RetainAge: -1, Rate: 1e6, Burst: 1e6})
+		for try := 0; srv.svc.Stats().Pruned < written-keep; try++ {
+			if try == 400 {
+				t.Fatalf("%d of the %d messages past the count pruned, nobody having joined", srv.svc.Stats().Pruned, written-keep)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		r := dialLine(t, srv.tcpAddr())
+		r.send("/nick reader", "/join idle")
+		r.expect("reader joined")
+		got := historyTexts(t, r, "idle", "reader", 0)
+		if len(got) != keep || got[0] != fmt.Sprintf("m%d", written-keep+1) {
+			t.Fatalf("history %q, want m%d to m%d", got, written-keep+1, written)
+		}
+		if p := srv.svc.Stats().Pruned; p != written-keep {
+			t.Fatalf("%d pruned, want %d", p, written-keep)
+		}
+	})
+}

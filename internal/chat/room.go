@@ -438,6 +438,8 @@ const (
 	dirClaim                    // a connection asks for a nick
 	dirRelease                  // a connection gives its nick up (it ended)
 	dirSweep                    // tell every room to look at its retention
+	dirHold                     // the idle-room pruner asks for a room without an actor (prune.go)
+	dirUnhold                   // it is done with the room for now
 )
 
 // dirMsg is the directory's mail.
@@ -448,6 +450,7 @@ type dirMsg struct {
 	lookup  runtime.Reply[dirReply]
 	listing runtime.Reply[string]
 	member  runtime.Addr[*wire] // dirClaim, dirRelease: the connection
+	held    runtime.Reply[bool] // dirHold: true when the room has an actor (not held)
 }
 
 type dirReply struct {
@@ -472,6 +475,12 @@ type directory struct {
 	members map[string]int
 	nicks   map[string]runtime.Addr[*wire]
 	held    map[runtime.Addr[*wire]]string
+
+	// pruning holds the rooms without an actor that the idle-room pruner
+	// is deleting from (prune.go), each with the lookups that wait for it
+	// to let go: an actor made meanwhile would load the room's last
+	// sequence number while the pruner may delete it.
+	pruning map[string][]dirMsg
 }
 
 // ErrNickTaken is the answer to a /nick another connection holds.
@@ -500,6 +509,10 @@ func (d *directory) Receive(f *runtime.Fiber, m dirMsg) {
 	switch m.op {
 	case dirLookup:
 		a, ok := d.rooms[m.name]
+		if w, held := d.pruning[m.name]; !ok && held {
+			d.pruning[m.name] = append(w, m)
+			return
+		}
 		if !ok {
 			if len(d.rooms) >= d.svc.opts.MaxRooms {
 				m.lookup.Send(f, dirReply{err: fmt.Errorf("%w: the server holds %d rooms; join an existing one (/rooms)", ErrTooManyRooms, len(d.rooms))})
@@ -521,6 +534,27 @@ func (d *directory) Receive(f *runtime.Fiber, m dirMsg) {
 	case dirSweep:
 		for _, a := range d.rooms {
 			runtime.Send(f, a, roomMsg{op: roomPrune})
+		}
+	case dirHold:
+		if _, ok := d.rooms[m.name]; ok {
+			m.held.Send(f, true)
+			return
+		}
+		if d.pruning == nil {
+			d.pruning = map[string][]dirMsg{}
+		}
+		if _, ok := d.pruning[m.name]; !ok {
+			d.pruning[m.name] = nil
+		}
+		m.held.Send(f, false)
+	case dirUnhold:
+		waiting, ok := d.pruning[m.name]
+		if !ok {
+			return
+		}
+		delete(d.pruning, m.name)
+		for _, w := range waiting {
+			d.Receive(f, w)
 		}
 	case dirList:
 		names := make([]string, 0, len(d.rooms))

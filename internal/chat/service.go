@@ -176,9 +176,7 @@ func Start(f *runtime.Fiber, db *dbowner.DB, opts Options) (*Service, error) {
 		svc: s, rooms: map[string]runtime.Addr[roomMsg]{}, members: map[string]int{},
 		nicks: map[string]runtime.Addr[*wire]{}, held: map[runtime.Addr[*wire]]string{},
 	})
-	if s.opts.RetainAge > 0 {
-		runtime.Go(f, s.sweep)
-	}
+	runtime.Go(f, s.sweep) // retention (prune.go); returns at once when both bounds are off
 	return s, nil
 }
 
