@@ -36,6 +36,9 @@ const (
 // was cancelled, because its deadline passed. It cannot collide with -errno.
 const resTimedOut = int32(-1 << 31)
 
+// resWoken is the internal result of a Read that Conn.Wake cut short.
+const resWoken = int32(-1<<31 + 1)
+
 // direction is one side (read or write) of a socket: the operation in flight,
 // if any, and its deadline.
 type direction struct {
@@ -52,6 +55,9 @@ type direction struct {
 	// expired says the deadline timer cancelled the parked operation, so its
 	// -ECANCELED means "timeout", not "closed".
 	expired bool
+	// woken is a Wake not yet seen by a Read (read side only): the next Read,
+	// or the one parked, returns ErrWoken.
+	woken bool
 }
 
 // netFD is the part of a Conn or Listener that the shard tracks.
@@ -126,6 +132,10 @@ func (nfd *netFD) do(f *Fiber, d *direction, op sockOp, buf []byte) int32 {
 	if d.when != 0 && sh.rt.now() >= d.when {
 		return resTimedOut
 	}
+	if d.woken {
+		d.woken = false
+		return resWoken
+	}
 	d.expired = false
 	t := f.startIO()
 	var res int32
@@ -155,8 +165,14 @@ func (nfd *netFD) do(f *Fiber, d *direction, op sockOp, buf []byte) int32 {
 		return res
 	}
 	d.tok = 0
-	if res == -int32(unix.ECANCELED) && d.expired && !nfd.closed {
-		res = resTimedOut
+	if res == -int32(unix.ECANCELED) && !nfd.closed {
+		switch {
+		case d.expired:
+			res = resTimedOut
+		case d.woken:
+			d.woken = false
+			res = resWoken
+		}
 	}
 	d.expired = false
 	return res
@@ -246,6 +262,8 @@ func (nfd *netFD) resError(syscall string, res int32) error {
 	switch {
 	case res == resTimedOut:
 		return os.ErrDeadlineExceeded
+	case res == resWoken:
+		return ErrWoken
 	case nfd.closed:
 		return net.ErrClosed
 	case res == -int32(unix.ECANCELED):
@@ -700,8 +718,52 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return int(res), nil
 	case res == 0:
 		return 0, io.EOF
+	case res == resWoken:
+		return 0, ErrWoken // bare: a wake-up is routine, and allocates nothing
 	}
 	return 0, c.nfd.opError("read", c.nfd.resError("recv", res))
+}
+
+// ErrWoken is what a Read returns when Conn.Wake cut it short. It is a
+// net.Error that is Temporary and not a Timeout, so a crypto/tls.Conn over
+// the socket passes it up without marking the connection broken.
+var ErrWoken error = wokenError{}
+
+type wokenError struct{}
+
+func (wokenError) Error() string   { return "wo: read woken by Conn.Wake" }
+func (wokenError) Timeout() bool   { return false }
+func (wokenError) Temporary() bool { return true }
+
+// Wake makes the Read parked on c return 0, ErrWoken at once, or, when no
+// Read is parked, the next Read. Several Wakes before that Read count as
+// one. f is the calling fiber, which must run on c's shard (any fiber of
+// it, not only the bound one).
+//
+// It is for a connection whose reading fiber also does its writes: another
+// fiber of the shard queues output and wakes the reader to send it, which
+// then reads again. No syscall and no allocation on the multishot receive
+// (the receive stays armed) and on epoll; a one-shot receive on io_uring is
+// cancelled. Moving the read deadline to the past does the same job at the
+// price of a timer and a thread-id check per wake, and of an error that
+// breaks a TLS connection's read state.
+func (c *Conn) Wake(f *Fiber) error {
+	nfd := &c.nfd
+	if f.sh != nfd.sh {
+		return nfd.opError("wake", errShardMismatch(nfd.sh))
+	}
+	d := &nfd.r
+	if nfd.closed || d.woken {
+		return nil
+	}
+	d.woken = true
+	switch {
+	case nfd.rs != nil && nfd.rs.waiter != nil:
+		nfd.sh.ready(nfd.rs.waiter)
+	case d.tok != 0:
+		_ = nfd.sh.be.Cancel(d.tok)
+	}
+	return nil
 }
 
 // Write writes all of p, parking the bound fiber while the socket buffer is

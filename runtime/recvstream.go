@@ -104,6 +104,9 @@ func (nfd *netFD) readStream(f *Fiber, p []byte) int32 {
 			return -int32(unix.ECANCELED)
 		case d.when != 0 && sh.rt.now() >= d.when:
 			return resTimedOut
+		case d.woken:
+			d.woken = false
+			return resWoken
 		case rs.head < len(rs.chunks):
 			return rs.copyOut(sh.ms, p)
 		case rs.ended:

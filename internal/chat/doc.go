@@ -22,7 +22,8 @@
 // first (the worker's tls.cert_file), and the WebSocket is wss when the
 // HTTP server that upgrades it serves HTTPS (internal/httpd hands over the
 // *tls.Conn). A session's Conn is then the TLS connection; the outbox's
-// wake-up (the read deadline moved) passes through TLS to the socket.
+// wake-up (runtime.Conn.Wake on the socket under it) passes through TLS as
+// a temporary error.
 //
 // TCP and WebSocket users share rooms: a room does not know the transport of
 // its members. A nick is held by one connection at a time (the directory
@@ -34,9 +35,9 @@
 // ServeHTTP under runtime.ServeTCP: connections spread over every shard).
 // The fiber reads, parses and writes; the runtime binds a socket to one
 // fiber, so events for the connection are put in its outbox, an actor on
-// the same shard, which wakes the fiber when it is parked in Read (by moving
-// the read deadline to the past; the interrupted read loses nothing). The
-// fiber then writes everything queued in one send.
+// the same shard, which wakes the fiber when it is parked in Read
+// (runtime.Conn.Wake: no syscall, no timer, no allocation; the interrupted
+// read loses nothing). The fiber then writes everything queued in one send.
 //
 // A room is an actor, spawned with runtime.SpawnKeyed by its name, so rooms
 // spread over the shards and a given name lands on the same shard at a given

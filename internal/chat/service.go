@@ -198,24 +198,34 @@ func (s *Service) ServeTCP(f *runtime.Fiber, c *runtime.Conn) {
 const TLSHandshakeTimeout = 10 * time.Second
 
 // Conn is a session's connection: a fiber connection (*runtime.Conn), or a
-// *tls.Conn over one. Either is read and written by its fiber alone; its
-// read deadline is how the session's outbox wakes that fiber (a deadline
-// passes through TLS to the socket, and crypto/tls keeps a record cut short
-// by it for the next Read).
+// *tls.Conn over one. Either is read and written by its fiber alone; the
+// session's outbox wakes that fiber out of a Read with the socket's Wake
+// (runtime.ErrWoken passes through TLS as a temporary error, and
+// crypto/tls keeps a record cut short by it for the next Read).
 type Conn interface {
 	net.Conn
 	CloseWrite() error
 }
 
+// socketOf is the fiber connection under c: c itself, or the one TLS runs
+// over; nil when there is none.
+func socketOf(c net.Conn) *runtime.Conn {
+	switch x := c.(type) {
+	case *runtime.Conn:
+		return x
+	case *tls.Conn:
+		sock, _ := x.NetConn().(*runtime.Conn)
+		return sock
+	}
+	return nil
+}
+
 // fiberConn is c as a session's connection, if it is one: a fiber
 // connection or TLS over one.
 func fiberConn(c net.Conn) (Conn, bool) {
-	switch x := c.(type) {
-	case *runtime.Conn:
-		return x, true
-	case *tls.Conn:
-		_, ok := x.NetConn().(*runtime.Conn)
-		return x, ok
+	if socketOf(c) == nil {
+		return nil, false
 	}
-	return nil, false
+	cc, ok := c.(Conn)
+	return cc, ok
 }

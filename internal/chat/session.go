@@ -3,7 +3,6 @@ package chat
 import (
 	"bytes"
 	"errors"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,10 +16,13 @@ import (
 // A connection is one fiber. The runtime binds a socket to the fiber that
 // reads it, so that fiber also does every write: it parks in Read, and when
 // the room delivers an event the connection's outbox (an actor on the same
-// shard) wakes it by moving the read deadline to the past. The fiber then
-// writes everything queued in one send and goes back to reading. A read cut
-// short this way loses nothing: the parked receive either completed (its
-// bytes are kept) or was cancelled before taking any.
+// shard) wakes it with the socket's Wake. The fiber then writes everything
+// queued in one send and goes back to reading. A read cut short this way
+// loses nothing: the multishot receive stays armed (a one-shot one either
+// completed, its bytes kept, or was cancelled before taking any). Moving
+// the read deadline to the past did the same job before, at the price of a
+// timer, a gettid and an error allocation per wake: a quarter of the
+// server's CPU under a chat load.
 
 // lingerTime bounds the lingering close: after its last words the server
 // shuts its sending side and discards what the client still sends for this
@@ -51,6 +53,7 @@ type session struct {
 	svc   *Service
 	f     *runtime.Fiber
 	c     Conn
+	sock  *runtime.Conn // the fiber connection under c (c itself without TLS)
 	codec codec
 	id    int64
 	self  runtime.Addr[*wire] // the outbox: where rooms send this connection's events
@@ -64,7 +67,7 @@ type session struct {
 
 	queue    []*wire
 	inRead   bool // parked in Read: a new event must kick it
-	kicked   bool // the read deadline was moved to wake the fiber
+	kicked   bool // the fiber was woken out of its Read
 	overflow bool // the queue overflowed: write the notice, then close
 	done     bool // after the next flush the connection ends
 	closed   bool // the fiber has returned; late events are dropped
@@ -79,10 +82,10 @@ type session struct {
 // parks (one thread, cooperative turns).
 type outbox struct{ s *session }
 
-func (o *outbox) Receive(f *runtime.Fiber, w *wire) { o.s.deliver(w) }
+func (o *outbox) Receive(f *runtime.Fiber, w *wire) { o.s.deliver(f, w) }
 
 func newSession(f *runtime.Fiber, svc *Service, c Conn, cd codec) *session {
-	s := &session{svc: svc, f: f, c: c, codec: cd, tokens: float64(svc.opts.Burst), last: time.Now()}
+	s := &session{svc: svc, f: f, c: c, sock: socketOf(c), codec: cd, tokens: float64(svc.opts.Burst), last: time.Now()}
 	s.id = svc.stats.accepted.Add(1)
 	s.nick = guestNick(s.id)
 	// A WebSocket was let in by the HTTP server's token check; a TCP
@@ -92,8 +95,9 @@ func newSession(f *runtime.Fiber, svc *Service, c Conn, cd codec) *session {
 	return s
 }
 
-// deliver queues an event from a room. Runs on the connection's shard.
-func (s *session) deliver(w *wire) {
+// deliver queues an event from a room. Runs on the connection's shard, on
+// the outbox's fiber f.
+func (s *session) deliver(f *runtime.Fiber, w *wire) {
 	if s.closed || s.overflow {
 		return
 	}
@@ -111,14 +115,9 @@ func (s *session) deliver(w *wire) {
 	} else {
 		s.queue = append(s.queue, w)
 	}
-	s.kick()
-}
-
-// kick wakes the fiber if it is parked in Read.
-func (s *session) kick() {
 	if s.inRead && !s.kicked {
 		s.kicked = true
-		_ = s.c.SetReadDeadline(time.Unix(1, 0))
+		_ = s.sock.Wake(f)
 	}
 }
 
@@ -202,14 +201,12 @@ func (s *session) serve(buffered []byte) {
 		}
 		s.inRead = true
 		n, err := s.c.Read(rbuf[len(rbuf):cap(rbuf)])
-		s.inRead = false
+		s.inRead, s.kicked = false, false
 		rbuf = rbuf[:len(rbuf)+n]
-		if s.kicked {
-			s.kicked = false
-			_ = s.c.SetReadDeadline(time.Time{})
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				continue
-			}
+		if errors.Is(err, runtime.ErrWoken) {
+			// Woken to write (or by a wake that came after this Read's
+			// bytes had: the socket kept it for this Read).
+			continue
 		}
 		if err != nil {
 			return
