@@ -58,6 +58,16 @@ type Fiber struct {
 // runtime stops, so its deferred calls run.
 type unwindSignal struct{}
 
+// IsUnwind reports whether r, a value a deferred recover returned, is the
+// runtime unwinding the fiber because it stops, not a failure. Code that
+// recovers panics (a server turning a handler's panic into a 500) must
+// panic(r) again for it: the unwind has to reach the fiber's bottom, and it
+// is no error to log.
+func IsUnwind(r any) bool {
+	_, ok := r.(unwindSignal)
+	return ok
+}
+
 // ID returns the fiber's id, unique within its runtime.
 func (f *Fiber) ID() uint64 { return f.id }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -406,5 +407,65 @@ func TestTokenRotation(t *testing.T) {
 	}
 	if call(old) != 401 || call(new) != 200 {
 		t.Fatal("after the rotation: want the old token refused and the new one accepted")
+	}
+}
+
+// syncBuffer is a log sink that handlers on several shards may write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A runtime stopping while a handler is parked unwinds the handler's fiber:
+// that is no handler failure, so nothing is logged as a panic, and the
+// unwind reaches the fiber's bottom (goleak in TestMain).
+func TestStopWhileAHandlerIsParkedLogsNoPanic(t *testing.T) {
+	var logs syncBuffer
+	opts := httpd.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	parked := make(chan struct{}, 1)
+	addrs := make(chan string, 1)
+	rt, err := runtime.Start(context.Background(), runtime.Config{Shards: 1}, func(f *runtime.Fiber) int {
+		s := httpd.New(opts)
+		s.HandleFunc("GET /park", func(w http.ResponseWriter, r *http.Request) {
+			parked <- struct{}{}
+			runtime.Sleep(httpd.Fiber(r.Context()), time.Hour)
+		})
+		if err := s.Start(f, "127.0.0.1:0"); err != nil {
+			t.Error(err)
+			addrs <- ""
+			return 1
+		}
+		addrs <- s.Addr().String()
+		runtime.Sleep(f, time.Hour)
+		return 0
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := <-addrs
+	if addr != "" {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /park HTTP/1.1\r\nHost: x\r\n\r\n")
+		<-parked
+	}
+	rt.Stop()
+	if strings.Contains(logs.String(), "panicked") {
+		t.Errorf("stopping the runtime logged a handler panic:\n%s", logs.String())
 	}
 }

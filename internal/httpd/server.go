@@ -102,6 +102,7 @@ type Server struct {
 	tracer  trace.Tracer
 	tracing bool // the global provider records: set by Start
 	metrics *Metrics
+	public  map[string]bool // the patterns HandlePublic registered
 	tcp     *runtime.Server
 	shards  []shardState
 	ctl     []runtime.Addr[ctlMsg]
@@ -120,6 +121,27 @@ func New(opts Options) *Server {
 // Handle registers a handler for a net/http ServeMux pattern ("GET
 // /v1/records/{key}", "/chat"). Call it before Start.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// HandlePublic is Handle for a route that needs no token when
+// Options.Tokens is set: files that hold no data and that a browser must
+// load before it can be given a token (the chat's page). Call it before
+// Start.
+func (s *Server) HandlePublic(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	if s.public == nil {
+		s.public = map[string]bool{}
+	}
+	s.public[pattern] = true
+}
+
+// isPublic says req's route was registered by HandlePublic.
+func (s *Server) isPublic(req *http.Request) bool {
+	if len(s.public) == 0 {
+		return false
+	}
+	_, pattern := s.mux.Handler(req)
+	return s.public[pattern]
+}
 
 // Handler is the route table as a plain http.Handler (for a baseline that
 // runs the same handlers elsewhere); it skips this server's token check.
@@ -491,6 +513,9 @@ func (c *conn) runHandler(w *response, req *http.Request) {
 			w.close = true
 			return
 		}
+		if runtime.IsUnwind(r) {
+			panic(r) // the runtime stops: no handler failed
+		}
 		c.s.opts.Logger.ErrorContext(req.Context(), "httpd: handler panicked", "method", req.Method, "path", req.URL.Path, "panic", r)
 		if !w.wroteHeader {
 			w.body = w.body[:0]
@@ -498,7 +523,7 @@ func (c *conn) runHandler(w *response, req *http.Request) {
 		}
 		w.close = true
 	}()
-	if !BearerOK(req, c.s.opts.Tokens) {
+	if !BearerOK(req, c.s.opts.Tokens) && !c.s.isPublic(req) {
 		Unauthorized(w)
 		return
 	}
