@@ -112,7 +112,8 @@ func startOn(t testing.TB, cfg runtime.Config, dir string, opts Options, tp trac
 			ready <- up{err: err}
 			return 1
 		}
-		data := httpd.New(httpd.Options{Logger: cfg.Logger})
+		// The data plane checks the chat's tokens, as the worker's does.
+		data := httpd.New(httpd.Options{Logger: cfg.Logger, Tokens: opts.Tokens})
 		Mount(data, svc, func(r *http.Request) *runtime.Fiber { return httpd.Fiber(r.Context()) })
 		if err := data.Start(f, dataAddr); err != nil {
 			ready <- up{err: err}

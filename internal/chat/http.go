@@ -60,10 +60,17 @@ func (s *Service) WebSocketHandler(fiber func(r *http.Request) *runtime.Fiber) h
 	})
 }
 
+// WebSocketProtocol is the subprotocol the WebSocket handshake selects
+// when the client offers it. The page offers it beside the one that
+// carries its token (httpd.WebSocketTokenProtocol): a browser that offered
+// subprotocols fails a handshake that selects none, and selecting the
+// token's would echo the token back.
+const WebSocketProtocol = "wo.chat"
+
 // handshake does the WebSocket handshake on w's hijacked connection and
 // returns it with a copy of the input buffered past the request.
 func handshake(r *http.Request, w http.ResponseWriter) (net.Conn, []byte, error) {
-	conn, rw, _, err := ws.HTTPUpgrader{}.Upgrade(r, w)
+	conn, rw, _, err := ws.HTTPUpgrader{Protocol: func(p string) bool { return p == WebSocketProtocol }}.Upgrade(r, w)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -183,17 +190,21 @@ func (w *fiberResponse) finish(req *http.Request) error {
 }
 
 // Router is what Mount needs of an HTTP server: net/http's ServeMux
-// patterns (internal/httpd's Server is one).
+// patterns, and routes that need no token (internal/httpd's Server is one).
 type Router interface {
 	Handle(pattern string, h http.Handler)
+	HandlePublic(pattern string, h http.Handler)
 }
 
 // Mount registers the chat on the worker's data plane: the page at "/" (and
 // its two files), the WebSocket at "/chat". fiber returns a request's fiber.
+// The page's files need no token (they hold no data, and a browser loads
+// them before anyone can type a token in); the WebSocket does, as a header
+// or as the subprotocol the page sends (httpd.WebSocketTokenProtocol).
 func Mount(r Router, s *Service, fiber func(r *http.Request) *runtime.Fiber) {
 	page := PageHandler()
-	r.Handle("GET /{$}", page)
-	r.Handle("GET /chat.js", page)
-	r.Handle("GET /chat.css", page)
+	r.HandlePublic("GET /{$}", page)
+	r.HandlePublic("GET /chat.js", page)
+	r.HandlePublic("GET /chat.css", page)
 	r.Handle("GET /chat", s.WebSocketHandler(fiber))
 }

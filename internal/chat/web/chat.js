@@ -11,6 +11,36 @@
   let quitting = false; // /quit: do not reconnect
   let attempt = 0;      // reconnects since the last open connection
   const lastSeq = {};   // room -> the highest message seq shown
+  let wanted = "";      // a room to join once (re)connected with a new token
+  let opened = false;   // a connection has opened since the last token change
+  let retry = 0;        // the pending reconnect's timer
+
+  // The token (auth.token_file) lives in sessionStorage: this tab only, gone
+  // when it closes, never in the URL (which lands in logs and history). It
+  // goes to the server as a WebSocket subprotocol, the one header a browser
+  // lets a page set on the upgrade: "wo.bearer." + base64url (subprotocols
+  // allow no "/", "+" or "="), beside "wo.chat", the one the server selects.
+  const tokenKey = "wo.token";
+  function storedToken() {
+    try { return sessionStorage.getItem(tokenKey) || ""; } catch (e) { return ""; }
+  }
+  function storeToken(t) {
+    try {
+      if (t) sessionStorage.setItem(tokenKey, t); else sessionStorage.removeItem(tokenKey);
+    } catch (e) { /* storage off: the token lasts this page */ }
+    memToken = t;
+  }
+  let memToken = storedToken();
+  function protocols() {
+    const p = ["wo.chat"];
+    if (memToken) {
+      const bytes = new TextEncoder().encode(memToken);
+      let bin = "";
+      for (const b of bytes) bin += String.fromCharCode(b);
+      p.push("wo.bearer." + btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, ""));
+    }
+    return p;
+  }
 
   function line(f) {
     const div = document.createElement("div");
@@ -73,18 +103,23 @@
   }
 
   function connect() {
+    clearTimeout(retry); // a connect made now replaces a pending reconnect
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const s = new WebSocket(proto + "//" + location.host + "/chat");
+    const s = new WebSocket(proto + "//" + location.host + "/chat", protocols());
     sock = s;
     s.onopen = () => {
       attempt = 0;
+      opened = true;
       status.textContent = "connected";
       if (nick) send({ type: "nick", nick: nick });
       if (joined) {
         const room = joined;
         joined = "";
         join(room, true);
+      } else if (wanted) {
+        join(wanted, false);
       }
+      wanted = "";
     };
     s.onclose = () => {
       if (sock !== s) return;
@@ -95,10 +130,14 @@
         return;
       }
       const wait = delay();
-      status.textContent = "disconnected; reconnecting in " + (wait / 1000).toFixed(1) + " s";
-      setTimeout(connect, wait);
+      // A server that wants a token refuses the upgrade (401), which a
+      // page cannot see: say what may be missing.
+      const hint = opened ? "" : memToken ? " (is the token right?)" : " (does the server want a token?)";
+      status.textContent = "disconnected" + hint + "; reconnecting in " + (wait / 1000).toFixed(1) + " s";
+      retry = setTimeout(connect, wait);
     };
     s.onmessage = (ev) => {
+      if (sock !== s) return; // a socket replaced (a new token) says nothing more
       let f;
       try { f = JSON.parse(ev.data); } catch (e) { return; }
       if (f.type === "message" && f.seq) {
@@ -167,6 +206,19 @@
     const room = $("room").value.trim().replace(/^#/, "");
     if (!n || !room) return;
     nick = n;
+    const tok = $("token").value.trim();
+    if (tok !== memToken) {
+      // A new token needs a new connection: the upgrade is where it goes.
+      storeToken(tok);
+      wanted = room;
+      opened = false;
+      attempt = 0;
+      const old = sock;
+      sock = null; // its close must not schedule a reconnect
+      if (old) old.close();
+      connect();
+      return;
+    }
     send({ type: "nick", nick: n });
     join(room, false);
   });
@@ -178,5 +230,6 @@
     else send({ type: "say", text: t });
     text.value = "";
   });
+  $("token").value = memToken;
   connect();
 })();
