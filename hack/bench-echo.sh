@@ -34,7 +34,7 @@ for p in 17007 17008; do
   for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.05; done
 done
 
-cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+source hack/lib/bench.sh
 results=$tmp/results
 echo "# bench-echo $(date -u +%FT%TZ): load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, servers on CPU $SERVER_CPUS, load on CPU $LOAD_CPUS, $RUNS runs of ${DUR}s, $CONNS connections; wo: $(grep -o 'backend=[a-z_]*' "$tmp/wo.log" | head -1)"
 for i in $(seq "$RUNS"); do
@@ -44,8 +44,7 @@ for i in $(seq "$RUNS"); do
     c0=$(cpu "${PID[$s]}")
     out=$(taskset -c "$LOAD_CPUS" "$tmp/benchsvc" echo-load -addr "127.0.0.1:${PORT[$s]}" -conns "$CONNS" -duration "${DUR}s" -name "$s")
     c1=$(cpu "${PID[$s]}")
-    awk -v s="$s" -v i="$i" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v dur="$DUR" '
-      function us(x) { if (x ~ /µs$/) return x + 0; if (x ~ /ms$/) return x * 1e3; if (x ~ /s$/) return x * 1e6; return x }
+    awk -v s="$s" -v i="$i" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v dur="$DUR" "$AWK_US"'
       { for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] = kv[2] } }
       END { printf "echo %s %s rtt_per_s=%.0f p50_us=%.0f p99_us=%.0f cpu_us_per_rtt=%.2f\n", i, s, v["rtt/s"], us(v["p50"]), us(v["p99"]),
         (v["rtt/s"] > 0 ? cpu / hz * 1e6 / (v["rtt/s"] * dur) : 0) }' <<<"$out" | tee -a "$results"

@@ -76,8 +76,7 @@ request = function()
 end
 LUA
 
-cpu() { awk '{print $14+$15}' "/proc/$1/stat"; } # utime+stime, clock ticks
-rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+source hack/lib/bench.sh
 results=$tmp/results # "test run server key=value ..." per line
 
 run_closed() { # server op run
@@ -86,8 +85,7 @@ run_closed() { # server op run
   sed "s/^local n = 0/run = \"r$i$s\"; local n = 0/" "$tmp/$op.lua" >"$tmp/$op-$s-$i.lua"
   out=$(taskset -c "$LOAD_CPUS" wrk -t1 -c$CONNS -d"${DUR}s" --latency -s "$tmp/$op-$s-$i.lua" "http://127.0.0.1:${PORT[$s]}")
   c1=$(cpu "${PID[$s]}")
-  awk -v s="$s" -v op="$op" -v i="$i" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v rss="$(rss "${PID[$s]}")" '
-    function us(x) { if (x ~ /us$/) return x + 0; if (x ~ /ms$/) return x * 1e3; if (x ~ /s$/) return x * 1e6; return x }
+  awk -v s="$s" -v op="$op" -v i="$i" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v rss="$(rss "${PID[$s]}")" "$AWK_US"'
     /^Requests\/sec/ { rps = $2 }
     / requests in / { reqs = $1 }
     /^ +99%/ { p99 = us($2) }
@@ -102,8 +100,7 @@ run_open() { # server op run rate
   out=$(taskset -c "$LOAD_CPUS" "$tmp/benchsvc" http-open -url "http://127.0.0.1:${PORT[$s]}" -op "$op" -rate "$rate" \
     -duration "${DUR}s" -name "$s" -tag "o$i$s")
   c1=$(cpu "${PID[$s]}")
-  awk -v s="$s" -v op="$op" -v i="$i" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v dur="$DUR" -v rss="$(rss "${PID[$s]}")" '
-    function us(x) { if (x ~ /µs$/) return x + 0; if (x ~ /ms$/) return x * 1e3; if (x ~ /s$/) return x * 1e6; return x }
+  awk -v s="$s" -v op="$op" -v i="$i" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v dur="$DUR" -v rss="$(rss "${PID[$s]}")" "$AWK_US"'
     { for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] = kv[2] } }
     END { printf "open%s-%s %s %s rps=%.0f p99_us=%.0f cpu_us_per_req=%.1f rss_kib=%d errors=%d\n", v["offered/s"], op, i, s,
       v["achieved/s"], us(v["p99"]), (v["achieved/s"] > 0 ? cpu / hz * 1e6 / (v["achieved/s"] * dur) : 0), rss, v["errors"] }' <<<"$out" | tee -a "$results"

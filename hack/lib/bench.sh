@@ -1,0 +1,12 @@
+# bench.sh: what the bench-*.sh scripts share. Source it.
+
+# cpu PID: the process's CPU time so far (utime + stime), in clock ticks.
+cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+
+# rss PID: its resident set now, in KiB, as the process holds it.
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# AWK_US is an awk function, us(x): a latency as wrk or Go prints it (850us,
+# 850µs, 1.5ms, 2s) in microseconds. Put it before an awk program:
+#   awk "$AWK_US"' { print us($2) }'
+AWK_US='function us(x) { if (x ~ /(us|µs)$/) return x + 0; if (x ~ /ms$/) return x * 1e3; if (x ~ /s$/) return x * 1e6; return x }'
