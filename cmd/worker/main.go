@@ -25,6 +25,7 @@ import (
 	"github.com/writeonce/wo/internal/config/keys"
 	"github.com/writeonce/wo/internal/dirlock"
 	"github.com/writeonce/wo/internal/httpd"
+	"github.com/writeonce/wo/internal/memlimit"
 	"github.com/writeonce/wo/internal/ops"
 	"github.com/writeonce/wo/internal/records"
 	"github.com/writeonce/wo/internal/telemetry"
@@ -146,6 +147,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != nil,
 		"tls", clientTLS != nil, "mtls", clientTLS != nil && clientTLS.MutualTLS())
+	// The collector's soft limit from the container's (internal/memlimit):
+	// without it the heap grows to twice the live bytes between
+	// collections, and a pod sized for its data is OOM-killed.
+	if d, err := memlimit.Apply("/", os.Getenv); err != nil {
+		log.Warn("worker: no soft memory limit: the cgroup's limit could not be read", "err", err)
+	} else {
+		log.Info("worker: memory limit", "soft_bytes", d.Soft, "cgroup_bytes", d.Limit, "source", d.Source)
+	}
 
 	// The data plane's spans come from the global provider, and a W3C
 	// traceparent on a request is its parent.
