@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/writeonce/wo/dbowner/engine"
 )
@@ -53,4 +54,14 @@ func Example() {
 	// 3 cy
 	// 2 bob
 	// 1 ada
+}
+
+// A bytes value from a string the caller built: the value shares the
+// string instead of copying it (strings are immutable).
+func ExampleBytesOfString() {
+	var b strings.Builder
+	b.WriteString(`{"name":"Ada"}`)
+	v := engine.BytesOfString(b.String())
+	fmt.Println(v.Kind(), string(v.Bytes()), engine.Compare(v, engine.Bytes([]byte(`{"name":"Ada"}`))) == 0)
+	// Output: bytes {"name":"Ada"} true
 }

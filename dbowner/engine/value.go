@@ -90,6 +90,12 @@ func Bool(b bool) Value {
 // Bytes returns a bytes value holding a copy of b.
 func Bytes(b []byte) Value { return Value{kind: KindBytes, str: string(b)} }
 
+// BytesOfString returns a bytes value holding the bytes of s. A string is
+// immutable, so the value shares it: Bytes without the copy, for bytes the
+// caller built as a string (a record of a megabyte is then not copied once
+// more on its way to the log).
+func BytesOfString(s string) Value { return Value{kind: KindBytes, str: s} }
+
 // Time returns a time value. Only the instant is kept, at nanosecond
 // precision (no location, no monotonic reading); instants outside the years
 // 1678..2262 (the int64 nanosecond range) are clamped by time.Time.UnixNano.

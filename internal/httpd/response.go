@@ -51,7 +51,14 @@ func (w *response) WriteHeader(status int) {
 	}
 }
 
-func (w *response) Write(p []byte) (int, error) {
+func (w *response) Write(p []byte) (int, error) { return writeBody(w, p) }
+
+// WriteString is Write for a string (io.WriteString finds it), without the
+// copy a conversion to a slice would make: a record's fields of a megabyte
+// are a string.
+func (w *response) WriteString(s string) (int, error) { return writeBody(w, s) }
+
+func writeBody[T string | []byte](w *response, p T) (int, error) {
 	if w.c.gone {
 		return 0, http.ErrHijacked
 	}

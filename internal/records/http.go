@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,7 +129,7 @@ func (h *Handler) reader(w http.ResponseWriter, r *http.Request) (*runtime.Fiber
 // writer is the handle a PUT or DELETE writes through: with an
 // Idempotency-Key, its request ID (requestID). ok is false once a 400 is
 // sent.
-func (h *Handler) writer(w http.ResponseWriter, r *http.Request, key string, body []byte) (*runtime.Fiber, *dbowner.DB, bool) {
+func (h *Handler) writer(w http.ResponseWriter, r *http.Request, key string, body string) (*runtime.Fiber, *dbowner.DB, bool) {
 	idem, msg := parseIdempotencyKey(r.Header)
 	if msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
@@ -156,7 +158,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, k)
 		return
 	}
-	writeRecord(w, http.StatusOK, toRecord(rec))
+	r2 := toRecord(rec)
+	writeRecord(w, http.StatusOK, r2.Key, []byte(r2.Fields), r2.Version)
 }
 
 func (h *Handler) put(w http.ResponseWriter, r *http.Request) {
@@ -164,7 +167,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fields, status, msg := decodeFields(r.Body)
+	fields, status, msg := decodeFields(r.Body, r.ContentLength)
 	if status != 0 {
 		writeError(w, status, msg)
 		return
@@ -175,13 +178,15 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request) {
 	}
 	t0 := time.Now()
 	defer since(h.obsUpsert, t0)
-	v, err := db.Upsert(f, Table, map[string]engine.Value{"key": engine.String(k), "fields": engine.Bytes(fields)})
+	// The canonical fields are a string the engine's value shares: a
+	// record of a megabyte is not copied again on its way to the log.
+	v, err := db.Upsert(f, Table, map[string]engine.Value{"key": engine.String(k), "fields": engine.BytesOfString(fields)})
 	if err != nil {
 		h.fail(w, r, err, k)
 		return
 	}
 	// Answered only now: the write is durable.
-	writeRecord(w, http.StatusOK, Record{Key: k, Fields: fields, Version: v})
+	writeRecord(w, http.StatusOK, k, fields, v)
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
@@ -189,7 +194,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f, db, ok := h.writer(w, r, k, nil)
+	f, db, ok := h.writer(w, r, k, "")
 	if !ok {
 		return
 	}
@@ -312,78 +317,145 @@ func listPage(f *runtime.Fiber, db *dbowner.DB, prefix, after string, limit int)
 }
 
 // decodeFields reads a PUT body: one JSON object whose values are strings,
-// and nothing after it. It returns the canonical encoding (keys sorted) or
-// an HTTP status and a message saying what was wrong.
-func decodeFields(body io.Reader) ([]byte, int, string) {
-	raw, err := io.ReadAll(body)
+// and nothing after it. size is the body's Content-Length (-1 unknown). It
+// returns the canonical encoding (keys sorted) or an HTTP status and a
+// message saying what was wrong.
+func decodeFields(body io.Reader, size int64) (string, int, string) {
+	raw, err := readBody(body, size)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("body too large: at most %d bytes", mbe.Limit)
+			return "", http.StatusRequestEntityTooLarge, fmt.Sprintf("body too large: at most %d bytes", mbe.Limit)
 		}
-		return nil, http.StatusBadRequest, "reading the body: " + describeReadError(err)
+		return "", http.StatusBadRequest, "reading the body: " + describeReadError(err)
 	}
 	return canonicalFields(raw)
 }
 
-// canonicalFields is decodeFields on bytes in hand (the fuzz target).
-func canonicalFields(raw []byte) ([]byte, int, string) {
-	if !utf8.Valid(raw) {
-		return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: invalid UTF-8 at byte %d", invalidAt(raw))
+// readBody reads a body whose length is known into one buffer of that
+// length (httpd refuses a Content-Length over http.max_body before the
+// handler runs, so size is bounded), not into one io.ReadAll grows by
+// doubling (about twice the body in garbage); a chunked body (size -1) is
+// read by io.ReadAll.
+func readBody(body io.Reader, size int64) ([]byte, error) {
+	if size <= 0 {
+		return io.ReadAll(body)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	var obj map[string]json.RawMessage
-	if err := dec.Decode(&obj); err != nil {
+	raw := make([]byte, size)
+	if _, err := io.ReadFull(body, raw); err != nil {
+		return nil, err
+	}
+	// The server's reader ends at the length; whatever else a reader
+	// gives is read too rather than dropped.
+	rest, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	return append(raw, rest...), nil
+}
+
+// rawValue is a JSON value as the body spells it. json.Unmarshal hands
+// UnmarshalJSON a slice of its input, which is kept instead of copied: the
+// input is the body, never written, and in hand until the canonical form
+// is built.
+type rawValue []byte
+
+func (v *rawValue) UnmarshalJSON(b []byte) error {
+	*v = b
+	return nil
+}
+
+// canonicalFields is decodeFields on bytes in hand (the fuzz target): the
+// fields as json.Marshal writes a map[string]string (keys sorted, HTML
+// characters escaped), built once into the string returned. A value that
+// needs no unescaping or escaping (the common case: a megabyte of text) is
+// copied as the body spells it; only the others are decoded and encoded.
+func canonicalFields(raw []byte) (string, int, string) {
+	if !utf8.Valid(raw) {
+		return "", http.StatusBadRequest, fmt.Sprintf("bad JSON body: invalid UTF-8 at byte %d", invalidAt(raw))
+	}
+	var obj map[string]rawValue
+	if err := json.Unmarshal(raw, &obj); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return nil, http.StatusBadRequest, "bad JSON body: want an object of string fields, got " + jsonType(ute.Value)
+			return "", http.StatusBadRequest, "bad JSON body: want an object of string fields, got " + jsonType(ute.Value)
 		}
-		return nil, http.StatusBadRequest, "bad JSON body: " + describeJSONError(err)
+		return "", http.StatusBadRequest, "bad JSON body: " + describeJSONError(raw, err)
 	}
 	if obj == nil {
-		return nil, http.StatusBadRequest, "bad JSON body: want an object of string fields, got null"
+		return "", http.StatusBadRequest, "bad JSON body: want an object of string fields, got null"
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, http.StatusBadRequest, "bad JSON body: data after the object"
-	}
-	fields := make(map[string]string, len(obj))
-	for k, v := range obj {
+	names := slices.Sorted(maps.Keys(obj))
+	var b strings.Builder
+	b.Grow(len(raw) + 2)
+	b.WriteByte('{')
+	for i, k := range names {
+		v := obj[k]
 		if len(v) == 0 || v[0] != '"' {
-			return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: want a string, got %s", k, jsonKind(v))
+			return "", http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: want a string, got %s", k, jsonKind(v))
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(appendString(nil, k))
+		b.WriteByte(':')
+		if plainString(v) {
+			b.Write(v)
+			continue
 		}
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
-			return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: %v", k, err)
+			return "", http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: %v", k, err)
 		}
 		// encoding/json turns an escaped lone surrogate (\ud800) into
 		// U+FFFD silently; a replacement character the client did not
 		// send is refused instead of stored.
 		if lossy(v, s) {
-			return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: invalid UTF-16 escape (a lone surrogate)", k)
+			return "", http.StatusBadRequest, fmt.Sprintf("bad JSON body: field %q: invalid UTF-16 escape (a lone surrogate)", k)
 		}
-		fields[k] = s
+		b.Write(appendString(nil, s))
 	}
+	b.WriteByte('}')
 	// Names: the decoder unescaped them already; check the same way.
-	for k := range obj {
-		if bytes.ContainsRune([]byte(k), utf8.RuneError) && !bytes.Contains(raw, []byte(string(utf8.RuneError))) &&
+	for _, k := range names {
+		if strings.ContainsRune(k, utf8.RuneError) && !bytes.Contains(raw, []byte(string(utf8.RuneError))) &&
 			!bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`)) {
-			return nil, http.StatusBadRequest, fmt.Sprintf("bad JSON body: field name %q: invalid UTF-16 escape (a lone surrogate)", k)
+			return "", http.StatusBadRequest, fmt.Sprintf("bad JSON body: field name %q: invalid UTF-16 escape (a lone surrogate)", k)
 		}
 	}
-	b, err := json.Marshal(fields) // sorted keys: the canonical form
-	if err != nil {
-		return nil, http.StatusInternalServerError, "encode fields: " + err.Error()
+	return b.String(), 0, ""
+}
+
+// plainString says the JSON string v (quotes included, valid JSON and
+// UTF-8) is spelled as json.Marshal would spell its value: no escape in it
+// (a backslash) and none of what Marshal escapes (<, >, & and U+2028,
+// U+2029; control characters cannot appear unescaped in valid JSON).
+func plainString(v []byte) bool {
+	for _, c := range []byte{'\\', '<', '>', '&'} {
+		if bytes.IndexByte(v, c) >= 0 {
+			return false
+		}
 	}
-	return b, 0, ""
+	// U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
+	for p := v; ; {
+		i := bytes.IndexByte(p, 0xe2)
+		if i < 0 {
+			return true
+		}
+		if i+2 < len(p) && p[i+1] == 0x80 && (p[i+2] == 0xa8 || p[i+2] == 0xa9) {
+			return false
+		}
+		p = p[i+1:]
+	}
 }
 
 // lossy says decoding the JSON string v produced a U+FFFD that v does not
 // spell (raw or as \ufffd).
 func lossy(v []byte, s string) bool {
-	if !bytes.ContainsRune([]byte(s), utf8.RuneError) {
+	if !strings.ContainsRune(s, utf8.RuneError) {
 		return false
 	}
-	want := bytes.Count([]byte(s), []byte(string(utf8.RuneError)))
+	want := strings.Count(s, string(utf8.RuneError))
 	have := bytes.Count(v, []byte(string(utf8.RuneError))) + bytes.Count(bytes.ToLower(v), []byte(`\ufffd`))
 	return have < want
 }
@@ -410,17 +482,22 @@ func describeReadError(err error) string {
 	return "the connection failed"
 }
 
-func describeJSONError(err error) string {
+// describeJSONError says what json.Unmarshal found wrong with body.
+func describeJSONError(body []byte, err error) string {
 	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("%v at byte %d", se, se.Offset)
-	case errors.Is(err, io.EOF):
-		return "empty body"
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "unexpected end of body"
+	if !errors.As(err, &se) {
+		return err.Error()
 	}
-	return err.Error()
+	// A syntax error's message is all it says of its kind.
+	switch msg := se.Error(); {
+	case msg == "unexpected end of JSON input" && len(bytes.TrimSpace(body)) == 0:
+		return "empty body"
+	case msg == "unexpected end of JSON input":
+		return "unexpected end of body"
+	case strings.HasSuffix(msg, "after top-level value"):
+		return "data after the object"
+	}
+	return fmt.Sprintf("%v at byte %d", se, se.Offset)
 }
 
 func jsonType(t string) string {
@@ -437,7 +514,7 @@ func jsonType(t string) string {
 	return t
 }
 
-func jsonKind(v json.RawMessage) string {
+func jsonKind(v []byte) string {
 	switch {
 	case len(v) == 0:
 		return "nothing"
@@ -507,8 +584,17 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Write(httpd.ErrorBody(msg))
 }
 
-func writeRecord(w http.ResponseWriter, status int, r Record) {
+// writeRecord answers one record: its JSON is written around the fields,
+// which go into the answer once, from the string or slice in hand.
+func writeRecord[F string | []byte](w http.ResponseWriter, status int, key string, fields F, version uint64) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(appendRecord(make([]byte, 0, 64+len(r.Key)+len(r.Fields)), r), '\n'))
+	w.Write(appendRecordHead(make([]byte, 0, 32+len(key)), key))
+	switch f := any(fields).(type) {
+	case string:
+		io.WriteString(w, f)
+	case []byte:
+		w.Write(f)
+	}
+	w.Write(append(appendRecordTail(make([]byte, 0, 32), version), '\n'))
 }

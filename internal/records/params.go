@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 )
@@ -76,15 +77,15 @@ func parseIdempotencyKey(h http.Header) (string, string) {
 // answer; the same key reused for another request is not mistaken for a
 // retry of the first (it is a request of its own, answered by its own
 // write), so a client can never be answered with another request's result.
-func requestID(idemKey, method, recordKey string, body []byte) string {
+func requestID(idemKey, method, recordKey, body string) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(method), []byte(recordKey), body} {
+	for _, part := range []string{method, recordKey, body} {
 		var n [8]byte
 		for i, l := 0, uint64(len(part)); i < 8; i++ {
 			n[i] = byte(l >> (8 * i))
 		}
 		h.Write(n[:]) // length-prefixed: no two requests share an encoding
-		h.Write(part)
+		io.WriteString(h, part)
 	}
 	return idemKey + "/" + hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -62,17 +62,30 @@ func toRecord(r engine.Record) Record {
 // appendRecord writes a record's JSON: the fields are stored canonical and
 // valid, so they are copied as they are instead of re-validated.
 func appendRecord(b []byte, r Record) []byte {
-	b = append(b, `{"key":`...)
-	b = appendString(b, r.Key)
-	b = append(b, `,"fields":`...)
+	b = appendRecordHead(b, r.Key)
 	b = append(b, r.Fields...)
+	return appendRecordTail(b, r.Version)
+}
+
+// appendRecordHead is a record's JSON up to its fields, appendRecordTail
+// the rest: an answer of one record is written around its fields (a
+// megabyte) instead of copying them into one buffer first.
+func appendRecordHead(b []byte, key string) []byte {
+	b = append(b, `{"key":`...)
+	b = appendString(b, key)
+	return append(b, `,"fields":`...)
+}
+
+func appendRecordTail(b []byte, version uint64) []byte {
 	b = append(b, `,"version":`...)
-	b = strconv.AppendUint(b, r.Version, 10)
+	b = strconv.AppendUint(b, version, 10)
 	return append(b, '}')
 }
 
+// appendString is s as a JSON string, with encoding/json's escaping
+// (HTML-safe), as json.Marshal writes a string and a map's keys.
 func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // encoding/json's escaping, HTML-safe
+	q, _ := json.Marshal(s)
 	return append(b, q...)
 }
 

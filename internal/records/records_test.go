@@ -347,9 +347,34 @@ func FuzzFields(f *testing.F) {
 			}
 			return
 		}
-		again, status, msg := canonicalFields(out)
+		again, status, msg := canonicalFields([]byte(out))
 		if status != 0 || string(again) != string(out) {
 			t.Fatalf("canonical %q decodes to %q (%d %s)", out, again, status, msg)
+		}
+	})
+}
+
+// canonicalFields copies a plain value as the body spells it and encodes
+// the others: either way its answer is json.Marshal of the fields as a
+// map[string]string, byte for byte (what was stored before, what an
+// Idempotency-Key's digest covers).
+func FuzzFieldsAsMarshal(f *testing.F) {
+	for _, s := range []string{`{"b":"x","a":"y"}`, ` { "a" : "x" } `, `{"a":"<&>"}`, `{"a":"\u003c"}`, "{\"a\":\"\u2028\u2029\"}", `{"a":"\u2028"}`,
+		`{"a":"x\"y\\z\/"}`, `{"a":"\n\t"}`, `{"é":"ü€𝄞"}`, `{"a":"1","a":"2"}`, `{"<k>":"v"}`, `{"a":"\ufffd"}`, "{\"a\":\"\xe2\x82\xac\"}", `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, status, _ := canonicalFields(in)
+		if status != 0 {
+			return
+		}
+		var m map[string]string
+		if err := json.Unmarshal(in, &m); err != nil {
+			t.Fatalf("%q accepted as %q, but json.Unmarshal says %v", in, out, err)
+		}
+		want, _ := json.Marshal(m)
+		if out != string(want) {
+			t.Fatalf("%q: canonical %q, json.Marshal %q", in, out, want)
 		}
 	})
 }
