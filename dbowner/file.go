@@ -100,3 +100,29 @@ func syncFile(f *runtime.Fiber) func(wal.File) error {
 		return file.Datasync()
 	}
 }
+
+// offload runs fn, blocking file work (a snapshot file's writes and
+// fdatasync, a rename, directory fsyncs, removals), on a goroutine of its
+// own while f parks, so that the owner's shard runs its other fibers (the
+// raft driver's appends among them) for however long the disk takes: a
+// directory fsync or the fdatasync of a snapshot of tens of megabytes
+// took 20-60 ms, one slice of the shard when called on its thread. fn must
+// touch only the file system (the wal.Log is not safe for concurrent
+// use). With the runtime stopping, f stops parking but offload still waits
+// for fn (blocking the thread) and returns its result: nothing of fn
+// outlives the call.
+func offload(f *runtime.Fiber, fn func() error) error {
+	reply, fut := runtime.NewFuture[error](f)
+	done := make(chan struct{})
+	var ferr error
+	go func() {
+		ferr = fn()
+		close(done)
+		reply.Send(nil, ferr)
+	}()
+	if err, werr := fut.Wait(f, 0); werr == nil {
+		return err
+	}
+	<-done
+	return ferr
+}

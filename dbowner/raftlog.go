@@ -55,6 +55,47 @@ type raftLog struct {
 	heldIndex uint64
 	recs      []wal.Record // scratch for one append
 	buf       []byte       // scratch for the records' payloads
+
+	// The driver appends (Save) while a snapshot of this member's is saved
+	// by the node's snapshot fiber (SaveSnapshot): busy serializes what
+	// either does to the log's append state and to ms (an append and the
+	// entries it puts in ms; a snapshot's new segment and its re-anchor),
+	// so that a snapshot's re-anchor sees every entry the WAL holds, and
+	// free wakes the one waiting for it. snapping is set from a snapshot's
+	// BeginSnapshot to its cleanup: the file is written and the old files
+	// removed off the shard meanwhile while appends go on (offload), and no
+	// other snapshot may begin (a received one waits, snapDone).
+	busy     bool
+	free     runtime.Signal
+	snapping bool
+	snapDone runtime.Signal
+}
+
+// lock takes busy for f, waiting while the other fiber holds it; it fails
+// only when the runtime stops.
+func (l *raftLog) lock(f *runtime.Fiber) error {
+	for l.busy {
+		if !l.free.Wait(f, 0) {
+			return fmt.Errorf("dbowner: raft log: %w", runtime.ErrStopped)
+		}
+	}
+	l.busy = true
+	return nil
+}
+
+func (l *raftLog) unlock(f *runtime.Fiber) {
+	l.busy = false
+	l.free.Notify(f)
+}
+
+// waitSnapshot waits until no snapshot of this member's is being saved.
+func (l *raftLog) waitSnapshot(f *runtime.Fiber) error {
+	for l.snapping {
+		if !l.snapDone.Wait(f, 0) {
+			return fmt.Errorf("dbowner: raft log: %w", runtime.ErrStopped)
+		}
+	}
+	return nil
 }
 
 var _ node.Storage = (*raftLog)(nil)
@@ -207,6 +248,11 @@ func (l *raftLog) Snapshot() (*raftpb.Snapshot, error) {
 	meta := s.GetMetadata()
 	data := l.held
 	if data == nil || l.heldIndex != meta.GetIndex() {
+		if l.snapping {
+			// The newest file may be ahead of ms, or an old one being
+			// removed: raft asks again later.
+			return nil, raft.ErrSnapshotTemporarilyUnavailable
+		}
 		body, err := l.o.log.ReadSnapshot()
 		if err != nil {
 			return nil, fmt.Errorf("dbowner: the snapshot at %d: %w", meta.GetIndex(), err)
@@ -238,8 +284,17 @@ func (l *raftLog) restore(snap *raftpb.Snapshot) error {
 // Save implements node.Storage: a received snapshot first (its own file),
 // then the entries and the hard state as one durable append.
 func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
+	if err := l.lock(f); err != nil {
+		return err
+	}
+	defer l.unlock(f)
 	o := l.o
 	if !raft.IsEmptySnap(snap) {
+		// One snapshot at a time in the WAL: this member's own, if one
+		// is being saved, ends first (then its index is below this one's).
+		if err := l.waitSnapshot(f); err != nil {
+			return err
+		}
 		if err := l.writeSnapshot(f, snap.GetMetadata(), [][]byte{snap.GetData()}, false); err != nil {
 			return err
 		}
@@ -301,23 +356,37 @@ func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.En
 
 // SaveSnapshot implements node.Storage: the member's state at index
 // becomes the WAL's snapshot, and raft's memory keeps keep entries before
-// it for slow followers.
+// it for slow followers. It runs on the node's snapshot fiber while the
+// driver goes on appending: only the new segment and the re-anchor
+// (beginSnapshot) hold the driver's appends off; the file is written and
+// synced, and the covered files removed, off the shard (endSnapshot).
 func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error {
+	if err := l.lock(f); err != nil {
+		return err
+	}
 	// The WAL first, raft's memory after (metadata only): raft must never
 	// know a snapshot the WAL does not hold, as Snapshot reads it back.
 	cur, err := l.ms.Snapshot()
 	if err != nil {
+		l.unlock(f)
 		return fmt.Errorf("dbowner: snapshot at %d: %w", index, err)
 	}
 	if index <= cur.GetMetadata().GetIndex() {
+		l.unlock(f)
 		return nil
 	}
 	term, err := l.ms.Term(index)
 	if err != nil {
+		l.unlock(f)
 		return fmt.Errorf("dbowner: snapshot at %d: %w", index, err)
 	}
 	meta := &raftpb.SnapshotMetadata{Index: new(index), Term: new(term), ConfState: cs}
-	if err := l.writeSnapshot(f, meta, data, true); err != nil {
+	lsn, err := l.beginSnapshot(f, meta, true)
+	l.unlock(f)
+	if err == nil {
+		err = l.endSnapshot(f, lsn, meta, data)
+	}
+	if err != nil {
 		if errors.Is(err, ErrFatal) {
 			return err
 		}
@@ -372,28 +441,58 @@ func (l *raftLog) compactPoint(index, keep uint64) uint64 {
 	return to
 }
 
-// writeSnapshot makes a snapshot durable as the WAL's snapshot and lets the
-// log drop what it covers. Before that, the log is re-anchored: the new
-// segment the snapshot starts gets the durable hard state and (keepTail)
-// every entry after the snapshot's index, one append, so that removing the
-// segments before it loses no vote, term or entry that raft was told is
-// durable (entries appended but not yet applied sit in those segments too).
+// writeSnapshot makes a received snapshot durable as the WAL's snapshot,
+// on the driver (which holds busy), and lets the log drop what it covers.
 func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata, data [][]byte, keepTail bool) error {
+	lsn, err := l.beginSnapshot(f, meta, keepTail)
+	if err != nil {
+		return err
+	}
+	return l.endSnapshot(f, lsn, meta, data)
+}
+
+// reanchorYield is how many entries of the re-anchored tail are framed
+// between two safepoints.
+const reanchorYield = 256
+
+// beginSnapshot starts a snapshot in the WAL (busy held: no append is in
+// flight) and re-anchors the log: the new segment the snapshot starts gets
+// the durable hard state and (keepTail) every entry after the snapshot's
+// index, one append, so that removing the segments before it loses no
+// vote, term or entry that raft was told is durable (entries appended but
+// not yet applied sit in those segments too). From here to endSnapshot's
+// end, snapping is set.
+func (l *raftLog) beginSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata, keepTail bool) (wal.LSN, error) {
 	o := l.o
+	if ns := o.log.SegmentForSnapshot(); ns != nil {
+		// Made off the shard, as an append's (persist). Short of a fatal
+		// error, BeginSnapshot decides what a failure means.
+		if err := o.log.SegmentMade(ns, offload(f, ns.Run)); errors.Is(err, wal.ErrFatal) {
+			return 0, o.logErr(err)
+		}
+	}
 	lsn, err := o.log.BeginSnapshot()
 	if err != nil {
-		return o.logErr(err)
+		return 0, o.logErr(err)
 	}
+	l.snapping = true
 	var recs []wal.Record
 	if keepTail {
 		last, _ := l.ms.LastIndex()
 		if last > meta.GetIndex() {
 			ents, err := l.ms.Entries(meta.GetIndex()+1, last+1, ^uint64(0))
 			if err != nil {
-				return fmt.Errorf("dbowner: re-anchor the log after the snapshot at %d: %w", meta.GetIndex(), err)
+				l.snapEnded(f)
+				return 0, fmt.Errorf("dbowner: re-anchor the log after the snapshot at %d: %w", meta.GetIndex(), err)
 			}
-			for _, e := range ents {
+			// The entries applied while the snapshot was serialized: at
+			// a million records, tens of thousands. Framed in pieces.
+			recs = make([]wal.Record, 0, len(ents)+1)
+			for i, e := range ents {
 				recs = append(recs, wal.Record{Type: wal.TypeEntry, Payload: appendEntry(nil, e)})
+				if i%reanchorYield == reanchorYield-1 {
+					runtime.Checkpoint(f)
+				}
 			}
 		}
 	}
@@ -416,7 +515,8 @@ func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata,
 	}
 	if len(recs) > 0 {
 		if err := o.persist(f, recs, 0, false); err != nil {
-			return err
+			l.snapEnded(f)
+			return 0, err
 		}
 	}
 	// The record of what is durable moves only once it is: a failed
@@ -424,19 +524,42 @@ func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata,
 	if anchored != nil {
 		l.durable = anchored
 	}
-	w := &yieldWriter{f: f}
-	werr := o.log.WriteSnapshot(lsn, func(dst io.Writer) error {
-		w.w = dst
-		return writeSnapBody(w, meta, data)
-	}, syncFile(f))
-	if err := o.log.SnapshotDone(lsn, werr); err != nil {
+	return lsn, nil
+}
+
+// endSnapshot writes the snapshot file of the state at lsn and, once it is
+// durable, gives the WAL the snapshot and removes the files it covers. The
+// file work runs off the shard (offload): the fdatasync of tens of
+// megabytes and the directory fsyncs were slices of 20-60 ms on it. It
+// does not need busy: the WAL's snapshot write touches the directory
+// only, and EndSnapshot's bookkeeping is one step between the driver's.
+func (l *raftLog) endSnapshot(f *runtime.Fiber, lsn wal.LSN, meta *raftpb.SnapshotMetadata, data [][]byte) error {
+	o := l.o
+	defer l.snapEnded(f)
+	werr := offload(f, func() error {
+		return o.log.WriteSnapshot(lsn, func(dst io.Writer) error { return writeSnapBody(dst, meta, data) }, nil)
+	})
+	c, err := o.log.EndSnapshot(lsn, werr)
+	if err != nil {
 		return o.logErr(err)
 	}
-	if werr != nil {
-		return o.logErr(werr)
-	}
+	// The snapshot is the log's from here: what is left is removing what
+	// it covers, which a failure short of a failed fsync leaves to the
+	// next Open.
 	o.stats.snapshots.Add(1)
+	if err := o.log.CleanupDone(offload(f, c.Run)); err != nil {
+		if errors.Is(err, wal.ErrFatal) {
+			return o.logErr(err)
+		}
+		o.opts.Logger.Warn("dbowner: removing the files a snapshot covers failed; the next start removes them", "index", meta.GetIndex(), "err", err)
+	}
 	return nil
+}
+
+// snapEnded ends snapping and wakes a received snapshot waiting for it.
+func (l *raftLog) snapEnded(f *runtime.Fiber) {
+	l.snapping = false
+	l.snapDone.Notify(f)
 }
 
 // persist is the one write path of the log: one append of recs (one WRITE
@@ -450,7 +573,16 @@ func (o *owner) persist(f *runtime.Fiber, recs []wal.Record, entries int, writes
 		o.spans = o.spareSpans[:0]
 	}
 	sp := o.fsyncSpan(links, len(recs))
-	p, err := o.log.PrepareRecords(recs)
+	var err error
+	if ns := o.log.SegmentForAppend(recs); ns != nil {
+		// The segment the append starts is made off the shard: its
+		// fdatasync and directory fsync were slices of up to 15 ms.
+		err = o.log.SegmentMade(ns, offload(f, ns.Run))
+	}
+	var p *wal.Pending
+	if err == nil {
+		p, err = o.log.PrepareRecords(recs)
+	}
 	if err == nil {
 		if sp != nil {
 			sp.SetAttributes(attribute.Int("wo.wal.bytes", p.Size()))

@@ -572,32 +572,108 @@ func validRecordAfter(data []byte, start, maxPayload int, yield func()) bool {
 // be acknowledged from it. On failure nothing changes (a half-made file is
 // removed) and the previous active segment stays active.
 func (l *Log) createSegment(first LSN) error {
-	name := l.path(segName(first))
-	f, err := l.fs.Create(name)
+	s := &NewSegment{fs: l.fs, dir: l.dir, name: l.path(segName(first)), first: first}
+	return l.SegmentMade(s, s.Run())
+}
+
+// NewSegment is the file work of starting a segment, split from the Log
+// for a caller that keeps its thread free of blocking calls (dbowner runs
+// it off the owner's shard): SegmentForAppend or SegmentForSnapshot
+// returns it when the next append or snapshot would start one, Run does
+// the I/O, on any goroutine (the log must not append or begin a snapshot
+// meanwhile), and SegmentMade installs it; the PrepareRecords or
+// BeginSnapshot that follows then finds it made and does no I/O.
+type NewSegment struct {
+	fs    FS
+	dir   string
+	name  string
+	first LSN
+	file  File
+}
+
+// Run creates the segment file, writes its header and makes both durable
+// (fdatasync, directory fsync). On failure a half-made file is removed.
+func (s *NewSegment) Run() error {
+	f, err := s.fs.Create(s.name)
 	if err != nil {
-		return classifyWrite("create", name, err)
+		return classifyWrite("create", s.name, err)
 	}
-	hdr := appendSegHeader(nil, first)
+	hdr := appendSegHeader(nil, s.first)
 	if err := writeFull(f, hdr, 0); err != nil {
 		f.Close()
-		if rerr := l.fs.Remove(name); rerr != nil {
-			return &FatalError{Op: "remove", File: name, Err: errors.Join(err, rerr)}
+		if rerr := s.fs.Remove(s.name); rerr != nil {
+			return &FatalError{Op: "remove", File: s.name, Err: errors.Join(err, rerr)}
 		}
-		return classifyWrite("write header", name, err)
+		return classifyWrite("write header", s.name, err)
 	}
 	if err := f.Datasync(); err != nil {
 		f.Close()
-		return fsyncFailed("fdatasync", name, err)
+		return fsyncFailed("fdatasync", s.name, err)
 	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
+	if err := s.fs.SyncDir(s.dir); err != nil {
 		f.Close()
-		return fsyncFailed("fsync dir", l.dir, err)
+		return fsyncFailed("fsync dir", s.dir, err)
+	}
+	s.file = f
+	return nil
+}
+
+// SegmentForAppend returns the segment an append of recs would start
+// (PrepareRecords), nil when it starts none.
+func (l *Log) SegmentForAppend(recs []Record) *NewSegment {
+	size := 0
+	for _, r := range recs {
+		size += RecordHeaderSize + len(r.Payload)
+	}
+	if l.off > SegHeaderSize && l.off+int64(size) > l.opts.SegmentSize {
+		return l.nextSegment()
+	}
+	return nil
+}
+
+// SegmentForSnapshot returns the segment BeginSnapshot would start, nil
+// when it starts none.
+func (l *Log) SegmentForSnapshot() *NewSegment {
+	if l.off > SegHeaderSize {
+		return l.nextSegment()
+	}
+	return nil
+}
+
+func (l *Log) nextSegment() *NewSegment {
+	if l.usable() != nil || l.pending != nil {
+		return nil // the call it precedes reports why
+	}
+	return &NewSegment{fs: l.fs, dir: l.dir, name: l.path(segName(l.next)), first: l.next}
+}
+
+// SegmentMade installs s, whose Run returned err, as the active segment.
+// A fatal err makes the log refuse everything after; another leaves the
+// log as it was (the previous segment stays active) and is returned. A
+// segment made for an LSN the log has passed is refused.
+func (l *Log) SegmentMade(s *NewSegment, err error) error {
+	if err != nil {
+		if errors.Is(err, ErrFatal) {
+			l.failed = err
+		}
+		return err
+	}
+	if s.first != l.next || l.pending != nil {
+		// A caller's bug (it appended meanwhile): the file must not stay,
+		// as an empty segment in the middle of the log.
+		s.file.Close()
+		err := fmt.Errorf("wal: segment %s made for LSN %d, the log is at %d", s.name, s.first, l.next)
+		if rerr := s.fs.Remove(s.name); rerr != nil {
+			l.failed = &FatalError{Op: "remove", File: s.name, Err: errors.Join(err, rerr)}
+			return l.failed
+		}
+		return err
 	}
 	if l.active != nil {
 		l.active.Close() // fully synced already
 	}
-	l.segs = append(l.segs, segment{name, first})
-	l.active, l.off, l.zeroed = f, SegHeaderSize, SegHeaderSize
+	l.segs = append(l.segs, segment{s.name, s.first})
+	l.active, l.off, l.zeroed = s.file, SegHeaderSize, SegHeaderSize
 	return nil
 }
 
@@ -828,52 +904,100 @@ func (l *Log) WriteSnapshot(lsn LSN, write func(w io.Writer) error, sync func(Fi
 // lsn is removed, and so is every older snapshot, then the directory is
 // fsynced. A fatal werr makes the log refuse everything after; another
 // error leaves the log as it was (it keeps growing until a snapshot
-// succeeds) and is returned.
+// succeeds) and is returned. It is EndSnapshot, the Cleanup's Run and
+// CleanupDone in a row.
 func (l *Log) SnapshotDone(lsn LSN, werr error) error {
+	c, err := l.EndSnapshot(lsn, werr)
+	if err != nil {
+		return err
+	}
+	return l.CleanupDone(c.Run())
+}
+
+// EndSnapshot is SnapshotDone for a caller that keeps its thread free of
+// file I/O: it does the log's bookkeeping at once (the snapshot is the
+// log's, the covered segments are no longer the log's) and returns the
+// file removals as a Cleanup, to be run where blocking calls are allowed
+// and its result handed to CleanupDone. Appends may go on meanwhile; the
+// next snapshot must not begin before CleanupDone. A covered segment the
+// Cleanup fails to remove is removed by the next Open (recovery removes
+// segments a snapshot covers).
+func (l *Log) EndSnapshot(lsn LSN, werr error) (*Cleanup, error) {
 	if werr != nil {
 		if errors.Is(werr, ErrFatal) {
 			l.failed = werr
 		}
-		return werr
+		return nil, werr
 	}
 	if err := l.usable(); err != nil {
-		return err
+		return nil, err
 	}
 	if lsn < l.snapLSN || lsn > l.LastLSN() {
-		return fmt.Errorf("wal: snapshot at LSN %d outside [%d, %d]", lsn, l.snapLSN, l.LastLSN())
+		return nil, fmt.Errorf("wal: snapshot at LSN %d outside [%d, %d]", lsn, l.snapLSN, l.LastLSN())
 	}
 	l.snapLSN = lsn
 	l.bytesSinceSnap -= min(l.bytesSinceSnap, l.snapStartBytes)
 	l.recordsSinceSnap -= min(l.recordsSinceSnap, l.snapStartRecords)
 	l.snapStartBytes, l.snapStartRecords = 0, 0
-
-	removed := false
+	c := &Cleanup{fs: l.fs, dir: l.dir, lsn: lsn}
 	for len(l.segs) > 1 && l.segs[1].first-1 <= lsn {
-		if err := l.fs.Remove(l.segs[0].name); err != nil {
-			return fmt.Errorf("wal: remove covered segment %s: %w", l.segs[0].name, err)
-		}
+		c.segs = append(c.segs, l.segs[0].name)
 		l.segs = l.segs[1:]
+	}
+	return c, nil
+}
+
+// Cleanup is the file work a finished snapshot allows (EndSnapshot): the
+// segments it covers and the older snapshots are removed and the
+// directory fsynced. It touches the file system only, never the Log, so
+// it may run on any goroutine while the log's owner appends.
+type Cleanup struct {
+	fs   FS
+	dir  string
+	lsn  LSN
+	segs []string // covered segments, oldest first
+}
+
+// Run removes the covered segments and the older snapshots and fsyncs the
+// directory. A failed directory fsync is a FatalError; hand the result to
+// Log.CleanupDone.
+func (c *Cleanup) Run() error {
+	removed := false
+	for _, name := range c.segs {
+		if err := c.fs.Remove(name); err != nil {
+			return fmt.Errorf("wal: remove covered segment %s: %w", name, err)
+		}
 		removed = true
 	}
-	names, err := l.fs.ReadDir(l.dir)
+	names, err := c.fs.ReadDir(c.dir)
 	if err != nil {
-		return fmt.Errorf("wal: read dir %s: %w", l.dir, err)
+		return fmt.Errorf("wal: read dir %s: %w", c.dir, err)
 	}
 	for _, e := range names {
-		if s, ok := parseName(e.Name, snapSuffix); ok && s < lsn && e.Regular() {
-			if err := l.fs.Remove(l.path(e.Name)); err != nil {
+		if s, ok := parseName(e.Name, snapSuffix); ok && s < c.lsn && e.Regular() {
+			if err := c.fs.Remove(filepath.Join(c.dir, e.Name)); err != nil {
 				return fmt.Errorf("wal: remove old snapshot %s: %w", e.Name, err)
 			}
 			removed = true
 		}
 	}
 	if removed {
-		if err := l.fs.SyncDir(l.dir); err != nil {
-			l.failed = fsyncFailed("fsync dir", l.dir, err)
-			return l.failed
+		if err := c.fs.SyncDir(c.dir); err != nil {
+			return fsyncFailed("fsync dir", c.dir, err)
 		}
 	}
 	return nil
+}
+
+// CleanupDone takes the result of a Cleanup's Run: a failed directory
+// fsync makes the log refuse everything after (whether the removals are
+// durable is unknown); any other error is returned and leaves the log
+// usable (what was not removed is removed by the next Open).
+func (l *Log) CleanupDone(err error) error {
+	if err != nil && errors.Is(err, ErrFatal) && l.failed == nil {
+		l.failed = err
+	}
+	return err
 }
 
 func (l *Log) writeSnapshot(name string, lsn LSN, write func(io.Writer) error, sync func(File) error) error {

@@ -17,10 +17,11 @@ type snapState struct {
 	index uint64 // the last snapshot's index
 	// needed asks for a snapshot after this Ready (a member was added).
 	needed bool
-	// writing: a snapshot was captured and its writer fiber has not
-	// finished; built is what it finished with, for the driver to save.
+	// writing: a snapshot was captured and its fiber (runSnapshotWriter)
+	// has not finished serializing and saving it; err is why it failed,
+	// for the driver to stop on.
 	writing bool
-	built   *builtSnap
+	err     error
 }
 
 // applyReady restores the Ready's snapshot and applies its committed
@@ -165,13 +166,11 @@ func (n *Node) maybeSnapshot(f *runtime.Fiber) error {
 	return nil
 }
 
-// builtSnap is a snapshot serialized by its writer fiber, waiting for the
-// driver to hand it to the storage.
+// builtSnap is a snapshot captured by the driver for its writer fiber to
+// serialize and save.
 type builtSnap struct {
 	index uint64
 	cs    *raftpb.ConfState
-	data  [][]byte // the pieces SnapshotWriter returned
-	err   error
 }
 
 // snapshot starts a snapshot at the applied index. The node's snapshot data
@@ -179,11 +178,11 @@ type builtSnap struct {
 // addresses travel with it because a member restored from a snapshot never
 // sees the conf changes that named them. Only the capture (the membership
 // and StateMachine.Snapshot) runs on the driver: serializing a large state
-// takes far longer than a write's latency budget, so it runs in a fiber of
-// its own (runSnapshotWriter) while the driver goes on applying and
-// answering writes, and the driver saves the bytes when they are ready
-// (saveBuilt), at the index captured here. Raft's log is compacted only up
-// to that index, however far the applied index has moved meanwhile.
+// and writing it take far longer than a write's latency budget, so both
+// run in a fiber of their own (runSnapshotWriter) while the driver goes on
+// appending, applying and answering writes. Raft's log is compacted only
+// up to the index captured here, however far the applied index has moved
+// meanwhile.
 func (n *Node) snapshot(f *runtime.Fiber) error {
 	write, err := n.sm.Snapshot(f)
 	if err != nil {
@@ -198,54 +197,43 @@ func (n *Node) snapshot(f *runtime.Fiber) error {
 	return nil
 }
 
-// runSnapshotWriter is the snapshot's writer fiber: it serializes the
-// captured state after header and wakes the driver with the result.
+// runSnapshotWriter is the snapshot's fiber: it serializes the captured
+// state after header and hands it to the storage (Storage.SaveSnapshot,
+// which runs beside the driver's Saves), then wakes the driver. A
+// snapshot restored from the leader meanwhile supersedes it: it is
+// dropped.
 func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotWriter, header []byte) {
-	b.data, b.err = write(f, header)
-	if b.err != nil {
-		b.err = fmt.Errorf("state machine snapshot at %d: %w", b.index, b.err)
-	}
-	n.snap.writing = false
-	n.snap.built = b
-	n.kick(f) // the driver saves it (saveBuilt), or a stopping one stops waiting
-}
-
-// finishSnapshot, on a stop asked for (Stop, not a failure), waits for the
-// snapshot being written and saves it: a clean stop then leaves the log a
-// next start replays from that snapshot, not the whole log since the last
-// one (TestRecoveryMemoryIsBounded). The runtime stopping unwinds the wait.
-func (n *Node) finishSnapshot(f *runtime.Fiber) {
-	if n.err != nil || f.Stopping() {
+	defer func() {
+		n.snap.writing = false
+		n.kick(f) // the driver stops on an error, or a stopping one stops waiting
+	}()
+	data, err := write(f, header)
+	if err != nil {
+		n.snap.err = fmt.Errorf("state machine snapshot at %d: %w", b.index, err)
 		return
 	}
-	for n.snap.writing {
+	if b.index <= n.snap.index {
+		return
+	}
+	if err := n.cfg.Storage.SaveSnapshot(f, b.index, b.cs, data, n.cfg.SnapshotKeep); err != nil {
+		n.snap.err = err
+		return
+	}
+	n.snap.index = max(n.snap.index, b.index)
+}
+
+// finishSnapshot, as the driver ends, waits for the snapshot being written
+// and saved: a clean stop then leaves the log a next start replays from
+// that snapshot, not the whole log since the last one
+// (TestRecoveryMemoryIsBounded), and after a failure nothing of the
+// snapshot's outlives the driver (the storage is closed after it). The
+// runtime stopping unwinds the wait.
+func (n *Node) finishSnapshot(f *runtime.Fiber) {
+	for n.snap.writing && !f.Stopping() {
 		if !n.wake.Wait(f, 0) {
 			return
 		}
 	}
-	if n.snap.built != nil {
-		if err := n.saveBuilt(f); err != nil {
-			n.log.Warn("node: saving the snapshot written before the stop", "err", err)
-		}
-	}
-}
-
-// saveBuilt hands a finished snapshot to the storage. A snapshot restored
-// from the leader while it was being written supersedes it: it is dropped.
-func (n *Node) saveBuilt(f *runtime.Fiber) error {
-	b := n.snap.built
-	n.snap.built = nil
-	if b.err != nil {
-		return b.err
-	}
-	if b.index <= n.snap.index {
-		return nil
-	}
-	if err := n.cfg.Storage.SaveSnapshot(f, b.index, b.cs, b.data, n.cfg.SnapshotKeep); err != nil {
-		return err
-	}
-	n.snap.index = b.index
-	return nil
 }
 
 func (n *Node) restore(f *runtime.Fiber, snap *raftpb.Snapshot) error {

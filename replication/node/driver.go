@@ -74,10 +74,9 @@ func (n *Node) drive(f *runtime.Fiber) {
 	defer n.exit(f)
 	for {
 		if n.stopped || f.Stopping() {
-			n.finishSnapshot(f)
 			return
 		}
-		if len(n.work) == 0 && !n.tickDue && !n.restepDue && n.snap.built == nil && !n.rn.HasReady() {
+		if len(n.work) == 0 && !n.tickDue && !n.restepDue && n.snap.err == nil && !n.rn.HasReady() {
 			// A wait with no deadline ends false only when the runtime
 			// stops.
 			if !n.wake.Wait(f, 0) {
@@ -121,10 +120,8 @@ func (n *Node) turn(f *runtime.Fiber) (halt bool, err error) {
 		reads = n.restep(f)
 	}
 	reads = n.stepWork(f, reads)
-	if n.snap.built != nil {
-		if err := n.saveBuilt(f); err != nil {
-			return true, err
-		}
+	if err := n.snap.err; err != nil {
+		return true, err
 	}
 	if n.tickDue {
 		n.tick(f)
@@ -163,13 +160,15 @@ func (n *Node) fail(err error) {
 }
 
 // exit is the driver's last act: every waiter is answered with why the
-// member stopped, and StopWait callers are released.
+// member stopped, the snapshot being saved is waited for, and StopWait
+// callers are released.
 func (n *Node) exit(f *runtime.Fiber) {
 	n.stopped = true
 	n.down.Store(true)
 	n.noteMembership()
 	n.work = nil
 	n.waits.failEvery(f, n.stopErr())
+	n.finishSnapshot(f)
 	n.exited = true
 	for _, r := range n.exitWtr {
 		r.Send(f, struct{}{})

@@ -26,7 +26,11 @@ type Storage interface {
 	Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error
 	// SaveSnapshot records a snapshot of the applied state at index, whose
 	// data is the concatenation of data's pieces, and drops the log before
-	// index-keep.
+	// index-keep. It is called on the node's snapshot fiber, not the
+	// driver: it may park while the driver's Saves go on (on the same
+	// shard), and the storage keeps the two apart where they would
+	// overlap. A snapshot at or below the one the storage holds is
+	// ignored. Raft learns of it (Snapshot) only once it is durable.
 	SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error
 }
 
