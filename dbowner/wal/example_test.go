@@ -113,3 +113,66 @@ func ExampleLog_PrepareRecords() {
 	// pending: 3 records at offset 32 last LSN 0
 	// durable: LSN 1 to 3
 }
+
+// A snapshot and a segment whose file work runs on another goroutine, the
+// way dbowner keeps its shard's thread free of blocking calls: the log's
+// bookkeeping stays with its owner (BeginSnapshot, EndSnapshot,
+// SegmentMade), the I/O (NewSegment.Run, WriteSnapshot, Cleanup.Run) goes
+// elsewhere while the owner may append.
+func ExampleLog_EndSnapshot() {
+	dir, _ := os.MkdirTemp("", "wal-example")
+	defer os.RemoveAll(dir)
+	log, _, err := wal.Open(wal.OS{}, dir, wal.Options{SegmentSize: 256})
+	if err != nil {
+		panic(err)
+	}
+	defer log.Close()
+	offThread := func(fn func() error) error {
+		done := make(chan error)
+		go func() { done <- fn() }()
+		return <-done
+	}
+	appendOne := func(payload string) {
+		recs := []wal.Record{{Type: wal.TypeEntry, Payload: []byte(payload)}}
+		if s := log.SegmentForAppend(recs); s != nil {
+			if err := log.SegmentMade(s, offThread(s.Run)); err != nil {
+				panic(err)
+			}
+		}
+		p, err := log.PrepareRecords(recs) // no I/O: the segment is made
+		if err != nil {
+			panic(err)
+		}
+		if err := wal.WriteSync(p.File, p.Data, p.Off); err != nil {
+			panic(log.Failed(p, err))
+		}
+		log.Appended(p)
+	}
+	for i := range 10 {
+		appendOne(fmt.Sprintf("entry %02d of thirty-two bytes..", i))
+	}
+	if s := log.SegmentForSnapshot(); s != nil {
+		if err := log.SegmentMade(s, offThread(s.Run)); err != nil {
+			panic(err)
+		}
+	}
+	lsn, err := log.BeginSnapshot()
+	if err != nil {
+		panic(err)
+	}
+	werr := offThread(func() error {
+		return log.WriteSnapshot(lsn, func(w io.Writer) error { _, err := io.WriteString(w, "the state at 10"); return err }, nil)
+	})
+	appendOne("written while the snapshot was") // appends go on meanwhile
+	cleanup, err := log.EndSnapshot(lsn, werr)
+	if err != nil {
+		panic(err)
+	}
+	if err := log.CleanupDone(offThread(cleanup.Run)); err != nil {
+		panic(err)
+	}
+	names, _ := os.ReadDir(dir)
+	fmt.Println("snapshot at", log.SnapshotLSN(), "last", log.LastLSN(), "files", len(names))
+	// Output:
+	// snapshot at 10 last 11 files 2
+}

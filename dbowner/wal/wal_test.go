@@ -543,3 +543,53 @@ func TestTornSegmentCreation(t *testing.T) {
 	_, rec = open(t, fsys, wal.Options{})
 	checkRecords(t, rec.Records, 0, 4)
 }
+
+// TestSegmentMadeElsewhere: a segment made by NewSegment.Run is the one
+// the next append goes to; one made for an LSN the log has passed is
+// refused and its file removed (an empty segment in the middle would be
+// a gap); a failed fsync while making one is fatal; the log recovers
+// every record.
+func TestSegmentMadeElsewhere(t *testing.T) {
+	fsys := faultfs.New()
+	l, _ := open(t, fsys, wal.Options{SegmentSize: 256})
+	appendN(t, l, 0, 1)
+	recs := []wal.Record{{Type: wal.TypeMutation, Payload: bytes.Repeat([]byte("x"), 300)}}
+	s := l.SegmentForAppend(recs)
+	if s == nil {
+		t.Fatal("an append past the segment size starts no segment")
+	}
+	stale := l.SegmentForSnapshot()
+	if err := l.SegmentMade(s, s.Run()); err != nil {
+		t.Fatal(err)
+	}
+	files := len(fsys.Names())
+	if err := l.SegmentMade(stale, stale.Run()); err == nil {
+		t.Fatal("a second segment for the same LSN was installed")
+	}
+	if n := len(fsys.Names()); n != files {
+		t.Fatalf("%d files after the refused segment, want %d", n, files)
+	}
+	if l.SegmentForAppend(recs) != nil {
+		t.Fatal("the made segment is not the active one")
+	}
+	if _, err := l.AppendBatch(wal.TypeMutation, [][]byte{recs[0].Payload}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(fsys.Names()); got != files {
+		t.Fatalf("the append made a file: %d, want %d", got, files)
+	}
+	fsys.SetSyncError(syscall.EIO)
+	s = l.SegmentForSnapshot()
+	if err := l.SegmentMade(s, s.Run()); !errors.Is(err, wal.ErrFatal) {
+		t.Fatalf("a failed fsync making a segment: %v, want fatal", err)
+	}
+	if _, err := l.AppendBatch(wal.TypeMutation, [][]byte{payload(9)}); !errors.Is(err, wal.ErrFatal) {
+		t.Fatalf("append after a fatal segment: %v", err)
+	}
+	fsys.SetSyncError(nil)
+	l.Close()
+	_, rec := open(t, fsys, wal.Options{SegmentSize: 256})
+	if len(rec.Records) != 2 {
+		t.Fatalf("recovered %d records, want 2", len(rec.Records))
+	}
+}
