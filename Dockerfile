@@ -6,7 +6,8 @@
 #   docker build --target worker   -t ghcr.io/writeonce/wo-worker:0.1.0 .
 #   docker build --target operator -t ghcr.io/writeonce/wo-operator:0.1.0 .
 #
-# Both are an empty base plus static (CGO_ENABLED=0) binaries, running as
+# Both are an empty base plus static (CGO_ENABLED=0) binaries and the CA
+# certificates (/etc/ssl/certs/ca-certificates.crt), running as
 # the numeric nonroot user 65532 (the operator's pods run as it), with the
 # worker's data in /var/lib/wo.
 
@@ -24,8 +25,10 @@ ARG REVISION=
 RUN CGO_ENABLED=0 GOARCH=${TARGETARCH} go build -trimpath \
       -ldflags "-s -w -X github.com/writeonce/wo/internal/buildinfo.version=${VERSION} -X github.com/writeonce/wo/internal/buildinfo.commit=${REVISION}" \
       -o /out/ ./cmd/worker ./cmd/operator
-# The filesystem of hack/imagebuild's base layer.
-RUN mkdir -p /rootfs/etc/wo /rootfs/home/nonroot /rootfs/tmp /rootfs/usr/local/bin /rootfs/var/lib/wo && \
+# The filesystem of hack/imagebuild's base layer, with the golang image's
+# Debian CA bundle (an https OTLP collector is verified against it).
+RUN mkdir -p /rootfs/etc/wo /rootfs/etc/ssl/certs /rootfs/home/nonroot /rootfs/tmp /rootfs/usr/local/bin /rootfs/var/lib/wo && \
+    cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/ca-certificates.crt && \
     printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >/rootfs/etc/passwd && \
     printf 'root:x:0:\nnonroot:x:65532:\n' >/rootfs/etc/group && \
     chmod 1777 /rootfs/tmp && chmod 0750 /rootfs/var/lib/wo && chmod 0700 /rootfs/home/nonroot && \

@@ -9,7 +9,10 @@
 //
 //  1. the filesystem the binaries expect: /etc/passwd and /etc/group with the
 //     nonroot user (uid and gid 65532, the operator's NonRootUID), the data
-//     directory /var/lib/wo owned by it, /etc/wo for worker.toml, and /tmp;
+//     directory /var/lib/wo owned by it, /etc/wo for worker.toml, /tmp, and
+//     the CA certificates at /etc/ssl/certs/ca-certificates.crt (copied from
+//     the build machine's ca-certificates package, or --ca-bundle) so an
+//     https OTLP collector's certificate can be verified;
 //  2. one static binary in /usr/local/bin (wo-worker or wo-operator).
 //
 // The config runs as "65532:65532" (numeric, so runAsNonRoot can be checked
@@ -27,6 +30,7 @@
 //
 // The binaries must be static (no ELF interpreter): an empty base has no
 // libc. A dynamically linked binary is refused with an error naming it.
-// Output is reproducible: every timestamp is --created (default: the
+// A CA bundle that is missing or holds no certificate is refused too.
+// Output is reproducible for the same CA bundle: every timestamp is --created (default: the
 // SOURCE_DATE_EPOCH environment variable, else the Unix epoch).
 package main

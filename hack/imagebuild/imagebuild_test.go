@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/x509"
 	"errors"
 	"io"
 	"os"
@@ -156,6 +157,7 @@ func TestImage(t *testing.T) {
 		files := extract(t, img)
 		for path, wantMode := range map[string]int64{
 			"var/lib/wo": 0o750, "tmp": 0o1777, "etc/passwd": 0o644, "etc/wo": 0o755,
+			"etc/ssl/certs/ca-certificates.crt": 0o644,
 		} {
 			h, ok := files[path]
 			if !ok {
@@ -171,6 +173,19 @@ func TestImage(t *testing.T) {
 		}
 		if !strings.Contains(string(contents(t, img, "etc/passwd")), "nonroot:x:65532:65532:") {
 			t.Errorf("%s: /etc/passwd has no nonroot user", c.ref)
+		}
+		// The CA bundle is this machine's, and Go's TLS stack can use it:
+		// an https OTLP endpoint's certificate can be verified.
+		hostCAs, err := os.ReadFile(CABundle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cas := contents(t, img, strings.TrimPrefix(CABundle, "/"))
+		if !bytes.Equal(cas, hostCAs) {
+			t.Errorf("%s: %s differs from this machine's (%d bytes, want %d)", c.ref, CABundle, len(cas), len(hostCAs))
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(cas) {
+			t.Errorf("%s: %s holds no certificate crypto/x509 accepts", c.ref, CABundle)
 		}
 		orig, err := os.ReadFile(c.binary)
 		if err != nil {
@@ -258,6 +273,26 @@ func TestRefusesDynamicBinary(t *testing.T) {
 	}
 	if _, err := Build(Options{Out: t.TempDir()}); err == nil {
 		t.Error("Build without binaries succeeded")
+	}
+}
+
+// TestRefusesEmptyCABundle: a bundle without a certificate would build an
+// image whose TLS clients fail only at run time; Build says so instead.
+func TestRefusesEmptyCABundle(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	notPEM := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.crt")
+	for bundle, want := range map[string]string{notPEM: "holds no PEM certificate", missing: "ca-certificates"} {
+		_, err := Build(Options{WorkerBinary: self, OperatorBinary: self, Out: t.TempDir(), CABundle: bundle})
+		if err == nil || !strings.Contains(err.Error(), bundle) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Build with CA bundle %s: %v, want an error naming it and %q", bundle, err, want)
+		}
 	}
 }
 

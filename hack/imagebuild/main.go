@@ -3,7 +3,9 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/x509"
 	"debug/elf"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +33,13 @@ const (
 
 	DefaultRegistry = "ghcr.io/writeonce"
 	DefaultSource   = "https://github.com/writeonce/wo"
+
+	// CABundle is where the image holds the CA certificates, and where the
+	// build takes them from by default (Debian's ca-certificates package):
+	// the first file Go's crypto/x509 reads on Linux, so the worker can
+	// verify an https OTLP collector (or any TLS peer signed by a public
+	// CA) without a mounted bundle or SSL_CERT_FILE.
+	CABundle = "/etc/ssl/certs/ca-certificates.crt"
 )
 
 // Options say what to build.
@@ -44,6 +53,7 @@ type Options struct {
 	Source         string // source URL label
 	Created        time.Time
 	Arch           string // GOARCH of the binaries
+	CABundle       string // PEM CA certificates to copy to CABundle in the image (default: this machine's CABundle)
 }
 
 // spec describes one of the two images.
@@ -68,6 +78,7 @@ func main() {
 	flag.StringVar(&o.Source, "source", DefaultSource, "org.opencontainers.image.source")
 	flag.StringVar(&created, "created", os.Getenv("SOURCE_DATE_EPOCH"), "creation time, Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	flag.StringVar(&o.Arch, "arch", "amd64", "GOARCH of the binaries")
+	flag.StringVar(&o.CABundle, "ca-bundle", CABundle, "PEM file of CA certificates, placed at "+CABundle+" in both images")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fatalf("unexpected arguments %q", flag.Args())
@@ -113,6 +124,13 @@ func Build(o Options) ([]string, error) {
 	if o.Created.IsZero() {
 		o.Created = time.Unix(0, 0).UTC()
 	}
+	if o.CABundle == "" {
+		o.CABundle = CABundle
+	}
+	cas, err := readCABundle(o.CABundle)
+	if err != nil {
+		return nil, err
+	}
 	specs := []spec{
 		{
 			name: "wo-worker", binary: o.WorkerBinary,
@@ -127,7 +145,7 @@ func Build(o Options) ([]string, error) {
 			ports:       []string{"8080/tcp", "8081/tcp"},
 		},
 	}
-	base, err := baseLayer(o.Created)
+	base, err := baseLayer(o.Created, cas)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +206,7 @@ func buildImage(o Options, s spec, base v1.Layer) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: o.Created}, CreatedBy: "imagebuild: /etc/passwd, /etc/group, " + DataDir + ", /etc/wo, /tmp", Comment: "base filesystem"}},
+		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: o.Created}, CreatedBy: "imagebuild: /etc/passwd, /etc/group, " + CABundle + ", " + DataDir + ", /etc/wo, /tmp", Comment: "base filesystem"}},
 		mutate.Addendum{Layer: binLayer, History: v1.History{Created: v1.Time{Time: o.Created}, CreatedBy: "imagebuild: " + BinDir + "/" + s.name}},
 	)
 	if err != nil {
@@ -253,6 +271,35 @@ func CheckStatic(path string) error {
 	return nil
 }
 
+// readCABundle reads the CA certificates for the image and refuses a file
+// that holds none: an image with an empty or mistaken bundle would build
+// and only fail at run time, on the first TLS handshake with a collector.
+func readCABundle(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("CA bundle: %w (install the ca-certificates package, or pass --ca-bundle)", err)
+	}
+	n := 0
+	for rest := b; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return nil, fmt.Errorf("CA bundle %s: certificate %d: %w", path, n+1, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", path)
+	}
+	return b, nil
+}
+
 // entry is one file or directory of a layer.
 type entry struct {
 	path string
@@ -262,14 +309,18 @@ type entry struct {
 	data []byte
 }
 
-// baseLayer is the filesystem the binaries need besides themselves.
-func baseLayer(created time.Time) (v1.Layer, error) {
+// baseLayer is the filesystem the binaries need besides themselves; cas
+// is the PEM CA bundle.
+func baseLayer(created time.Time, cas []byte) (v1.Layer, error) {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", UID, UID)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", UID)
 	return layerOf(created, []entry{
 		{path: "/etc", dir: true, mode: 0o755},
 		{path: "/etc/passwd", mode: 0o644, data: []byte(passwd)},
 		{path: "/etc/group", mode: 0o644, data: []byte(group)},
+		{path: "/etc/ssl", dir: true, mode: 0o755},
+		{path: "/etc/ssl/certs", dir: true, mode: 0o755},
+		{path: CABundle, mode: 0o644, data: cas},
 		{path: "/etc/wo", dir: true, mode: 0o755},
 		{path: "/home", dir: true, mode: 0o755},
 		{path: "/home/nonroot", dir: true, mode: 0o700, uid: UID},
