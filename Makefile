@@ -35,9 +35,10 @@ test: vet envtest-binaries helm cert-manager-crds
 e2e-traces:
 	bash hack/e2e-traces.sh
 
-## test-seccomp: the whole suite again with io_uring denied the way Docker's
-## and containerd's default seccomp profiles deny it (io_uring_setup, _enter
-## and _register fail with EPERM): every test binary runs under
+## test-seccomp: the suite again with io_uring denied the way Docker's and
+## containerd's default seccomp profiles deny it (io_uring_setup, _enter and
+## _register fail with EPERM): every test binary that links the I/O backend
+## (hack/uring-packages.sh; the rest cannot tell the difference) runs under
 ## hack/seccomp-deny-uring (go test -exec), so WO_IO=auto must fall back to
 ## epoll everywhere and every io_uring test must skip with the probe's reason.
 ## WO_REQUIRE_URING is cleared: here io_uring is meant to be unavailable.
@@ -46,7 +47,7 @@ e2e-traces:
 test-seccomp: envtest-binaries helm cert-manager-crds
 	$(GO) build -o bin/seccomp-deny-uring ./hack/seccomp-deny-uring
 	env -u WO_REQUIRE_URING KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" WO_CERT_MANAGER_CRDS="$$(bash hack/cert-manager-crds.sh)" \
-		$(GOTEST) -race -count=1 -timeout 30m -exec $(CURDIR)/bin/seccomp-deny-uring ./...
+		$(GOTEST) -race -count=1 -timeout 30m -exec $(CURDIR)/bin/seccomp-deny-uring $$(bash hack/uring-packages.sh)
 
 ## vet: go vet, then wo's own analyzer (cmd/wovet): WO-E222, a message type
 ## with mutable references sent where it may cross shards, and WO-E223, a
