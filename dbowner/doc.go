@@ -73,10 +73,12 @@
 // Snapshots are on by default: once WAL.SnapshotEveryBytes of log
 // (DefaultSnapshotEveryBytes, 16 MiB; the worker's data.snapshot_bytes)
 // have been written since the last one, and what is committed is applied,
-// the driver takes the raft snapshot: the engine frozen and serialized, the
-// log re-anchored in a new segment, the snapshot file written (raft index,
-// term and ConfState in its body, docs/wal.md), the segments it covers
-// removed, raft's in-memory log compacted. Writes wait for it.
+// the driver captures the raft snapshot (the engine frozen, O(tables)) and
+// a fiber of its own does the rest beside the driver's appends: the state
+// serialized, the log re-anchored in a new segment (writes wait for this
+// one append), the snapshot file written (raft index, term and ConfState
+// in its body, docs/wal.md), the segments it covers removed, raft's
+// in-memory log compacted. Writes go on while it is written.
 //
 // # Tracing
 //
@@ -95,13 +97,14 @@
 // # Costs to know
 //
 // Recovery and snapshots run on the owner shard; both yield to its other
-// fibers as they go, and a snapshot holds up writes while it is written.
-// The raft log since the last snapshot is kept in memory for raft. Plain
-// os calls (open, rename, the blocking writes of a new segment's header and
-// of a snapshot's body into the page cache, the header's fdatasync and the
-// directory fsyncs) block the owner shard briefly, as documented for the
-// runtime; the appends' and the snapshot's fdatasync park their fiber on
-// io_uring.
+// fibers as they go. The raft log since the last snapshot is kept in
+// memory for raft. Recovery's plain os calls block the owner shard
+// briefly, as documented for the runtime; once open, the file work of a
+// snapshot and of a new segment (creating, writing and syncing the file,
+// the rename, the directory fsyncs, removals) runs on a goroutine off the
+// shard while the fiber that asked for it parks (file.go, offload), and
+// the appends' fdatasync parks the driver on io_uring (on epoll it is a
+// blocking call).
 //
 // # Backup and restore
 //

@@ -180,9 +180,8 @@ func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data [][]byte) er
 	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
-	// In pieces, so that a yielding writer (yieldWriter) lets the shard
-	// run between them: one Write of the whole state was one slice of
-	// tens of milliseconds per 50 MB.
+	// In pieces: the WAL's writer buffers them into 64 KiB writes (this
+	// runs off the owner's shard, endSnapshot's offload).
 	for _, p := range data {
 		for len(p) > 0 {
 			k := min(len(p), snapYieldBytes)

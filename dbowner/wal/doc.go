@@ -18,7 +18,11 @@
 // offset linked to an FSYNC(DATASYNC)) while this package does no I/O of
 // its own on that path; WriteSync is the blocking way to carry one out.
 // Snapshots are likewise split (BeginSnapshot, WriteSnapshot, SnapshotDone)
-// so that appends go on while one is written.
+// so that appends go on while one is written; SnapshotDone splits again
+// (EndSnapshot, Cleanup, CleanupDone), and so does starting a segment
+// (NewSegment, SegmentMade), so that every blocking call of a snapshot and
+// of a rotation can run on another goroutine than the log's owner: dbowner
+// keeps them off its shard's thread.
 //
 // Failure contract:
 //   - an fdatasync or directory fsync error is fatal (FatalError, ErrFatal,
@@ -30,5 +34,7 @@
 //     write is proposed) refuse a volume too small or too full before any
 //     write meets it (space.go; docs/wal.md, "Disk space").
 //
-// A Log is owned by one goroutine, like the engine.
+// A Log is owned by one goroutine, like the engine; WriteSnapshot,
+// Cleanup.Run and NewSegment.Run touch the file system only and may run
+// on another.
 package wal
