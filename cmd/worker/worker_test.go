@@ -107,8 +107,15 @@ func startWorkerWrapped(t *testing.T, dataDir, wrap string, env ...string) *work
 // ready or not (a member joining a group is not).
 func launchWorker(t *testing.T, dataDir, wrap string, env ...string) *worker {
 	t.Helper()
+	return launchBinary(t, workerBin, dataDir, wrap, env...)
+}
+
+// launchBinary is launchWorker with a worker binary of the test's choice
+// (plainWorker's when the race detector's memory must not count).
+func launchBinary(t *testing.T, bin, dataDir, wrap string, env ...string) *worker {
+	t.Helper()
 	conf := filepath.Join(t.TempDir(), "none.toml")
-	args := []string{workerBin, "--config", conf,
+	args := []string{bin, "--config", conf,
 		"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--chat-addr", "127.0.0.1:0", "--http-drain-grace", "50ms"}
 	cmd := exec.Command(args[0], args[1:]...)
 	if wrap != "" {
