@@ -42,12 +42,17 @@ type Runtime struct {
 	mainFn    func(f *Fiber) int
 
 	prevGOMAXPROCS int // restored when the runtime stops; 0 = unchanged
-	stopping       atomic.Bool
-	stopOnce       sync.Once
-	restoreOnce    sync.Once
-	exitCode       atomic.Int64
-	done           chan struct{}
-	wg             sync.WaitGroup
+	// stopping is read by every shard at every turn of its loop and every
+	// cross-shard send: a line of its own, away from the counters every
+	// shard adds to (fiber ids, placement, drops).
+	_           cacheLinePad
+	stopping    atomic.Bool
+	_           cacheLinePad
+	stopOnce    sync.Once
+	restoreOnce sync.Once
+	exitCode    atomic.Int64
+	done        chan struct{}
+	wg          sync.WaitGroup
 
 	fiberIDs atomic.Uint64
 	rr       atomic.Uint64
