@@ -232,6 +232,22 @@ type ClientTLSSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	SecretName string `json:"secretName"`
+
+	// ClientCASecretName, when set, asks every client for a certificate
+	// (mutual TLS): a Secret in the Worker's namespace whose ca.crt holds
+	// the CA bundle that signs the clients' certificates (what a
+	// cert-manager CA Issuer's Secret has, or `kubectl create secret
+	// generic NAME --from-file=ca.crt`), as the peer port trusts the ca.crt
+	// of its Secret. A Secret of its own, not the ca.crt beside tls.crt:
+	// that one is the server certificate's issuer, which need not be the
+	// clients'. Mounted like the pair and re-read when it changes, so a
+	// client CA is rotated without a restart (add the new CA to the
+	// bundle, move the clients, remove the old).
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ClientCASecretName string `json:"clientCASecretName,omitempty"`
 }
 
 // PeerTLSProvider is who issues the peer certificates.

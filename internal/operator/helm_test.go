@@ -159,6 +159,16 @@ func TestHelmLintAndTemplate(t *testing.T) {
 	if w.Voters == nil || *w.Voters != 3 {
 		t.Errorf("Worker voters %v, want the chart's default 3", w.Voters)
 	}
+	if w.ClientTLS != nil {
+		t.Errorf("Worker clientTLS %+v without worker.clientTLS.secretName", w.ClientTLS)
+	}
+	// worker.clientTLS reaches the Worker, the client CA with it.
+	workers = find[wov1.Worker](t, docs(t, mustHelm(t, "template", "r", chartDir, "--set", "worker.create=true",
+		"--set", "worker.clientTLS.secretName=srv-tls", "--set", "worker.clientTLS.clientCASecretName=clients-ca")), "Worker")
+	if len(workers) != 1 || workers[0].Spec.ClientTLS == nil ||
+		*workers[0].Spec.ClientTLS != (wov1.ClientTLSSpec{SecretName: "srv-tls", ClientCASecretName: "clients-ca"}) {
+		t.Errorf("Worker clientTLS from the chart: %+v", workers)
+	}
 
 	// Bad values fail with the path of what is wrong.
 	for _, c := range []struct {

@@ -84,4 +84,46 @@ func TestRenderClientTLS(t *testing.T) {
 	if plain.ConfigMap.Data[render.ConfigFile] == objs.ConfigMap.Data[render.ConfigFile] {
 		t.Error("worker.toml does not name the client certificate")
 	}
+
+	// With the client CA: its ca.crt alone, mounted read-only at
+	// ClientCADir, and the worker's loader reads tls.client_ca_file so.
+	w.Spec.ClientTLS.ClientCASecretName = "chat-clients-ca"
+	objs, err = render.Render(w, render.Options{DefaultImage: "wo:test"}, render.Cluster{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod = objs.StatefulSet.Spec.Template.Spec
+	var caVol *corev1.Volume
+	for i := range pod.Volumes {
+		if s := pod.Volumes[i].Secret; s != nil && s.SecretName == "chat-clients-ca" {
+			caVol = &pod.Volumes[i]
+		}
+	}
+	if caVol == nil || len(caVol.Secret.Items) != 1 || caVol.Secret.Items[0].Key != render.ClientCAFile {
+		t.Fatalf("client CA volume %+v, want the Secret's %s alone", caVol, render.ClientCAFile)
+	}
+	caMounted := false
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if m.Name == caVol.Name {
+			caMounted = m.MountPath == render.ClientCADir && m.ReadOnly
+		}
+	}
+	if !caMounted {
+		t.Errorf("the client CA is not mounted read-only at %s: %+v", render.ClientCADir, pod.Containers[0].VolumeMounts)
+	}
+	if err := os.WriteFile(file, []byte(objs.ConfigMap.Data[render.ConfigFile]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range pod.Containers[0].Env {
+		if e.ValueFrom == nil {
+			t.Setenv(e.Name, e.Value)
+		}
+	}
+	cfg, err = config.Load([]string{"--config", file}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := render.ClientCADir + "/" + render.ClientCAFile; cfg.TLS.ClientCAFile != want {
+		t.Errorf("the worker reads tls.client_ca_file %q, want %q", cfg.TLS.ClientCAFile, want)
+	}
 }

@@ -58,6 +58,12 @@ const (
 	// ClientTLSDir holds spec.clientTLS's Secret (tls.crt, tls.key): the
 	// client ports' certificate.
 	ClientTLSDir = "/etc/wo-tls"
+	// ClientCADir holds spec.clientTLS.clientCASecretName's ca.crt (the
+	// client CA bundle, tls.client_ca_file).
+	ClientCADir = "/etc/wo-client-ca"
+	// ClientCAFile is the client CA bundle's key in that Secret, and its
+	// file: ca.crt, as in the peer TLS Secret (PeerCAFile).
+	ClientCAFile = "ca.crt"
 	// PeerCAFile is the CA bundle the members trust, in the peer TLS
 	// Secret.
 	PeerCAFile = "ca.crt"
@@ -568,12 +574,19 @@ func clientTLSVolumes(w *wov1.Worker) []corev1.Volume {
 	if w.Spec.ClientTLS == nil {
 		return nil
 	}
-	return []corev1.Volume{{Name: "client-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+	vols := []corev1.Volume{{Name: "client-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 		SecretName: w.Spec.ClientTLS.SecretName, DefaultMode: ptr.To(int32(0o440)),
 		// Only the pair: a cert-manager Secret's ca.crt is not the
 		// worker's business here.
 		Items: []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}},
 	}}}}
+	if ca := w.Spec.ClientTLS.ClientCASecretName; ca != "" {
+		vols = append(vols, corev1.Volume{Name: "client-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: ca, DefaultMode: ptr.To(int32(0o440)),
+			Items: []corev1.KeyToPath{{Key: ClientCAFile, Path: ClientCAFile}},
+		}}})
+	}
+	return vols
 }
 
 // clientTLSMounts mounts clientTLSVolumes at ClientTLSDir. Like the other
@@ -583,7 +596,11 @@ func clientTLSMounts(w *wov1.Worker) []corev1.VolumeMount {
 	if w.Spec.ClientTLS == nil {
 		return nil
 	}
-	return []corev1.VolumeMount{{Name: "client-tls", MountPath: ClientTLSDir, ReadOnly: true}}
+	mounts := []corev1.VolumeMount{{Name: "client-tls", MountPath: ClientTLSDir, ReadOnly: true}}
+	if w.Spec.ClientTLS.ClientCASecretName != "" {
+		mounts = append(mounts, corev1.VolumeMount{Name: "client-ca", MountPath: ClientCADir, ReadOnly: true})
+	}
+	return mounts
 }
 
 // dataVolumeClaim is the volume claim template: the pod's database. The

@@ -76,15 +76,20 @@ func FileSettings(w *wov1.Worker, shards int, bootstrapped bool) []Setting {
 }
 
 // clientTLSSettings point tls.cert_file and tls.key_file at the mounted
-// spec.clientTLS Secret; none without it (plain text).
+// spec.clientTLS Secret, and tls.client_ca_file at the client CA's when
+// clientCASecretName is set; none without spec.clientTLS (plain text).
 func clientTLSSettings(w *wov1.Worker) []Setting {
 	if w.Spec.ClientTLS == nil {
 		return nil
 	}
-	return []Setting{
+	out := []Setting{
 		{keys.TLSCertFile, ClientTLSDir + "/" + corev1.TLSCertKey},
 		{keys.TLSKeyFile, ClientTLSDir + "/" + corev1.TLSPrivateKeyKey},
 	}
+	if w.Spec.ClientTLS.ClientCASecretName != "" {
+		out = append(out, Setting{keys.TLSClientCAFile, ClientCADir + "/" + ClientCAFile})
+	}
+	return out
 }
 
 // WorkerTOML is the worker's config file. Every value but cluster.state is
