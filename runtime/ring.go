@@ -19,23 +19,43 @@ import "sync/atomic"
 type ring struct {
 	// slots is allocated on its own: 256 slots of 64 bytes is 16 KiB, a
 	// size class whose objects start page-aligned, so each slot is one
-	// cache line.
+	// cache line. The pointer is set once and read by both sides at every
+	// item, so nothing is written on its line: it shared one with next,
+	// and every push made the consumer's next look a miss.
 	slots *[ringSize]ringSlot
+	_     [56]byte
 
-	// The producer's: the next position to publish, and its last look at
-	// head (reloaded only when the ring looks full, so a steady stream
-	// does not pull the consumer's line on every batch).
-	next     uint64
-	headSeen uint64
-	_        [48]byte
-	// published is next, for gauge readers on other threads only.
+	// The producer's line: the next position to publish, and its last look
+	// at head (reloaded only when the ring looks full, so a steady stream
+	// does not pull the consumer's line on every batch); published is next,
+	// for gauge readers on other threads only.
+	next      uint64
+	headSeen  uint64
 	published atomic.Uint64
-	_         [56]byte
-	// head counts items consumed; only the consumer stores it.
+	_         [40]byte
+
+	// The consumer's line: head counts items consumed (only the consumer
+	// stores it; the producer loads it when the ring looks full), read is
+	// the consumer's own copy.
 	head atomic.Uint64
-	_    [56]byte
-	// read is the consumer's own copy of head.
 	read uint64
+	_    [48]byte
+
+	// To 256 bytes, a size class whose objects are 256-byte aligned: the
+	// lines above are whole lines, shared with no other object
+	// (TestRingLayout).
+	_ [64]byte
+}
+
+// inRing is one entry of a shard's in: the ring from one producer, on a
+// cache line of its own. A spinning shard reads every entry in a tight
+// loop; a plain slice of pointers was a small allocation that could share
+// its line with whatever else the allocator put beside it, so a write to
+// that neighbour by another thread paid a line transfer, or not,
+// depending on where the slice landed.
+type inRing struct {
+	r atomic.Pointer[ring]
+	_ [56]byte
 }
 
 // ringSlot is one item and its sequence word: the producer writes the item,
@@ -117,7 +137,7 @@ func (sh *shard) ringTo(dst *shard) *ring {
 	}
 	r := newRing()
 	sh.out[dst.id] = r
-	dst.in[sh.id].Store(r)
+	dst.in[sh.id].r.Store(r)
 	return r
 }
 
@@ -128,7 +148,7 @@ func (sh *shard) hasMail() bool {
 		return true
 	}
 	for i := range sh.in {
-		if r := sh.in[i].Load(); r != nil && r.ready() {
+		if r := sh.in[i].r.Load(); r != nil && r.ready() {
 			return true
 		}
 	}
@@ -139,7 +159,7 @@ func (sh *shard) hasMail() bool {
 func (sh *shard) mailWaiting() int {
 	n := int(sh.inbox.pending.Load())
 	for i := range sh.in {
-		if r := sh.in[i].Load(); r != nil {
+		if r := sh.in[i].r.Load(); r != nil {
 			n += r.pending()
 		}
 	}

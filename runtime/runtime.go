@@ -186,7 +186,7 @@ func (rt *Runtime) startShards(n int, cpus []int) error {
 		sh.io.init()
 		sh.outbox = make([][]remoteItem, n)
 		sh.out = make([]*ring, n)
-		sh.in = make([]atomic.Pointer[ring], n)
+		sh.in = make([]inRing, n)
 		rt.shards = append(rt.shards, sh)
 	}
 	for _, sh := range rt.shards {

@@ -54,7 +54,7 @@ type shard struct {
 	staged  []stager // actors on other shards with mail staged here (actor.go)
 	outbox  [][]remoteItem
 	out     []*ring
-	in      []atomic.Pointer[ring]
+	in      []inRing
 	backlog bool
 
 	// sleeping is read by every shard that sends here, at every flush to
@@ -405,7 +405,7 @@ func (sh *shard) spinForInbox(timeout time.Duration) bool {
 // hold. Rings are read in shard order; each keeps its producer's order.
 func (sh *shard) drainInbox() {
 	for i := range sh.in {
-		if r := sh.in[i].Load(); r != nil {
+		if r := sh.in[i].r.Load(); r != nil {
 			r.drain(sh)
 		}
 	}
