@@ -210,11 +210,16 @@ func (w *replyWaiter[T]) next() uint64 {
 // its last one (Fiber.askw) and reuses it like a waiter (askWaiter): a
 // wait that is over without a timer means the request was delivered (a
 // reply or ErrDeadActor comes only after), so nothing still reads msg.
+// The pads keep its lines its own: the allocator's neighbours are other
+// threads' objects, and a write to one sharing a line with the call would
+// move that line once more per round trip.
 type askCall[M, T any] struct {
+	_   cacheLinePad
 	c   *actorCell[M]
 	gen uint64
 	msg M
 	w   replyWaiter[T]
+	_   cacheLinePad
 }
 
 func (a *askCall[M, T]) waiter() *replyWaiter[T] { return &a.w }
