@@ -10,6 +10,10 @@
 #
 #   hack/bench-memory.sh [records, default 100] [record bytes, default 1000000]
 #   WORKER=/path/to/worker hack/bench-memory.sh 200
+#   GOMEMLIMIT=400MiB hack/bench-memory.sh 200  # the soft limit a pod's limit gives
+#
+# The worker runs with this environment: with no GOMEMLIMIT and no cgroup
+# memory limit it has no soft memory limit (docs/operations.md, "Memory").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100}
@@ -35,8 +39,9 @@ sleep 2
 stored=$((N * SIZE / 1024))
 rss=$(kib VmRSS) hwm=$(kib VmHWM)
 curl -s http://127.0.0.1:29090/debug/pprof/heap >"$tmp/heap.pb"
+soft=$(curl -s http://127.0.0.1:29090/metrics | awk '/^go_gc_gomemlimit_bytes/ {if ($2 + 0 >= 9e18) print "none"; else printf "%d MiB\n", $2 / 1048576}')
 live=$(go tool pprof -top -inuse_space "$tmp/heap.pb" 2>/dev/null | awk '/^Showing nodes/ {print $(NF-1)}')
-echo "bench-memory: load average $(cut -d' ' -f1-3 /proc/loadavg); $N records of $SIZE bytes"
+echo "bench-memory: load average $(cut -d' ' -f1-3 /proc/loadavg); $N records of $SIZE bytes; soft memory limit: $soft"
 printf "stored %d MiB  data dir %s  idle RSS %d MiB  RSS %d MiB (%.2fx stored)  high-water %d MiB (%.2fx)  live heap %s\n" \
   $((stored / 1024)) "$(du -sh "$tmp/data" | cut -f1)" $((idle / 1024)) $((rss / 1024)) "$(bc -l <<<"$rss/$stored")" \
   $((hwm / 1024)) "$(bc -l <<<"$hwm/$stored")" "$live"
