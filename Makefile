@@ -85,7 +85,7 @@ image:
 		--out $(BUILD)/image --version $(VERSION) \
 		--revision "$$(git rev-parse HEAD 2>/dev/null)" --created "$$(git log -1 --format=%ct 2>/dev/null || echo 0)"
 
-## manifests: manifests/install.yaml and the chart's CRD from config/ (kustomize),
+## manifests: manifests/crds.yaml, manifests/install.yaml and the chart's CRD from config/ (kustomize),
 ## and manifests/seccomp/ (hack/seccomp-profiles).
 manifests:
 	bash hack/manifests.sh

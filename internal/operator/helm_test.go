@@ -202,15 +202,20 @@ func TestManifestsAgree(t *testing.T) {
 	install := docs(t, readFile(t, "..", "..", "manifests", "install.yaml"))
 	base := find[apiextensionsv1.CustomResourceDefinition](t, docs(t, readFile(t, "..", "..", "config", "crd", "bases", "wo.writeonce.dev_workers.yaml")), "CustomResourceDefinition")
 	chartCRD := find[apiextensionsv1.CustomResourceDefinition](t, docs(t, readFile(t, chartDir, "crds", "wo.writeonce.dev_workers.yaml")), "CustomResourceDefinition")
-	installCRD := find[apiextensionsv1.CustomResourceDefinition](t, install, "CustomResourceDefinition")
-	if len(base) != 1 || len(chartCRD) != 1 || len(installCRD) != 1 {
-		t.Fatalf("CRDs: config %d, chart %d, install.yaml %d; want one each", len(base), len(chartCRD), len(installCRD))
+	// The CRD is in manifests/crds.yaml alone: `kubectl delete -f
+	// manifests/install.yaml` must leave it, and so every Worker.
+	manifestCRD := find[apiextensionsv1.CustomResourceDefinition](t, docs(t, readFile(t, "..", "..", "manifests", "crds.yaml")), "CustomResourceDefinition")
+	if n := len(find[apiextensionsv1.CustomResourceDefinition](t, install, "CustomResourceDefinition")); n != 0 {
+		t.Errorf("manifests/install.yaml holds %d CustomResourceDefinitions, want none (the CRD is in manifests/crds.yaml): run make manifests", n)
+	}
+	if len(base) != 1 || len(chartCRD) != 1 || len(manifestCRD) != 1 {
+		t.Fatalf("CRDs: config %d, chart %d, crds.yaml %d; want one each", len(base), len(chartCRD), len(manifestCRD))
 	}
 	if !reflect.DeepEqual(base[0].Spec, chartCRD[0].Spec) {
 		t.Error("charts/wo/crds differs from config/crd/bases: run make manifests")
 	}
-	if !reflect.DeepEqual(chartCRD[0], installCRD[0]) {
-		t.Error("manifests/install.yaml's CRD differs from the chart's: run make manifests")
+	if !reflect.DeepEqual(chartCRD[0], manifestCRD[0]) {
+		t.Error("manifests/crds.yaml's CRD differs from the chart's: run make manifests")
 	}
 	if chartCRD[0].Annotations["helm.sh/resource-policy"] != "keep" {
 		t.Error("the chart's CRD lacks helm.sh/resource-policy: keep")
