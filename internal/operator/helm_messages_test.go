@@ -75,17 +75,18 @@ func TestHelmNotes(t *testing.T) {
 		name    string // the Worker the commands name
 		ns      string // their -n flag
 	}{
-		{"wonotes", []string{"--set", "worker.create=true"}, "wonotes", "-n wo-notes "},
-		{"r", []string{"--set", "worker.create=true"}, "r-wo", "-n wo-notes "},
-		{"r", []string{"--set", "worker.create=true", "--set", "worker.name=shop"}, "shop", "-n wo-notes "},
+		{"wonotes", []string{"--set", "worker.create=true"}, "wonotes", " -n wo-notes"},
+		{"r", []string{"--set", "worker.create=true"}, "r-wo", " -n wo-notes"},
+		{"r", []string{"--set", "worker.create=true", "--set", "worker.name=shop"}, "shop", " -n wo-notes"},
 		{"wonotes", nil, "chat", ""},
 	} {
 		n := notes(c.release, c.set...)
 		for _, want := range []string{
-			"kubectl " + c.ns + "describe worker " + c.name + " ",
-			"kubectl " + c.ns + "scale worker/" + c.name + " --replicas=3",
-			"kubectl " + c.ns + "logs " + c.name + "-0 ",
-			"kubectl " + c.ns + "port-forward pod/" + c.name + "-0 9090 &",
+			"kubectl get workers -w" + c.ns + " ",
+			"kubectl describe worker " + c.name + c.ns + " ",
+			"kubectl scale worker/" + c.name + " --replicas=3" + c.ns + "\n",
+			"kubectl logs " + c.name + "-0" + c.ns + " | grep backend",
+			"kubectl port-forward pod/" + c.name + "-0 9090" + c.ns + " &",
 			"\n  curl -s localhost:9090/debug/runtime\n",
 		} {
 			if !strings.Contains(n, want) {
