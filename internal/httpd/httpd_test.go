@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"os"
 	"path/filepath"
 	"strings"
@@ -467,5 +468,59 @@ func TestStopWhileAHandlerIsParkedLogsNoPanic(t *testing.T) {
 	rt.Stop()
 	if strings.Contains(logs.String(), "panicked") {
 		t.Errorf("stopping the runtime logged a handler panic:\n%s", logs.String())
+	}
+}
+
+// A hijacked connection keeps nothing of the server's buffers: the
+// handler that took it over (a WebSocket, for its whole life) holds the
+// socket and whatever it chose to keep. 200 connections parked after
+// Hijack must not hold the 8 KiB of bufio reader and writer each.
+func TestHijackReleasesTheBuffers(t *testing.T) {
+	const conns = 200
+	hijacked := make(chan struct{}, conns)
+	addr := serveOn(t, runtime.Config{Shards: 1}, httpd.Options{}, func(s *httpd.Server) {
+		s.HandleFunc("GET /take", func(w http.ResponseWriter, r *http.Request) {
+			nc, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			hijacked <- struct{}{}
+			// Park until the client goes, holding only the socket.
+			var b [1]byte
+			_, _ = nc.Read(b[:])
+		})
+	})
+	heap := func() uint64 {
+		var m goruntime.MemStats
+		goruntime.GC()
+		goruntime.GC()
+		goruntime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var clients []net.Conn
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	dial := func() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+		io.WriteString(c, "GET /take HTTP/1.1\r\nHost: x\r\n\r\n")
+		<-hijacked
+	}
+	dial() // warm: the first connection's one-time allocations
+	before := heap()
+	for i := 1; i < conns; i++ {
+		dial()
+	}
+	per := int64(heap()-before) / (conns - 1)
+	t.Logf("heap per hijacked connection (server and client side): %d bytes", per)
+	if per > 6<<10 {
+		t.Errorf("each hijacked connection holds %d bytes of heap; want under 6 KiB (the server's 4 KiB bufio reader and writer must be let go)", per)
 	}
 }

@@ -93,7 +93,13 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		delete(c.s.shards[c.shard].conns, c)
 	}
 	_ = c.nc.SetDeadline(time.Time{})
-	return c.nc, bufio.NewReadWriter(c.br, c.bw), nil
+	// The buffers are the hijacker's now: the connection lets go of them
+	// (and of its header scratch), so that once the hijacker has taken
+	// what was read ahead they are garbage, not 8 KiB kept for a
+	// WebSocket's whole life by the serving fiber's frame.
+	rw := bufio.NewReadWriter(c.br, c.bw)
+	c.br, c.bw, c.scratch = nil, nil, nil
+	return c.nc, rw, nil
 }
 
 // closeWithError answers an error in the JSON shape and marks the
