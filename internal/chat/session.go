@@ -47,7 +47,12 @@ type codec interface {
 	transport() string
 }
 
-var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+// writeBufs holds flush buffers. A buffer is out for as long as its send is
+// in flight (on io_uring, until the next tick's completion), so a busy
+// shard has one out per connection that flushed: they start at 512 bytes,
+// a few events, and grow only where a connection's batches are larger
+// (4 KiB each was 3.6 MB of a 1,000-connection server's heap).
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 type session struct {
 	svc   *Service
