@@ -200,8 +200,8 @@ func (n *Node) snapshot(f *runtime.Fiber) error {
 // runSnapshotWriter is the snapshot's fiber: it serializes the captured
 // state after header and hands it to the storage (Storage.SaveSnapshot,
 // which runs beside the driver's Saves), then wakes the driver. A
-// snapshot restored from the leader meanwhile supersedes it: it is
-// dropped.
+// snapshot restored from the leader meanwhile supersedes it, and a
+// member that failed meanwhile keeps what it has: it is dropped.
 func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotWriter, header []byte) {
 	defer func() {
 		n.snap.writing = false
@@ -212,7 +212,8 @@ func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotW
 		n.snap.err = fmt.Errorf("state machine snapshot at %d: %w", b.index, err)
 		return
 	}
-	if b.index <= n.snap.index {
+	// A member that failed saves nothing more (as its driver does not).
+	if n.err != nil || b.index <= n.snap.index {
 		return
 	}
 	if err := n.cfg.Storage.SaveSnapshot(f, b.index, b.cs, data, n.cfg.SnapshotKeep); err != nil {
