@@ -46,29 +46,11 @@ func TestRenderClientTLS(t *testing.T) {
 	if items := vol.Secret.Items; len(items) != 2 || items[0].Key != "tls.crt" || items[1].Key != "tls.key" {
 		t.Errorf("the volume projects %+v, want tls.crt and tls.key", items)
 	}
-	mounted := false
-	for _, m := range pod.Containers[0].VolumeMounts {
-		if m.Name == vol.Name {
-			mounted = m.MountPath == render.ClientTLSDir && m.ReadOnly
-		}
-	}
-	if !mounted {
+	if !mountedAt(pod, vol.Name, render.ClientTLSDir) {
 		t.Errorf("the Secret is not mounted read-only at %s: %+v", render.ClientTLSDir, pod.Containers[0].VolumeMounts)
 	}
 
-	file := filepath.Join(t.TempDir(), render.ConfigFile)
-	if err := os.WriteFile(file, []byte(objs.ConfigMap.Data[render.ConfigFile]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range pod.Containers[0].Env {
-		if e.ValueFrom == nil {
-			t.Setenv(e.Name, e.Value)
-		}
-	}
-	cfg, err := config.Load([]string{"--config", file}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadRendered(t, objs)
 	if want := (config.TLS{CertFile: render.ClientTLSDir + "/tls.crt", KeyFile: render.ClientTLSDir + "/tls.key"}); cfg.TLS != want {
 		t.Errorf("the worker reads %+v, want %+v", cfg.TLS, want)
 	}
@@ -102,28 +84,41 @@ func TestRenderClientTLS(t *testing.T) {
 	if caVol == nil || len(caVol.Secret.Items) != 1 || caVol.Secret.Items[0].Key != render.ClientCAFile {
 		t.Fatalf("client CA volume %+v, want the Secret's %s alone", caVol, render.ClientCAFile)
 	}
-	caMounted := false
-	for _, m := range pod.Containers[0].VolumeMounts {
-		if m.Name == caVol.Name {
-			caMounted = m.MountPath == render.ClientCADir && m.ReadOnly
-		}
-	}
-	if !caMounted {
+	if !mountedAt(pod, caVol.Name, render.ClientCADir) {
 		t.Errorf("the client CA is not mounted read-only at %s: %+v", render.ClientCADir, pod.Containers[0].VolumeMounts)
 	}
+	cfg = loadRendered(t, objs)
+	if want := render.ClientCADir + "/" + render.ClientCAFile; cfg.TLS.ClientCAFile != want {
+		t.Errorf("the worker reads tls.client_ca_file %q, want %q", cfg.TLS.ClientCAFile, want)
+	}
+}
+
+// mountedAt says the pod's container mounts volume vol read-only at dir.
+func mountedAt(pod corev1.PodSpec, vol, dir string) bool {
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if m.Name == vol {
+			return m.MountPath == dir && m.ReadOnly
+		}
+	}
+	return false
+}
+
+// loadRendered is what the worker's loader makes of the rendered
+// worker.toml and the container's environment.
+func loadRendered(t *testing.T, objs *render.Objects) config.Config {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), render.ConfigFile)
 	if err := os.WriteFile(file, []byte(objs.ConfigMap.Data[render.ConfigFile]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range pod.Containers[0].Env {
+	for _, e := range objs.StatefulSet.Spec.Template.Spec.Containers[0].Env {
 		if e.ValueFrom == nil {
 			t.Setenv(e.Name, e.Value)
 		}
 	}
-	cfg, err = config.Load([]string{"--config", file}, io.Discard)
+	cfg, err := config.Load([]string{"--config", file}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := render.ClientCADir + "/" + render.ClientCAFile; cfg.TLS.ClientCAFile != want {
-		t.Errorf("the worker reads tls.client_ca_file %q, want %q", cfg.TLS.ClientCAFile, want)
-	}
+	return cfg
 }
