@@ -24,22 +24,28 @@ cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; 
 trap cleanup EXIT
 if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$tmp/worker"; else go build -o "$tmp/worker" ./cmd/worker; fi
 python3 -c "import json,sys; print(json.dumps({'name': 'big', 'blob': 'x' * ($SIZE - 32)}))" >"$tmp/body.json"
-"$tmp/worker" --config /dev/null --data-dir "$tmp/data" --http-addr 127.0.0.1:28080 --ops-addr 127.0.0.1:29090 \
+# Free ports, not fixed ones: two runs at once (two people on one machine)
+# would otherwise measure each other's worker or none.
+read -r HTTP_PORT OPS_PORT < <(python3 -c 'import socket
+s=[socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1", 0)) for x in s]
+print(*[x.getsockname()[1] for x in s])')
+"$tmp/worker" --config /dev/null --data-dir "$tmp/data" --http-addr 127.0.0.1:$HTTP_PORT --ops-addr 127.0.0.1:$OPS_PORT \
   --chat-addr 127.0.0.1:0 --ops-pprof --log-level warn 2>"$tmp/worker.log" &
 pid=$!
-for _ in $(seq 200); do curl -s -o /dev/null http://127.0.0.1:29090/readyz && break; sleep 0.05; done
+for _ in $(seq 600); do curl -sf -o /dev/null http://127.0.0.1:$OPS_PORT/readyz && break; sleep 0.05; done
 kib() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$pid/status"; }
 idle=$(kib VmRSS)
 for i in $(seq "$N"); do
   code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' --data-binary @"$tmp/body.json" \
-    "http://127.0.0.1:28080/v1/records/big$i")
+    "http://127.0.0.1:$HTTP_PORT/v1/records/big$i" || true)
   [ "$code" = 200 ] || { echo "bench-memory: PUT big$i answered $code" >&2; exit 1; }
 done
 sleep 2
 stored=$((N * SIZE / 1024))
 rss=$(kib VmRSS) hwm=$(kib VmHWM)
-curl -s http://127.0.0.1:29090/debug/pprof/heap >"$tmp/heap.pb"
-soft=$(curl -s http://127.0.0.1:29090/metrics | awk '/^go_gc_gomemlimit_bytes/ {if ($2 + 0 >= 9e18) print "none"; else printf "%d MiB\n", $2 / 1048576}')
+curl -s http://127.0.0.1:$OPS_PORT/debug/pprof/heap >"$tmp/heap.pb"
+soft=$(curl -s http://127.0.0.1:$OPS_PORT/metrics | awk '/^go_gc_gomemlimit_bytes/ {if ($2 + 0 >= 9e18) print "none"; else printf "%d MiB\n", $2 / 1048576}')
 live=$(go tool pprof -top -inuse_space "$tmp/heap.pb" 2>/dev/null | awk '/^Showing nodes/ {print $(NF-1)}')
 echo "bench-memory: load average $(cut -d' ' -f1-3 /proc/loadavg); $N records of $SIZE bytes; soft memory limit: $soft"
 printf "stored %d MiB  data dir %s  idle RSS %d MiB  RSS %d MiB (%.2fx stored)  high-water %d MiB (%.2fx)  live heap %s\n" \

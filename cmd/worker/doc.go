@@ -26,6 +26,9 @@
 //	ops         /healthz, /readyz, /metrics, /debug/runtime; /debug/pprof/ when ops.pprof is on;
 //	            with auth.token_file set, /debug/... and the data plane want one of its bearer tokens
 //	signals     SIGTERM/SIGINT drain and exit 0; a second signal exits at once (status 1)
+//	memory      the Go collector's soft limit: the cgroup's memory limit (v1 or v2) less a tenth or
+//	            32 MiB + 16 MiB a shard, whichever is more (internal/memlimit); GOMEMLIMIT wins;
+//	            logged as "worker: memory limit" (docs/operations.md, "Memory")
 //	telemetry   standard OTEL_* variables; no endpoint means tracing off, a malformed
 //	            one exits 2; telemetry.flush_timeout (1s) bounds the flush at exit (docs/tracing.md)
 //	exit codes  0 drained; 1 start-up failure (port, database, too little free space);

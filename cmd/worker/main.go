@@ -18,6 +18,7 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/buildinfo"
 	"github.com/writeonce/wo/internal/chat"
@@ -147,14 +148,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("worker: starting", "config", cfg.File, "data_dir", cfg.DataDir, "http", cfg.HTTPAddr, "ops", cfg.OpsAddr, "auth", token != nil,
 		"tls", clientTLS != nil, "mtls", clientTLS != nil && clientTLS.MutualTLS())
-	// The collector's soft limit from the container's (internal/memlimit):
-	// without it the heap grows to twice the live bytes between
-	// collections, and a pod sized for its data is OOM-killed.
-	if d, err := memlimit.Apply("/", os.Getenv); err != nil {
-		log.Warn("worker: no soft memory limit: the cgroup's limit could not be read", "err", err)
-	} else {
-		log.Info("worker: memory limit", "soft_bytes", d.Soft, "cgroup_bytes", d.Limit, "source", d.Source)
-	}
 
 	// The data plane's spans come from the global provider, and a W3C
 	// traceparent on a request is its parent.
@@ -237,6 +230,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tokenfile.Tokens, clientTLS *tlsfiles.Server, opsSrv *ops.Server, adminSrv *admin.Server, opsAddr string,
 	stopper chan<- runtime.Reply[struct{}]) int {
 	rt := f.Runtime()
+	setMemoryLimit(log, f.Shards())
 	opsSrv.Attach(rt, nil)
 	walHook := opsSrv.WAL()
 	cluster, peerTLS, err := clusterOptions(cfg, log)
@@ -350,6 +344,23 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 
 // setupLater retries records.Setup every second until it succeeds, the
 // member is removed, or the runtime stops.
+// setMemoryLimit gives the collector its soft limit from the container's
+// (internal/memlimit) before the database is read into memory: without it
+// the heap grows to twice the live bytes between collections, and a pod
+// sized for its data is OOM-killed. The reserve is what Go does not count
+// and grows with the shards: the binary and the runtime (the idle worker
+// is 20-23 MiB) and io_uring's provided receive buffers of every shard,
+// resident once large bodies have passed through them (none on epoll).
+func setMemoryLimit(log *slog.Logger, shards int) {
+	reserve := int64(32<<20) + int64(shards)*iobackend.DefaultRecvBuffers*iobackend.DefaultRecvBufferSize
+	d, err := memlimit.Apply("/", os.Getenv, reserve)
+	if err != nil {
+		log.Warn("worker: no soft memory limit: the cgroup's limit could not be read", "err", err)
+		return
+	}
+	log.Info("worker: memory limit", "soft_bytes", d.Soft, "cgroup_bytes", d.Limit, "source", d.Source)
+}
+
 func setupLater(f *runtime.Fiber, db *dbowner.DB, log *slog.Logger) {
 	for !f.Stopping() {
 		runtime.Sleep(f, time.Second)

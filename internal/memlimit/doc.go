@@ -13,10 +13,12 @@
 // The limit comes from the cgroup the process runs in: cgroup v2's
 // memory.max, or cgroup v1's memory.limit_in_bytes (and the hierarchical
 // limit in memory.stat, which counts the parents), the smallest along the
-// path to the mount's root. The soft limit is that less a headroom (a
-// tenth, at least 16 MiB, at most half) for what the cgroup charges and Go
-// does not count: the io_uring rings, the page cache of the WAL's writes,
-// the collector's overshoot. A GOMEMLIMIT in the environment wins: the Go
+// path to the mount's root. The soft limit is that less a headroom for
+// what the cgroup charges and Go does not count: the binary, the io_uring
+// rings and receive buffers (the caller's reserve: the worker's are 16 MiB
+// a shard), the page cache of the WAL's writes, the collector's overshoot;
+// a tenth of the limit or the reserve, whichever is more, at least 16 MiB,
+// at most half. A GOMEMLIMIT in the environment wins: the Go
 // runtime already applied it, and Apply leaves it as it is (GOMEMLIMIT=off
 // turns the limit off). With no limit anywhere nothing is set.
 package memlimit

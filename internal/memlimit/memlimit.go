@@ -32,10 +32,11 @@ type Decision struct {
 
 // Apply sets the Go runtime's soft memory limit from the cgroup of this
 // process (root is the file system root, "/" but in tests), unless
-// GOMEMLIMIT is set (getenv is os.Getenv but in tests). A cgroup that
-// cannot be read is an error and nothing is set: the worker runs on
-// without a soft limit, as it did before.
-func Apply(root string, getenv func(string) string) (Decision, error) {
+// GOMEMLIMIT is set (getenv is os.Getenv but in tests). reserve is the
+// memory the process holds outside the Go heap's count (see Soft). A
+// cgroup that cannot be read is an error and nothing is set: the worker
+// runs on without a soft limit, as it did before.
+func Apply(root string, getenv func(string) string, reserve int64) (Decision, error) {
 	if getenv("GOMEMLIMIT") != "" {
 		soft := debug.SetMemoryLimit(-1) // -1 reads the limit without changing it
 		if soft == mathMaxInt64 {
@@ -50,7 +51,7 @@ func Apply(root string, getenv func(string) string) (Decision, error) {
 	if limit == 0 {
 		return Decision{Source: "none"}, nil
 	}
-	soft := Soft(limit)
+	soft := Soft(limit, reserve)
 	debug.SetMemoryLimit(soft)
 	return Decision{Limit: limit, Soft: soft, Source: file}, nil
 }
@@ -58,9 +59,11 @@ func Apply(root string, getenv func(string) string) (Decision, error) {
 const mathMaxInt64 = 1<<63 - 1
 
 // Soft is the soft limit for a hard limit: the limit less a headroom of a
-// tenth, at least 16 MiB, at most half (see the package comment).
-func Soft(limit int64) int64 {
-	head := max(limit/10, 16<<20)
+// tenth, or of reserve when that is more (the memory the process holds
+// that Go does not count: the worker's receive buffers), at least 16 MiB,
+// at most half (see the package comment).
+func Soft(limit, reserve int64) int64 {
+	head := max(limit/10, reserve, 16<<20)
 	head = min(head, limit/2)
 	return limit - head
 }

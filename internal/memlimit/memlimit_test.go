@@ -98,13 +98,15 @@ func TestCgroupErrors(t *testing.T) {
 }
 
 func TestSoft(t *testing.T) {
-	for _, tc := range []struct{ limit, want int64 }{
-		{1 << 30, 1<<30 - (1<<30)/10}, // a tenth
-		{100 << 20, 84 << 20},         // at least 16 MiB
-		{20 << 20, 10 << 20},          // at most half
+	for _, tc := range []struct{ limit, reserve, want int64 }{
+		{1 << 30, 0, 1<<30 - (1<<30)/10}, // a tenth
+		{1 << 30, 256 << 20, 768 << 20},  // the reserve, when more
+		{100 << 20, 0, 84 << 20},         // at least 16 MiB
+		{20 << 20, 0, 10 << 20},          // at most half
+		{128 << 20, 96 << 20, 64 << 20},  // at most half, reserve or not
 	} {
-		if got := Soft(tc.limit); got != tc.want {
-			t.Errorf("Soft(%d) = %d, want %d", tc.limit, got, tc.want)
+		if got := Soft(tc.limit, tc.reserve); got != tc.want {
+			t.Errorf("Soft(%d, %d) = %d, want %d", tc.limit, tc.reserve, got, tc.want)
 		}
 	}
 }
@@ -118,15 +120,15 @@ func restoreLimit(t *testing.T) {
 func TestApply(t *testing.T) {
 	restoreLimit(t)
 	root := tree(t, map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/memory.max": "1073741824\n"})
-	d, err := Apply(root, func(string) string { return "" })
+	d, err := Apply(root, func(string) string { return "" }, 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Limit != 1<<30 || d.Soft != Soft(1<<30) || d.Source != filepath.Join(root, "sys/fs/cgroup/memory.max") {
+	if d.Limit != 1<<30 || d.Soft != Soft(1<<30, 64<<20) || d.Source != filepath.Join(root, "sys/fs/cgroup/memory.max") {
 		t.Fatalf("Apply = %+v", d)
 	}
-	if got := debug.SetMemoryLimit(-1); got != Soft(1<<30) {
-		t.Fatalf("the runtime's soft limit is %d, want %d", got, Soft(1<<30))
+	if got := debug.SetMemoryLimit(-1); got != Soft(1<<30, 64<<20) {
+		t.Fatalf("the runtime's soft limit is %d, want %d", got, Soft(1<<30, 64<<20))
 	}
 }
 
@@ -139,7 +141,7 @@ func TestApplyLeavesGOMEMLIMIT(t *testing.T) {
 			return "300MiB"
 		}
 		return ""
-	})
+	}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func TestApplyNoLimit(t *testing.T) {
 	restoreLimit(t)
 	debug.SetMemoryLimit(math.MaxInt64)
 	root := tree(t, map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/memory.max": "max\n"})
-	d, err := Apply(root, func(string) string { return "" })
+	d, err := Apply(root, func(string) string { return "" }, 0)
 	if err != nil || d.Soft != 0 || d.Source != "none" {
 		t.Fatalf("Apply = %+v, %v; want nothing set", d, err)
 	}
