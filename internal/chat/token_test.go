@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/writeonce/wo/internal/httpd"
 	"github.com/writeonce/wo/internal/tokenfile/tokenfiletest"
@@ -151,4 +156,52 @@ func TestPageSendsTheToken(t *testing.T) {
 			t.Fatalf("the token is in the server's log:\n%s", logs)
 		}
 	})
+}
+
+// The token offered as a subprotocol stays out of the traces: the data
+// plane's span of the upgrade (the global provider's, as the worker's) and
+// the chat's spans of the session carry neither the token nor its
+// encoding, in names, attributes, events or links.
+func TestWebSocketTokenStaysOutOfTraces(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(t.Context())
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	defer otel.SetTracerProvider(prev)
+
+	cfg := testConfig(t)
+	srv, _ := startTraced(t, cfg, t.TempDir(), Options{Tokens: tokenfiletest.Static(t, pageToken)}, tp)
+	enc := base64.RawURLEncoding.EncodeToString([]byte(pageToken))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, br, _, err := ws.Dialer{Protocols: []string{WebSocketProtocol, httpd.WebSocketTokenProtocol + enc}}.Dial(ctx, "ws://"+srv.dataAddr()+"/chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br != nil {
+		ws.PutReader(br)
+	}
+	for _, frame := range []string{`{"type":"join","room":"traced"}`, `{"type":"say","text":"hello"}`, `{"type":"quit"}`} {
+		if err := wsutil.WriteClientText(c, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Read until the server closes: the upgrade's span ends with the
+	// connection.
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for range 1000 {
+		if _, err := wsutil.ReadServerText(c); err != nil {
+			break
+		}
+	}
+	c.Close()
+	spans := waitSpans(t, exp, func(s spanSet) bool { return len(s.named("GET /chat")) == 1 && len(s.named("chat process")) >= 1 })
+	for _, sp := range spans.all {
+		text := fmt.Sprint(sp.Name, sp.Attributes, sp.Events, sp.Links, sp.Status)
+		if strings.Contains(text, pageToken) || strings.Contains(text, enc) {
+			t.Fatalf("span %q holds the token: %s", sp.Name, text)
+		}
+	}
+	t.Logf("%d spans, none with the token", len(spans.all))
 }
