@@ -288,7 +288,7 @@ func TestRefusesEmptyCABundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(t.TempDir(), "missing.crt")
-	for bundle, want := range map[string]string{notPEM: "holds no PEM certificate", missing: "ca-certificates"} {
+	for bundle, want := range map[string]string{notPEM: "no PEM certificate", missing: "ca-certificates"} {
 		_, err := Build(Options{WorkerBinary: self, OperatorBinary: self, Out: t.TempDir(), CABundle: bundle})
 		if err == nil || !strings.Contains(err.Error(), bundle) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Build with CA bundle %s: %v, want an error naming it and %q", bundle, err, want)

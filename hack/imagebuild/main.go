@@ -3,9 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/x509"
 	"debug/elf"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/writeonce/wo/internal/tlsfiles"
 )
 
 // The image contract, shared with internal/operator's rendering (DataDir,
@@ -279,23 +279,11 @@ func readCABundle(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CA bundle: %w (install the ca-certificates package, or pass --ca-bundle)", err)
 	}
-	n := 0
-	for rest := b; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return nil, fmt.Errorf("CA bundle %s: certificate %d: %w", path, n+1, err)
-		}
-		n++
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", path)
+	// The worker's own reader of trust bundles (tls.client_ca_file), the
+	// stricter one: it refuses a bundle with a certificate that does not
+	// parse, where Go's system roots would skip it.
+	if _, err := tlsfiles.ParseBundle(b); err != nil {
+		return nil, fmt.Errorf("CA bundle %s: %w", path, err)
 	}
 	return b, nil
 }
