@@ -25,7 +25,7 @@ const CRDName = "workers.wo.writeonce.dev"
 const AnnotationResourcePolicy = "helm.sh/resource-policy"
 
 // WorkerCRD returns the Worker CRD this operator was built with, as the
-// chart and manifests/install.yaml install it (with the keep annotation).
+// chart and manifests/crds.yaml install it (with the keep annotation).
 func WorkerCRD() (*unstructured.Unstructured, error) {
 	var m map[string]any
 	if err := yaml.Unmarshal(crd.Worker, &m); err != nil {
@@ -51,7 +51,7 @@ func WorkerCRD() (*unstructured.Unstructured, error) {
 // never upgrades them; the chart runs the operator with --sync-crd so that
 // `helm upgrade` to a new version also upgrades the schema. It patches,
 // never creates: the CRD must have been installed (by the chart's crds/ or
-// manifests/install.yaml), which keeps the operator's RBAC to get and patch
+// manifests/crds.yaml), which keeps the operator's RBAC to get and patch
 // of this one object.
 func Sync(ctx context.Context, c client.Client) error {
 	u, err := WorkerCRD()
@@ -61,7 +61,7 @@ func Sync(ctx context.Context, c client.Client) error {
 	current := &unstructured.Unstructured{}
 	current.SetGroupVersionKind(u.GroupVersionKind())
 	if err := c.Get(ctx, client.ObjectKey{Name: CRDName}, current); err != nil {
-		return fmt.Errorf("sync CRD: get %s (install it with the chart or manifests/install.yaml): %w", CRDName, err)
+		return fmt.Errorf("sync CRD: get %s (install it with the chart or manifests/crds.yaml): %w", CRDName, err)
 	}
 	//nolint:staticcheck // client.Apply with an unstructured object is the plain SSA path.
 	if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(render.ManagedBy), client.ForceOwnership); err != nil {
