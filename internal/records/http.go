@@ -158,8 +158,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, k)
 		return
 	}
-	r2 := toRecord(rec)
-	writeRecord(w, http.StatusOK, r2.Key, []byte(r2.Fields), r2.Version)
+	out := toRecord(rec)
+	writeRecord(w, http.StatusOK, out.Key, []byte(out.Fields), out.Version)
 }
 
 func (h *Handler) put(w http.ResponseWriter, r *http.Request) {
