@@ -50,6 +50,7 @@ type ServeOption func(*serveConfig)
 type serveConfig struct {
 	mode     AcceptMode
 	maxConns int
+	budget   *ConnBudget
 }
 
 // WithAcceptMode picks how connections are spread over shards.
@@ -61,6 +62,37 @@ func WithAcceptMode(m AcceptMode) ServeOption { return func(c *serveConfig) { c.
 // backlog, and the process keeps file descriptors for its other ports.
 func WithMaxConns(n int) ServeOption { return func(c *serveConfig) { c.maxConns = n } }
 
+// WithConnBudget makes the server's connections share b with every other
+// server given b: a connection accepted while b is spent is shed, as over
+// WithMaxConns (both may be given; either sheds).
+func WithConnBudget(b *ConnBudget) ServeOption { return func(c *serveConfig) { c.budget = b } }
+
+// ConnBudget caps the connections open at once across several servers and
+// all their shards: what a process can spend on clients is its descriptor
+// limit, whichever port and shard they arrive on. A static split (each
+// port's shards a share of the limit) refused connections on a busy port
+// while the others sat idle: a worker whose limit is 20,000 took at most
+// 9,872 WebSockets on its data port.
+type ConnBudget struct {
+	max  int64
+	open atomic.Int64
+}
+
+// NewConnBudget makes a budget of n connections (n <= 0: none at all).
+func NewConnBudget(n int) *ConnBudget { return &ConnBudget{max: int64(n)} }
+
+// Open is how many connections hold a part of the budget now.
+func (b *ConnBudget) Open() int64 { return b.open.Load() }
+
+// take claims one connection, or reports that the budget is spent.
+func (b *ConnBudget) take() bool {
+	if b.open.Add(1) > b.max {
+		b.open.Add(-1)
+		return false
+	}
+	return true
+}
+
 // Server is a TCP service running on every shard: each accepted connection
 // gets a fiber of its own, on the shard that accepted it (or was handed it),
 // and handle runs there.
@@ -71,6 +103,7 @@ type Server struct {
 	mode     AcceptMode
 	handle   func(f *Fiber, c *Conn)
 	maxConns int
+	budget   *ConnBudget
 	acceptor []Addr[serveCtl]
 	accepted []atomic.Int64 // connections started per shard
 	open     []atomic.Int64 // connections open per shard
@@ -115,7 +148,7 @@ func ServeTCP(f *Fiber, network, address string, handle func(f *Fiber, c *Conn),
 		return nil, fmt.Errorf("wo: ServeTCP: accept mode %q: want %q or %q", cfg.mode, AcceptShared, AcceptHandoff)
 	}
 	n := f.Shards()
-	s := &Server{network: network, mode: cfg.mode, handle: handle, maxConns: cfg.maxConns,
+	s := &Server{network: network, mode: cfg.mode, handle: handle, maxConns: cfg.maxConns, budget: cfg.budget,
 		accepted: make([]atomic.Int64, n), open: make([]atomic.Int64, n),
 		shed: make([]atomic.Int64, n), backoffs: make([]atomic.Int64, n)}
 	for i := 0; i < n; i++ {
@@ -347,10 +380,12 @@ func (a *acceptor) shedWithSpare(l *Listener, spare *int) bool {
 	return err == nil
 }
 
-// overCap says this shard is at its connection cap; it counts the shed
-// connection.
+// overCap says this shard is at its connection cap or the shared budget is
+// spent, and counts the shed connection. When it says no, the connection
+// holds a part of the budget, which start gives back when it ends.
 func (a *acceptor) overCap() bool {
-	if a.srv.maxConns <= 0 || a.srv.open[a.shard].Load() < int64(a.srv.maxConns) {
+	if (a.srv.maxConns <= 0 || a.srv.open[a.shard].Load() < int64(a.srv.maxConns)) &&
+		(a.srv.budget == nil || a.srv.budget.take()) {
 		return false
 	}
 	a.srv.shed[a.shard].Add(1)
@@ -364,7 +399,12 @@ func (a *acceptor) start(f *Fiber, open func(f *Fiber) *Conn) {
 	a.srv.accepted[a.shard].Add(1)
 	a.srv.open[a.shard].Add(1)
 	Go(f, func(f *Fiber) {
-		defer a.srv.open[a.shard].Add(-1)
+		defer func() {
+			a.srv.open[a.shard].Add(-1)
+			if a.srv.budget != nil {
+				a.srv.budget.open.Add(-1)
+			}
+		}()
 		c := open(f)
 		if c == nil {
 			return

@@ -342,3 +342,66 @@ func lowerFDLimit(t *testing.T, n uint64) {
 	}
 	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) })
 }
+
+// Two servers sharing a budget of 3 take 3 connections between them, in any
+// mix, shed the next on either, and take one again once one has closed.
+func TestServeTCPConnBudgetIsShared(t *testing.T) {
+	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
+		cfg.Shards = 1
+		budget := NewConnBudget(3)
+		a, stopA := startServerWith(t, cfg, WithConnBudget(budget))
+		defer stopA()
+		b, stopB := startServerWith(t, cfg, WithConnBudget(budget))
+		defer stopB()
+		echo := func(c net.Conn) error {
+			if _, err := io.WriteString(c, "hi\n"); err != nil {
+				return err
+			}
+			got, err := bufio.NewReader(c).ReadString('\n')
+			if err == nil && got != "hi\n" {
+				err = fmt.Errorf("echo %q", got)
+			}
+			return err
+		}
+		dial := func(s *Server) net.Conn {
+			c, err := net.Dial("tcp", s.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		held := []net.Conn{dial(a), dial(a), dial(b)}
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for i, c := range held {
+			if err := echo(c); err != nil {
+				t.Fatalf("connection %d of 3, within the budget: %v", i+1, err)
+			}
+		}
+		for _, s := range []*Server{a, b} {
+			over := dial(s)
+			if err := echo(over); err == nil {
+				t.Fatal("a fourth connection was served on a budget of 3")
+			}
+			over.Close()
+		}
+		if got := a.Shed()[0] + b.Shed()[0]; got != 2 {
+			t.Fatalf("shed %d, want 2", got)
+		}
+		if got := budget.Open(); got != 3 {
+			t.Fatalf("budget holds %d, want 3", got)
+		}
+		held[0].Close()
+		for budget.Open() > 2 {
+			time.Sleep(time.Millisecond)
+		}
+		c := dial(b) // the slot a's connection gave back, on the other server
+		held = append(held, c)
+		if err := echo(c); err != nil {
+			t.Fatalf("after a connection closed: %v", err)
+		}
+	})
+}

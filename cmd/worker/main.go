@@ -295,11 +295,15 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 		return 1
 	}
 	chat.Mount(srv, chatSvc, func(r *http.Request) *runtime.Fiber { return httpd.Fiber(r.Context()) })
-	maxConns := cfg.HTTP.MaxConnsPerShard
-	if maxConns == 0 {
-		maxConns = autoMaxConns(rt.Shards())
+	// An explicit http.max_conns_per_shard caps each shard of each port;
+	// by default the two ports and every shard share one budget, what the
+	// descriptor limit leaves.
+	conns, budget := runtime.WithMaxConns(cfg.HTTP.MaxConnsPerShard), 0
+	if cfg.HTTP.MaxConnsPerShard == 0 {
+		budget = autoConnBudget()
+		conns = runtime.WithConnBudget(runtime.NewConnBudget(budget))
 	}
-	if err := srv.Start(f, cfg.HTTPAddr, runtime.WithMaxConns(maxConns)); err != nil {
+	if err := srv.Start(f, cfg.HTTPAddr, conns); err != nil {
 		log.Error("worker: http listener", "addr", cfg.HTTPAddr, "err", err)
 		return 1
 	}
@@ -312,13 +316,14 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 			func() float64 { return float64(clientTLS.HandshakeFailures()) }))
 	}
 	// Tests and humans find the bound ports here (":0" picks one).
-	chatTCP, err := runtime.ServeTCP(f, "tcp", cfg.ChatAddr, chatSvc.ServeTCP, runtime.WithMaxConns(maxConns))
+	chatTCP, err := runtime.ServeTCP(f, "tcp", cfg.ChatAddr, chatSvc.ServeTCP, conns)
 	if err != nil {
 		log.Error("worker: chat listener", "addr", cfg.ChatAddr, "err", err)
 		return 1
 	}
 	log.Info("worker: listening", "ops", opsAddr, "http", srv.Addr().String(), "chat", chatTCP.Addr().String(),
-		"peer", db.PeerAddr(), "member", fmt.Sprintf("%x", db.Self()), "max_conns_per_shard", maxConns)
+		"peer", db.PeerAddr(), "member", fmt.Sprintf("%x", db.Self()),
+		"max_conns_per_shard", cfg.HTTP.MaxConnsPerShard, "conn_budget", budget)
 	log.Info("worker: database open", "dir", cfg.DataDir, "recovered", db.Stats().Recovered, "shards", rt.Shards(), "backend", rt.Backend().Kind)
 	opsSrv.SetState(ops.Ready)
 	log.Info("worker: ready")
@@ -377,21 +382,16 @@ func setupLater(f *runtime.Fiber, db *dbowner.DB, log *slog.Logger) {
 	}
 }
 
-// servedPorts is how many ports take the automatic per-shard cap: the data
-// port and the chat's TCP port.
-const servedPorts = 2
-
-// autoMaxConns splits the file descriptor limit, less a reserve, over the
-// shards of both served ports (Go raises the soft limit to the hard one at
-// start). The caps together never exceed what the limit leaves: a floor per
-// shard would add up, on many shards and a low limit, to more descriptors
-// than the process has, and the ops port's accept would then fail with
-// EMFILE while the data port left new connections in its backlog.
-func autoMaxConns(shards int) int {
+// autoConnBudget is the connections the data and chat ports may hold at
+// once between them, on every shard: the file descriptor limit less a
+// reserve for the log, the peers and the ops port (Go raises the soft limit
+// to the hard one at start). One budget, not a share per port and shard: a
+// static split refused the 9,873rd WebSocket on the data port of a worker
+// whose limit is 20,000, while the chat's TCP port held none.
+func autoConnBudget() int {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
 		return 1024
 	}
-	n := int(min(lim.Cur, 1<<24)) - fdReserve
-	return max(1, n/(servedPorts*max(1, shards)))
+	return max(1, int(min(lim.Cur, 1<<24))-fdReserve)
 }

@@ -273,7 +273,7 @@ var settings = []setting{
 		help:  "`bytes` of a request body, at most (then 413)",
 		apply: intSetting(1, 64<<20, func(c *Config, n int) { c.HTTP.MaxBody = int64(n) })},
 	{Key: keys.HTTPMaxConnsPerShard, def: "0", kind: kindInt,
-		help:  "open data-plane connections per shard, at most (`count`; more are closed at once); 0 = the file descriptor limit, less a reserve, split over the shards",
+		help:  "open connections per shard of the data and chat ports, at most (`count`; more are closed at once); 0 = one budget for both ports and every shard: the file descriptor limit, less a reserve",
 		apply: intSetting(0, 1<<24, func(c *Config, n int) { c.HTTP.MaxConnsPerShard = n })},
 	{Key: keys.HTTPDrainGrace, def: "5s",
 		help:  "on SIGTERM, `duration` /readyz says 503 while the data plane still serves (for the Service to drop the pod)",
