@@ -102,13 +102,14 @@ func syncFile(f *runtime.Fiber) func(wal.File) error {
 }
 
 // offload runs fn, blocking file work (a snapshot file's writes and
-// fdatasync, a rename, directory fsyncs, removals), on a goroutine of its
-// own while f parks, so that the owner's shard runs its other fibers (the
-// raft driver's appends among them) for however long the disk takes: a
-// directory fsync or the fdatasync of a snapshot of tens of megabytes
-// took 20-60 ms, one slice of the shard when called on its thread. fn must
-// touch only the file system (the wal.Log is not safe for concurrent
-// use). With the runtime stopping, f stops parking but offload still waits
+// fdatasync, a rename, directory fsyncs, removals) or long CPU work (a
+// snapshot's serialization), on a goroutine of its own while f parks, so
+// that the owner's shard runs its other fibers (the raft driver's appends
+// among them) for however long it takes: a directory fsync or the
+// fdatasync of a snapshot of tens of megabytes took 20-60 ms, one slice of
+// the shard when called on its thread. fn must touch only the file system
+// or what no fiber writes any more (a frozen capture): the wal.Log and the
+// live engine are not safe for concurrent use. With the runtime stopping, f stops parking but offload still waits
 // for fn (blocking the thread) and returns its result: nothing of fn
 // outlives the call.
 func offload(f *runtime.Fiber, fn func() error) error {

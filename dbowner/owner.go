@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -70,26 +69,6 @@ type owner struct {
 }
 
 type ownerActor struct{ o *owner }
-
-// yieldWriter lets the shard's other fibers run every snapYieldBytes of a
-// snapshot written.
-type yieldWriter struct {
-	f *runtime.Fiber
-	w io.Writer
-	n int
-}
-
-// snapYieldBytes is how much snapshot is written between two yields.
-const snapYieldBytes = 256 << 10
-
-func (y *yieldWriter) Write(p []byte) (int, error) {
-	n, err := y.w.Write(p)
-	if y.n += n; y.n >= snapYieldBytes {
-		y.n = 0
-		runtime.Yield(y.f)
-	}
-	return n, err
-}
 
 func (a *ownerActor) Receive(f *runtime.Fiber, req request) {
 	o := a.o

@@ -180,15 +180,11 @@ func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data [][]byte) er
 	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
-	// In pieces: the WAL's writer buffers them into 64 KiB writes (this
-	// runs off the owner's shard, endSnapshot's offload).
+	// Piece by piece, as serialized (this runs off the owner's shard,
+	// endSnapshot's offload).
 	for _, p := range data {
-		for len(p) > 0 {
-			k := min(len(p), snapYieldBytes)
-			if _, err := w.Write(p[:k]); err != nil {
-				return err
-			}
-			p = p[k:]
+		if _, err := w.Write(p); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -181,10 +181,12 @@ var engineSentinels = []error{
 // Snapshot captures the state at the applied index without copying it: the
 // engine is frozen (copy-on-write B-tree clones, O(tables)) and the live
 // request IDs are a slice of pointers to entries that never change once
-// put. The returned writer serializes that capture in the node's writer
-// fiber while the driver goes on applying: Applies after this call copy
-// the tree nodes they touch and leave the frozen ones as they were, so the
-// bytes are exactly the state at the index raft is given.
+// put. The returned writer serializes that capture on a goroutine while the
+// driver goes on applying: Applies after this call copy the tree nodes they
+// touch and leave the frozen ones as they were (google/btree: a tree and
+// its clone may be used concurrently once Clone returns; rows are never
+// changed in place, an update installs a new one), so the bytes are exactly
+// the state at the index raft is given.
 func (s stateMachine) Snapshot(f *runtime.Fiber) (node.SnapshotWriter, error) {
 	o := s.o
 	ids := slices.Clone(o.dedupe.order[o.dedupe.dead:])
@@ -195,27 +197,36 @@ func (s stateMachine) Snapshot(f *runtime.Fiber) (node.SnapshotWriter, error) {
 }
 
 // writeStateSnapshot serializes the captured request IDs and engine after
-// dst, yielding every snapYieldBytes so that the shard's other fibers (the
-// raft driver among them) keep running, and returns the bytes as pieces:
-// dst with the request IDs, then the engine in chunks of snapChunkBytes.
-// Chunks, never one growing buffer (doubling a buffer of tens of megabytes
-// copies half of it in one slice) and never joined (one slice of the whole
-// state was a second copy of the database at the peak): the WAL writes the
-// pieces as they are.
+// dst off the owner's shard (offload: f parks, the shard's other fibers —
+// the raft driver among them — run, and the CPU work of a million records,
+// about a second, is the OS's to schedule rather than a run of slices that
+// every write queues behind), and returns the bytes as pieces: dst with
+// the request IDs, then the engine in chunks of snapChunkBytes. Chunks,
+// never one growing buffer (doubling a buffer of tens of megabytes copies
+// half of it) and never joined (one slice of the whole state was a second
+// copy of the database at the peak): the WAL writes the pieces as they are.
 func writeStateSnapshot(f *runtime.Fiber, dst []byte, ids []*dedupeEntry, frozen *engine.Frozen) ([][]byte, error) {
+	var chunks [][]byte
+	err := offload(f, func() (err error) {
+		chunks, err = serializeState(dst, ids, frozen)
+		return err
+	})
+	return chunks, err
+}
+
+// serializeState is writeStateSnapshot's work. It reads only the capture,
+// so it may run on any goroutine.
+func serializeState(dst []byte, ids []*dedupeEntry, frozen *engine.Frozen) ([][]byte, error) {
 	buf := append(dst, smSnapVersion)
 	buf = binary.AppendUvarint(buf, uint64(len(ids)))
-	for i, e := range ids {
+	for _, e := range ids {
 		buf = appendStr(buf, e.id)
 		buf = binary.AppendVarint(buf, e.unixms)
 		buf = binary.AppendUvarint(buf, e.out.seq)
 		buf = appendOutcomeErr(buf, e.out.err)
-		if i%1024 == 1023 {
-			runtime.Checkpoint(f)
-		}
 	}
 	cw := &chunkWriter{chunks: [][]byte{buf}}
-	if _, err := frozen.WriteTo(&yieldWriter{f: f, w: cw}); err != nil {
+	if _, err := frozen.WriteTo(cw); err != nil {
 		return nil, fmt.Errorf("dbowner: engine snapshot: %w", err)
 	}
 	return cw.chunks, nil
