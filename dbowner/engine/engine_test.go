@@ -519,3 +519,42 @@ func TestFrozenIsPointInTime(t *testing.T) {
 		t.Fatal(r)
 	}
 }
+
+// TestFrozenSerializesWhileTheOwnerWrites is what lets dbowner serialize a
+// snapshot on a goroutine of its own: the frozen trees are read there while
+// the owner goes on inserting, updating and deleting in the live ones (the
+// race detector watches the shared nodes), and the bytes are still the
+// state at the freeze.
+func TestFrozenSerializesWhileTheOwnerWrites(t *testing.T) {
+	db := newUsers(t)
+	const n = 3000
+	for i := range n {
+		must(db.Exec(Insert("users", user(fmt.Sprintf("u%05d", i), int64(i)))))
+	}
+	want := dump(t, db)
+	f := db.Freeze()
+	done := make(chan []byte)
+	go func() {
+		var buf bytes.Buffer
+		must(f.WriteTo(&buf))
+		done <- buf.Bytes()
+	}()
+	for i := range n {
+		k := String(fmt.Sprintf("u%05d", i))
+		switch i % 3 {
+		case 0:
+			must(db.Exec(Update("users", k, map[string]Value{"age": Int(-1)})))
+		case 1:
+			must(db.Exec(Delete("users", k)))
+		default:
+			must(db.Exec(Insert("users", user(fmt.Sprintf("v%05d", i), 7))))
+		}
+	}
+	old := must(Load(<-done))
+	if got := dump(t, old); got != want {
+		t.Fatalf("the frozen state serialized beside writes is not the state at the freeze")
+	}
+	if old.Seq() != f.Seq() {
+		t.Fatalf("seq %d, want %d", old.Seq(), f.Seq())
+	}
+}
