@@ -76,7 +76,7 @@ type Backup struct {
 // first (unless the handle is Stale, or this member leads a one-member
 // group), so the applied index the capture is at covers every write
 // acknowledged before the call. The capture is the snapshot's (a
-// copy-on-write freeze); its serialization yields as it goes. Any fiber,
+// copy-on-write freeze), serialized off the owner's shard. Any fiber,
 // any shard.
 func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
 	o, stale := d.o, d.stale
