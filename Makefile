@@ -9,7 +9,7 @@ SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 # go test, repeating what failed at the end of its output (hack/gotest.sh).
 GOTEST = GO=$(GO) bash hack/gotest.sh
 
-.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-service bench-chat bench-replication envtest-binaries helm cert-manager-crds fuzz fmt image manifests verify-manifests
+.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-service bench-chat e2e-cluster bench-replication envtest-binaries helm cert-manager-crds fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -74,6 +74,21 @@ cert-manager-crds:
 # appVersion unless given: the chart's default image tag says the same.
 BUILD ?= build
 VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' charts/wo/Chart.yaml)
+
+## e2e-cluster: wo on a real one-node Kubernetes cluster (hack/cluster-up.sh:
+## etcd, kube-apiserver, controller-manager, scheduler, kubelet with the
+## static CPU manager, containerd + runc, CNI bridge, kube-proxy, CoreDNS, all
+## in a network namespace of its own): the images `make image` builds are
+## imported into the node's containerd, the chart is installed with helm and
+## internal/e2ecluster checks the pods for real. Needs root and the Debian
+## packages containerd, runc, containernetworking-plugins, iptables,
+## conntrack. The cluster stays up for a look (KUBECONFIG below);
+## hack/cluster-down.sh removes it. See docs/kubernetes.md.
+e2e-cluster: image helm
+	bash hack/cluster-up.sh >/dev/null
+	bash hack/cluster-load.sh $(BUILD)/image/images.tar
+	WO_E2E_CLUSTER="$${WO_CLUSTER_DIR:-/var/lib/wo-cluster}" WO_E2E_VERSION=$(VERSION) WO_HELM="$$(bash hack/helm-binary.sh)" \
+		$(GO) test -count=1 -timeout 45m -v ./internal/e2ecluster/...
 
 ## image: the wo-worker and wo-operator images from static binaries, no
 ## Docker daemon: $(BUILD)/image/oci (OCI layout) and $(BUILD)/image/images.tar
