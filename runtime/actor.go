@@ -74,24 +74,41 @@ type actorCell[M any] struct {
 
 // remoteMail queues an actor's mail from other shards. A sending shard stages
 // its messages for the actor in stage[its id], which only that shard
-// touches, and moves the whole stage into items under mu when it flushes
+// touches, and hands the stage's whole slice over under mu when it flushes
 // (at the end of its tick, or when the stage holds half a ring): one lock
-// per batch, not per message, which is what makes a stream of cross-shard
-// Sends cheaper than a buffered channel's lock per element. Only the first
-// batch after a drain sends a notice (a remoteItem naming the cell, no
-// payload) to the actor's shard, which then moves everything into the
-// mailbox. Each sender's messages keep their order. spare is the actor's
-// shard's own (the slice it drained last time, handed back under the same
-// lock that takes the batch), so a drain locks once.
+// per batch, not per message, and no copy — the receiver reads the very
+// slice the sender wrote. (Appending each batch into one shared slice, as
+// this did before, copied every message once more and grew that slice
+// under the lock whenever the actor fell behind; growing it was 60% of a
+// stream of cross-shard Sends' CPU.) Only the first batch after a drain
+// sends a notice (a remoteItem naming the cell, no payload) to the actor's
+// shard, which then moves everything into the mailbox and hands the emptied
+// slices back in free, where the senders' next stages come from. Each
+// sender's messages keep their order.
 type remoteMail[M any] struct {
-	mu    sync.Mutex
-	items []mail[M]
-	spare []mail[M]
+	mu      sync.Mutex
+	batches [][]mail[M] // flushed, oldest first
+	free    [][]mail[M] // emptied by the receiver, for the senders' next stages
+	// Only the actor's shard touches these outside the lock's swaps: the
+	// batches list it drained last time, and the emptied batches it hands
+	// back at its next drain (one lock a drain).
+	spare   [][]mail[M]
+	emptied [][]mail[M]
 	// queued: a notice is on its way to the actor's shard. Stored under
 	// mu; a request arriving by itself (deliverAsk) loads it without.
 	queued atomic.Bool
 	stage  []staged[M]
 }
+
+// maxFreeBatches bounds the emptied batches an actor keeps for its senders:
+// as many entries as an idle mailbox keeps (maxIdleMailbox), so a backlog
+// of that size streams without allocating and a burst beyond it does not
+// pin memory.
+const maxFreeBatches = maxIdleMailbox / maxOutboxBatch
+
+// minStageBatch is the capacity a stage starts with when no emptied batch
+// is free: a few messages staged in one tick do not regrow it.
+const minStageBatch = 16
 
 // staged is one sending shard's mail for one remote actor, not yet flushed.
 type staged[M any] struct {
@@ -192,6 +209,9 @@ func sendMail[M any](f *Fiber, to Addr[M], msg M, ask askRef) {
 	sh := f.sh
 	rx := c.remote()
 	st := &rx.stage[sh.id]
+	if st.items == nil {
+		st.items = make([]mail[M], 0, minStageBatch)
+	}
 	st.items = append(st.items, mail[M]{msg: msg, ask: ask})
 	if len(st.items) >= maxOutboxBatch {
 		c.flushStaged(sh)
@@ -217,21 +237,23 @@ func (c *actorCell[M]) flushStaged(sh *shard) {
 	}
 	if sh.rt.stopping.Load() {
 		sh.rt.dropped.Add(uint64(len(st.items)))
-	} else {
-		rx.mu.Lock()
-		rx.items = append(rx.items, st.items...)
-		notify := !rx.queued.Load()
-		rx.queued.Store(true)
-		rx.mu.Unlock()
-		if notify {
-			sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
-		}
-	}
-	clear(st.items)
-	if cap(st.items) > maxIdleMailbox {
-		st.items = nil
-	} else {
+		clear(st.items)
 		st.items = st.items[:0]
+		return
+	}
+	rx.mu.Lock()
+	rx.batches = append(rx.batches, st.items)
+	st.items = nil
+	if n := len(rx.free); n > 0 {
+		st.items = rx.free[n-1]
+		rx.free[n-1] = nil
+		rx.free = rx.free[:n-1]
+	}
+	notify := !rx.queued.Load()
+	rx.queued.Store(true)
+	rx.mu.Unlock()
+	if notify {
+		sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
 	}
 }
 
@@ -302,19 +324,28 @@ func (c *actorCell[M]) deliverAsk(msg M, ask askRef) {
 // still on its way afterwards finds nothing, which is harmless.
 func (c *actorCell[M]) drainRemote(rx *remoteMail[M]) {
 	rx.mu.Lock()
-	items := rx.items
-	rx.items, rx.spare = rx.spare[:0], nil
+	batches := rx.batches
+	rx.batches, rx.spare = rx.spare[:0], nil
+	for i, b := range rx.emptied {
+		if len(rx.free) < maxFreeBatches {
+			rx.free = append(rx.free, b)
+		}
+		rx.emptied[i] = nil
+	}
 	rx.queued.Store(false)
 	rx.mu.Unlock()
-	for i := range items {
-		c.enqueue(items[i].msg, items[i].ask)
+	rx.emptied = rx.emptied[:0]
+	for i, b := range batches {
+		for j := range b {
+			c.enqueue(b[j].msg, b[j].ask)
+		}
+		clear(b)
+		if cap(b) >= minStageBatch && cap(b) <= maxOutboxBatch {
+			rx.emptied = append(rx.emptied, b[:0])
+		}
+		batches[i] = nil
 	}
-	clear(items)
-	if cap(items) <= maxIdleMailbox {
-		// Only this shard reads or writes spare outside the lock's swap
-		// above, and senders never touch it: no second lock.
-		rx.spare = items[:0]
-	}
+	rx.spare = batches[:0]
 }
 
 // unbox recovers a T that crossed shards as an any. A nil interface value (a

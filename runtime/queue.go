@@ -40,9 +40,12 @@ func (q *fifo[T]) grow() {
 		size = 4
 	}
 	buf := make([]T, size)
-	for i := 0; i < q.n; i++ {
-		buf[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
-	}
+	// Two block copies, the run from head to the end and the wrapped run
+	// from the start (a mailbox that falls behind grows to its backlog,
+	// and an element-by-element copy was most of a cross-shard stream's
+	// cost there).
+	n := copy(buf, q.buf[q.head:min(q.head+q.n, len(q.buf))])
+	copy(buf[n:q.n], q.buf)
 	q.buf, q.head = buf, 0
 }
 
