@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -277,5 +278,134 @@ func TestWaitDeadlineAfterMultishot(t *testing.T) {
 	}
 	if waited := time.Since(start); waited >= hangGuard/2 {
 		t.Fatalf("Wait(50ms) slept %v: it waited on the earlier Wait's %v deadline", waited, hangGuard)
+	}
+}
+
+// TestMultishotHeldBuffersDoNotStarve: buffers a reader holds leave the
+// ring, and spares take their place, so holding twice the window never
+// makes a receive fail for want of a buffer while spares remain.
+func TestMultishotHeldBuffersDoNotStarve(t *testing.T) {
+	b := openMultishot(t, Options{RecvBuffers: 4 * initialRecvWindow, RecvBufferSize: 16})
+	a, peer := socketpair(t)
+	const tok = 5
+	b.RecvMultishot(a, tok)
+	held := map[uint16]bool{}
+	for len(held) < 2*initialRecvWindow {
+		send(t, peer, []byte{'x'})
+		c := nextOf(t, b, tok)
+		id, ok := c.Buffer()
+		if !ok || c.Res != 1 || !c.More() {
+			t.Fatalf("with %d held: res %d buffer %v more %v", len(held), c.Res, ok, c.More())
+		}
+		if held[id] {
+			t.Fatalf("buffer %d handed out twice", id)
+		}
+		held[id] = true
+	}
+	for id := range held {
+		b.ReleaseRecvBuffer(id)
+	}
+}
+
+// TestPbufWindow is the ring's offering policy, without a kernel: the
+// window's buffers at first and the rest in spare, a buffer given back to
+// spare while the kernel holds the window and to the ring when it holds
+// fewer, spares offered when held buffers leave less than half the window,
+// and the window doubled (up to every buffer) when a receive found the
+// ring dry. (Whether a burst runs a real ring dry depends on how many
+// deferred completions the kernel runs per reap.)
+func TestPbufWindow(t *testing.T) {
+	const n = 4 * initialRecvWindow
+	r, err := newPbufRing(n, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.unmap()
+	offeredIDs := func() map[uint16]bool {
+		ids := map[uint16]bool{}
+		for i := range r.offered {
+			ids[r.entry(r.tail-uint16(r.offered)+uint16(i)).Bid] = true
+		}
+		return ids
+	}
+	if r.window != initialRecvWindow || r.offered != initialRecvWindow || len(r.spare) != n-initialRecvWindow {
+		t.Fatalf("new ring: window %d offered %d spare %d", r.window, r.offered, len(r.spare))
+	}
+	for id := range offeredIDs() {
+		if int(id) >= initialRecvWindow {
+			t.Fatalf("buffer %d offered at first, want only the first %d", id, initialRecvWindow)
+		}
+	}
+	// The kernel takes one and it comes back: into the ring.
+	r.took()
+	r.release(0)
+	if r.offered != initialRecvWindow || len(r.spare) != n-initialRecvWindow {
+		t.Fatalf("after one round trip: offered %d spare %d", r.offered, len(r.spare))
+	}
+	// Readers hold half the window and one more: spares top it up.
+	for range initialRecvWindow/2 + 1 {
+		r.took()
+	}
+	if r.offered != initialRecvWindow || len(r.spare) != n-initialRecvWindow-(initialRecvWindow/2+1) {
+		t.Fatalf("after holding %d: offered %d spare %d", initialRecvWindow/2+1, r.offered, len(r.spare))
+	}
+	// Given back while the ring holds its window: to spare's top, first
+	// out next time.
+	r.release(7)
+	if top := r.spare[len(r.spare)-1]; top != 7 || r.offered != initialRecvWindow {
+		t.Fatalf("given back at a full window: spare top %d offered %d", top, r.offered)
+	}
+	// The ring ran dry: the window doubles and spares fill it, 7 first.
+	tail := r.tail
+	r.exhausted()
+	if r.window != 2*initialRecvWindow || r.offered != 2*initialRecvWindow {
+		t.Fatalf("after ENOBUFS: window %d offered %d", r.window, r.offered)
+	}
+	if id := r.entry(tail).Bid; id != 7 {
+		t.Fatalf("first spare offered is %d, want 7 (the last given back)", id)
+	}
+	for range 4 {
+		r.exhausted()
+	}
+	if r.window != n {
+		t.Fatalf("window %d after repeated ENOBUFS, want every buffer (%d)", r.window, n)
+	}
+}
+
+// TestMultishotTouchesOnlyItsWindow streams more messages through one
+// connection than the ring has buffers, each buffer given back at once:
+// the buffers' pages that became resident are the window's, not all 16 MiB
+// the FIFO ring used to cycle through.
+func TestMultishotTouchesOnlyItsWindow(t *testing.T) {
+	m := openMultishot(t, Options{})
+	ub, ok := m.(*uringBackend)
+	if !ok {
+		t.Fatalf("AsMultishot returned %T", m)
+	}
+	a, peer := socketpair(t)
+	const tok = 9
+	m.RecvMultishot(a, tok)
+	r := ub.pbuf
+	for i := 0; i < r.n+r.n/4; i++ {
+		send(t, peer, []byte{'y'})
+		c := nextOf(t, m, tok)
+		id, ok := c.Buffer()
+		if !ok || c.Res != 1 {
+			t.Fatalf("message %d: res %d buffer %v", i, c.Res, ok)
+		}
+		m.ReleaseRecvBuffer(id)
+	}
+	page := unix.Getpagesize()
+	vec := make([]byte, (int(r.bufsLen)+page-1)/page)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(r.bufs), r.bufsLen, uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatalf("mincore: %v", e)
+	}
+	resident := 0
+	for _, v := range vec {
+		resident += int(v & 1)
+	}
+	if most := (r.window*r.size + page - 1) / page; resident > most {
+		t.Fatalf("%d of %d buffer pages resident after %d messages, want at most the window's %d",
+			resident, len(vec), r.n+r.n/4, most)
 	}
 }

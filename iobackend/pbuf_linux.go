@@ -39,7 +39,26 @@ type pbufRing struct {
 	n       int
 	size    int
 	tail    uint16 // our producer index; published with publish
+
+	// Only window buffers are offered to the kernel at a time; the rest
+	// wait in spare, a stack whose top is the buffer given back last (its
+	// bytes are the likeliest to be in cache and resident). The kernel
+	// takes buffers from the ring's head in order, so offering all n would
+	// touch every page of the n*size bytes as they cycle — 16 MiB a shard
+	// resident after a while, whatever the connection count. window starts
+	// at initialRecvWindow and doubles each time a receive finds the ring
+	// empty (ENOBUFS), up to n: a shard's receive buffers grow to what its
+	// connections need at once, and a quiet shard holds a few hundred KiB.
+	spare  []uint16
+	window int
+	// offered counts buffers in the ring the kernel has not yet been seen
+	// to take (a CQE naming one). The kernel may have taken some whose CQE
+	// is not reaped yet, so it can be high; never low.
+	offered int
 }
+
+// initialRecvWindow is how many receive buffers a ring offers at first.
+const initialRecvWindow = 256
 
 // newPbufRing maps n buffers of size bytes (n a power of two, at most 32768)
 // and a ring holding all of them.
@@ -57,9 +76,15 @@ func newPbufRing(n, size int) (*pbufRing, error) {
 		_ = unix.MunmapPtr(r.ring, r.ringLen)
 		return nil, fmt.Errorf("iobackend: mmap receive buffers (%d x %d bytes): %w", n, size, err)
 	}
-	for id := 0; id < n; id++ {
+	r.window = min(n, initialRecvWindow)
+	r.spare = make([]uint16, 0, n)
+	for id := n - 1; id >= r.window; id-- {
+		r.spare = append(r.spare, uint16(id))
+	}
+	for id := 0; id < r.window; id++ {
 		r.put(uint16(id))
 	}
+	r.offered = r.window
 	r.publish()
 	return r, nil
 }
@@ -110,10 +135,49 @@ func (r *pbufRing) buf(id uint16, n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(r.bufs, uintptr(id)*uintptr(r.size))), n)
 }
 
-// release gives buffer id back to the kernel.
+// release gives buffer id back: to the kernel while it holds fewer than
+// window, to spare otherwise.
 func (r *pbufRing) release(id uint16) {
-	r.put(id)
-	r.publish()
+	if r.offered < r.window {
+		r.put(id)
+		r.offered++
+		r.publish()
+		return
+	}
+	r.spare = append(r.spare, id)
+}
+
+// took notes a CQE that names a buffer: the kernel took one from the ring.
+// If the buffers held by readers left the ring below half its window, it
+// offers spares, so a burst of slow readers does not starve the others.
+func (r *pbufRing) took() {
+	r.offered--
+	if r.offered < r.window/2 {
+		r.refill()
+	}
+}
+
+// exhausted notes a receive that found the ring empty (ENOBUFS): the window
+// was too small for the connections readable at once, so it doubles.
+func (r *pbufRing) exhausted() {
+	r.window = min(2*r.window, r.n)
+	r.refill()
+}
+
+// refill offers spares until the kernel holds window buffers or none is
+// left.
+func (r *pbufRing) refill() {
+	k := 0
+	for r.offered < r.window && len(r.spare) > 0 {
+		id := r.spare[len(r.spare)-1]
+		r.spare = r.spare[:len(r.spare)-1]
+		r.put(id)
+		r.offered++
+		k++
+	}
+	if k > 0 {
+		r.publish()
+	}
 }
 
 func (r *pbufRing) unmap() {

@@ -657,8 +657,12 @@ func (b *uringBackend) reap(out []Completion) (n int, woke bool) {
 		}
 		if cqe.Flags&cqeFBuffer != 0 && b.pbuf != nil {
 			b.stats.bufsFilled.Add(1)
+			b.pbuf.took()
 		} else if cqe.Res == -int32(unix.ENOBUFS) {
 			b.stats.noBufs.Add(1)
+			if b.pbuf != nil {
+				b.pbuf.exhausted()
+			}
 		}
 		out[n] = Completion{Token: cqe.UserData, Res: cqe.Res, Flags: cqe.Flags}
 		n++
