@@ -115,6 +115,12 @@ if [[ -e "/run/netns/${NETNS}" ]]; then
 	ip netns del "${NETNS}"
 fi
 ip link del "${HOST_IF}" 2>/dev/null
+# /run/netns became a mount at the first `ip netns add`; undo that if it
+# was ours and nothing else lives there now.
+if [[ -d "${STATE}" && ! -e "${STATE}/netns-mount.before" ]] && mountpoint -q /run/netns &&
+	[[ -z "$(ls -A /run/netns)" ]]; then
+	umount /run/netns && rmdir /run/netns
+fi
 
 # 6. kubepods cgroups, deepest first, in every hierarchy.
 for h in /sys/fs/cgroup/*/; do
@@ -134,7 +140,8 @@ if [[ -d "${STATE}/logs" ]]; then
 	cp -r "${STATE}/logs" "${STATE}.last-logs"
 fi
 rm -rf "${STATE}" /run/containerd/s 2>/dev/null
-rmdir /run/containerd 2>/dev/null
+# runc's state root for the k8s.io namespace: empty directories by now.
+[[ -d /run/containerd ]] && find /run/containerd -depth -type d -empty -delete
 
 # 9. Check.
 left=()
@@ -144,6 +151,7 @@ done
 [[ -n "$(pod_pids)" ]] && left+=("container processes: $(pod_pids | tr '\n' ' ')")
 [[ -n "$(mounts)" ]] && left+=("mounts: $(mounts | tr '\n' ' ')")
 [[ -e "/run/netns/${NETNS}" ]] && left+=("netns ${NETNS}")
+[[ -d /run/containerd ]] && left+=("/run/containerd: $(find /run/containerd | tr '\n' ' ')")
 ip link show "${HOST_IF}" >/dev/null 2>&1 && left+=("link ${HOST_IF}")
 ls -d /sys/fs/cgroup/*/kubepods >/dev/null 2>&1 && left+=("cgroups: $(ls -d /sys/fs/cgroup/*/kubepods | tr '\n' ' ')")
 if ((${#left[@]})); then

@@ -25,7 +25,7 @@
 #
 # What is not stock, and why:
 #   - kubelet: failCgroupV1 false (this host is cgroup v1), the static CPU
-#     manager with CPU 0 reserved (Guaranteed pods with whole CPUs get the
+#     manager with 100m reserved, so cpu 0 is shared (Guaranteed pods with whole CPUs get the
 #     rest exclusively), image GC off (the images are imported, never
 #     pulled: a collected image could not come back).
 #   - containerd: restrict_oom_score_adj (without CAP_SYS_RESOURCE nothing
@@ -78,6 +78,8 @@ fi
 START=$(date +%s)
 # cluster-down.sh removes only the pod network namespaces that are new.
 ls /run/netns 2>/dev/null >"${STATE}/netns.before" || true
+# `ip netns add` makes /run/netns a mount of its own the first time.
+mountpoint -q /run/netns && touch "${STATE}/netns-mount.before"
 
 # --- binaries -----------------------------------------------------------------
 K8S_BIN="$(bash "${HACK}/envtest-binaries.sh")"
@@ -169,6 +171,7 @@ daemon kube-apiserver "${K8S_BIN}/kube-apiserver" \
 	--service-cluster-ip-range "${SERVICE_CIDR}" \
 	--service-account-issuer https://kubernetes.default.svc.cluster.local \
 	--service-account-key-file "${PKI}/sa.pub" --service-account-signing-key-file "${PKI}/sa.key" \
+	--kubelet-preferred-address-types InternalIP \
 	--kubelet-client-certificate "${PKI}/apiserver-kubelet.crt" --kubelet-client-key "${PKI}/apiserver-kubelet.key" \
 	--allow-privileged=true
 wait_for "the API server" 120 kctl get --raw /readyz
@@ -266,12 +269,20 @@ authorization: {mode: Webhook}
 clusterDNS: [${DNS_IP}]
 clusterDomain: cluster.local
 cpuManagerPolicy: static
-reservedSystemCPUs: "0"
+# 100m for the system makes the static policy keep one whole CPU (cpu 0)
+# in the shared pool, and leaves 1.9 CPUs allocatable: a one-CPU
+# Guaranteed worker gets cpu 1 to itself while CoreDNS and the operator
+# share cpu 0 (reservedSystemCPUs: "0" would leave 1 CPU in all, and the
+# worker would not fit beside them).
+kubeReserved: {cpu: 100m}
 failSwapOn: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 200Mi, nodefs.available: 1%, imagefs.available: 1%}
 resolvConf: ${STATE}/resolv.conf
+# The containers' logs stay under the state directory (the default is the
+# machine's /var/log/pods), so cluster-down.sh removes them with the rest.
+podLogsDir: ${STATE}/pod-logs
 oomScoreAdj: 0
 serializeImagePulls: false
 YAML
@@ -297,6 +308,12 @@ YAML
 daemon kube-proxy "${NODE_BIN}/kube-proxy" --config "${STATE}/kube-proxy.yaml"
 wait_for "node ${NODE} registered" 120 kctl get "node/${NODE}"
 kctl wait --for=condition=Ready "node/${NODE}" --timeout=180s >&2
+# kubelet and kube-proxy ignore a misspelt field with a log line; here it
+# is an error (podLogsDirectory for podLogsDir once put the pods' logs in
+# the machine's /var/log/pods).
+if grep -h 'strict decoding error' "${STATE}/logs/kubelet.log" "${STATE}/logs/kube-proxy.log" >&2; then
+	die "a configuration field above is unknown"
+fi
 
 # --- cluster add-ons: DNS and storage ------------------------------------------------
 log "CoreDNS, StorageClass and local volumes"

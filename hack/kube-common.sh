@@ -37,8 +37,10 @@ daemon() {
 	local name="$1"
 	shift
 	mkdir -p "${STATE}/logs" "${STATE}/pids"
+	# 8>&-: the daemon must not inherit cluster-up's lock, or it would
+	# hold it for as long as it runs.
 	setsid nsenter --net="/run/netns/${NETNS}" -- "$@" \
-		</dev/null >>"${STATE}/logs/${name}.log" 2>&1 &
+		</dev/null >>"${STATE}/logs/${name}.log" 2>&1 8>&- &
 	echo $! >"${STATE}/pids/${name}.pid"
 }
 
