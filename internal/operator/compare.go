@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -62,6 +63,9 @@ func UpToDate(existing, desired client.Object) bool {
 			}
 		}
 		return equality.Semantic.DeepDerivative(*spec, e.Spec)
+	case *policyv1.PodDisruptionBudget:
+		e, ok := existing.(*policyv1.PodDisruptionBudget)
+		return ok && equality.Semantic.DeepDerivative(d.Spec, e.Spec)
 	case *unstructured.Unstructured:
 		e, ok := existing.(*unstructured.Unstructured)
 		return ok && subsetJSON(d.Object["spec"], e.Object["spec"])
@@ -134,6 +138,9 @@ func MergeInto(existing, desired client.Object) {
 		e.Spec.Selector = d.Spec.Selector
 		e.Spec.Ports = d.Spec.Ports
 		e.Spec.PublishNotReadyAddresses = d.Spec.PublishNotReadyAddresses
+	case *policyv1.PodDisruptionBudget:
+		e := existing.(*policyv1.PodDisruptionBudget)
+		e.Spec = d.Spec
 	case *unstructured.Unstructured:
 		e := existing.(*unstructured.Unstructured)
 		e.Object["spec"] = d.Object["spec"]

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -42,6 +43,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wo-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -88,6 +90,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Named("worker").
 		Complete(r); err != nil {
 		return fmt.Errorf("set up worker controller: %w", err)
@@ -263,7 +266,7 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 	}
 	out.conds = append(out.conds, conds...)
 	tlsCond = conds[len(conds)-1]
-	objs, err := render.Render(w, r.Options, render.Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped, CertManager: certManager})
+	objs, err := render.Render(w, r.Options, render.Cluster{StatefulSetReplicas: &m.StatefulSetReplicas, Bootstrapped: m.Bootstrapped, CertManager: certManager, Voters: m.TargetVoters})
 	if err != nil {
 		return out, err
 	}
@@ -278,6 +281,9 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 			return out, err
 		}
 	}
+	if err := r.syncPodDisruptionBudget(ctx, w, objs.PodDisruptionBudget); err != nil {
+		return out, err
+	}
 	if tlsCond.Status != metav1.ConditionTrue && current < 0 {
 		// The pods would not start without their certificate's Secret:
 		// the StatefulSet waits for it.
@@ -285,6 +291,33 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 	}
 	out.sts, err = r.syncStatefulSet(ctx, w, objs, &m)
 	return out, err
+}
+
+// syncPodDisruptionBudget writes the Worker's budget, or deletes the one it
+// made when the group shrank below render.MinVotersForPDB voters (a
+// budget left behind would block every drain of a one-voter group).
+func (r *Reconciler) syncPodDisruptionBudget(ctx context.Context, w *wov1.Worker, desired *policyv1.PodDisruptionBudget) error {
+	if desired != nil {
+		_, err := r.sync(ctx, w, desired, &policyv1.PodDisruptionBudget{})
+		return err
+	}
+	var existing policyv1.PodDisruptionBudget
+	key := types.NamespacedName{Namespace: w.Namespace, Name: render.PDBName(w)}
+	switch err := r.Client.Get(ctx, key, &existing); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get PodDisruptionBudget %s: %w", key, err)
+	}
+	if !metav1.IsControlledBy(&existing, w) {
+		return nil // not ours: leave it
+	}
+	if err := r.Client.Delete(ctx, &existing); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete PodDisruptionBudget %s: %w", key, err)
+	}
+	r.event(w, &existing, corev1.EventTypeNormal, "Deleted", "Delete",
+		fmt.Sprintf("deleted PodDisruptionBudget %s: the group runs fewer than %d voters, so no drain can keep its quorum", key.Name, render.MinVotersForPDB))
+	return nil
 }
 
 // currentPods is the pod count the StatefulSet asks for now; -1 when there

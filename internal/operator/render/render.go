@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -130,6 +131,10 @@ type Cluster struct {
 	// writes for every member (tls.crt, tls.key) instead of the pod's own
 	// leaf from the operator.
 	CertManager bool
+	// Voters is the number of voters the group runs for the spec
+	// (membership.Decision.TargetVoters): it decides the
+	// PodDisruptionBudget (RenderPodDisruptionBudget).
+	Voters int32
 }
 
 // Objects is everything one Worker renders to.
@@ -140,6 +145,9 @@ type Objects struct {
 	Headless    *corev1.Service
 	Client      *corev1.Service
 	StatefulSet *appsv1.StatefulSet
+	// PodDisruptionBudget is nil when the group has fewer than
+	// MinVotersForPDB voters: the reconciler then deletes any it made.
+	PodDisruptionBudget *policyv1.PodDisruptionBudget
 }
 
 // ErrNoImage is returned when neither spec.image nor the operator's default
@@ -328,7 +336,12 @@ func Render(w *wov1.Worker, opts Options, c Cluster) (*Objects, error) {
 		Client:      RenderClientService(w),
 		StatefulSet: sts,
 	}
-	for _, o := range []metav1.Object{objs.ConfigMap, objs.Headless, objs.Client, objs.StatefulSet} {
+	objs.PodDisruptionBudget = RenderPodDisruptionBudget(w, c.Voters)
+	hashed := []metav1.Object{objs.ConfigMap, objs.Headless, objs.Client, objs.StatefulSet}
+	if objs.PodDisruptionBudget != nil {
+		hashed = append(hashed, objs.PodDisruptionBudget)
+	}
+	for _, o := range hashed {
 		h, err := DesiredHash(o)
 		if err != nil {
 			return nil, err
@@ -389,6 +402,42 @@ func RenderClientService(w *wov1.Worker) *corev1.Service {
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: SelectorLabels(w),
 			Ports:    servicePorts(false),
+		},
+	}
+}
+
+// MinVotersForPDB is the fewest voters a Worker gets a
+// PodDisruptionBudget for. A group of three or more voters survives one of
+// them down; a one-voter group (replicas 1 or 2) survives none, so a budget
+// could only block every drain of its node for good, turning a planned
+// maintenance into a stuck one, while protecting nothing.
+const MinVotersForPDB = 3
+
+// PDBName is the Worker's PodDisruptionBudget.
+func PDBName(w *wov1.Worker) string { return w.Name }
+
+// RenderPodDisruptionBudget renders the budget that keeps a voluntary
+// disruption (kubectl drain, a cluster autoscaler's scale-down, a node
+// upgrade: anything that goes through the eviction API) from taking the
+// raft group below its quorum: at most one of the Worker's pods may be
+// evicted at a time, and none while one is already not ready (the
+// default unhealthy-pod policy), since that one may be a voter. One down
+// of three or more voters always leaves a quorum. Learners count against
+// the budget too: the selector cannot tell them apart, and evicting them
+// one at a time costs a drain little.
+//
+// voters is the group's target voter count; below MinVotersForPDB there
+// is no budget (nil).
+func RenderPodDisruptionBudget(w *wov1.Worker, voters int32) *policyv1.PodDisruptionBudget {
+	if voters < MinVotersForPDB {
+		return nil
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: ObjectMeta(w, PDBName(w)),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(w)},
 		},
 	}
 }
@@ -649,6 +698,8 @@ func DesiredHash(o metav1.Object) (string, error) {
 	case *corev1.Service:
 		body = v.Spec
 	case *appsv1.StatefulSet:
+		body = v.Spec
+	case *policyv1.PodDisruptionBudget:
 		body = v.Spec
 	case *unstructured.Unstructured:
 		body = v.Object["spec"]
