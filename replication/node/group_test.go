@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/writeonce/wo/runtime"
 	"github.com/writeonce/wo/runtime/shardtest"
@@ -569,5 +573,96 @@ func TestAProposalWithoutALeaderWaitsForOne(t *testing.T) {
 				fatalf(t, "held%d is not applied on the member that proposed it", i)
 			}
 		}
+	})
+}
+
+// heldSaves holds a member's saves of entries while gated, letting
+// allow of them through: a disk whose fsync the test decides the end of.
+type heldSaves struct {
+	*MemStorage
+	gated  atomic.Bool
+	allow  atomic.Int32
+	parked atomic.Bool
+}
+
+func (s *heldSaves) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
+	if len(ents) > 0 && s.gated.Load() {
+		for s.gated.Load() && s.allow.Load() <= 0 {
+			s.parked.Store(true)
+			runtime.Sleep(f, time.Millisecond)
+		}
+		s.parked.Store(false)
+		s.allow.Add(-1)
+	}
+	return s.MemStorage.Save(f, hs, ents, snap)
+}
+
+// TestCommittedEntriesAreAnsweredBeforeTheNextSave: a leader whose Ready
+// carries the entries the last round committed beside a new batch to save
+// applies (and answers) the committed ones before that save, not after its
+// fsync. Each round: the leader's save of A is held while C is proposed and
+// the followers store A; then A's save goes, and the next Ready has C to
+// save and, when the followers' acknowledgements were stepped with C, A to
+// apply. While C's save is held, A must already be applied. (A round whose
+// acknowledgements came a turn late proves nothing either way and is
+// tried again.)
+func TestCommittedEntriesAreAnsweredBeforeTheNextSave(t *testing.T) {
+	var mu sync.Mutex
+	gates := map[uint64]*heldSaves{}
+	cfg := func(c *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		gs := &heldSaves{MemStorage: c.Storage.(*MemStorage)}
+		gates[c.ID] = gs
+		c.Storage = gs
+	}
+	scenario{members: 3, cfg: cfg}.run(t, func(g *group, f *runtime.Fiber) {
+		lead := g.leader()
+		g.mustPropose(lead, "warm=1")
+		m := g.members[lead]
+		mu.Lock()
+		gate := gates[lead]
+		mu.Unlock()
+		for round := range 20 {
+			a, c := fmt.Sprintf("a%d", round), fmt.Sprintf("c%d", round)
+			base, _ := gate.LastIndex()
+			gate.allow.Store(0)
+			gate.gated.Store(true)
+			done := make(chan error, 2)
+			propose := func(cmd string) {
+				g.on(m, func(f *runtime.Fiber) {
+					runtime.Go(f, func(f *runtime.Fiber) {
+						_, err := m.node.Propose(f, []byte(cmd), opWait)
+						done <- err
+					})
+				})
+			}
+			propose(a + "=1")
+			g.waitFor("the leader's save of A to be held", gate.parked.Load)
+			propose(c + "=1")
+			g.waitFor("the followers to store A", func() bool {
+				for id, mm := range g.members {
+					if last, _ := mm.store.LastIndex(); id != lead && last < base+1 {
+						return false
+					}
+				}
+				return true
+			})
+			runtime.Sleep(f, 20*time.Millisecond) // their acknowledgements on the way
+			gate.allow.Store(1)
+			g.waitFor("the leader's save of C to be held", func() bool { return gate.parked.Load() && gate.allow.Load() == 0 })
+			_, applied := m.sm.get(a)
+			gate.gated.Store(false)
+			g.waitFor("both proposals answered", func() bool { return len(done) == 2 })
+			for range 2 {
+				if err := <-done; err != nil {
+					fatalf(t, "round %d: %v", round, err)
+				}
+			}
+			if applied {
+				return
+			}
+		}
+		fatal(t, "in 20 rounds, no committed entry was applied before the save of the batch beside it")
 	})
 }
