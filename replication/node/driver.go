@@ -380,7 +380,8 @@ func (n *Node) noteSoftState(ss *raft.SoftState) {
 
 // handleReady does what raft requires, in its order: persist the snapshot,
 // entries and hard state; send the messages; apply the snapshot and the
-// committed entries; Advance.
+// committed entries; Advance. (Committed entries already durable here are
+// applied before the save: applyDurable.)
 func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 	n.noteSoftState(rd.SoftState)
 	n.group.settled = 0
