@@ -108,3 +108,49 @@ func ExampleDialTimeout() {
 	})
 	// Output: refused: true timeout: false
 }
+
+// Two servers sharing one budget of connections: while the data port holds
+// the only connection the budget allows, the chat port sheds its first
+// (closes it at once) instead of running the process out of descriptors.
+func ExampleNewConnBudget() {
+	runtime.Run(runtime.Config{Shards: 1}, func(f *runtime.Fiber) int {
+		budget := runtime.NewConnBudget(1)
+		echo := func(f *runtime.Fiber, c *runtime.Conn) { io.Copy(c, c) }
+		data, err := runtime.ServeTCP(f, "tcp", "127.0.0.1:0", echo, runtime.WithConnBudget(budget))
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer data.Close(f)
+		chat, err := runtime.ServeTCP(f, "tcp", "127.0.0.1:0", echo, runtime.WithConnBudget(budget))
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer chat.Close(f)
+
+		a, err := runtime.Dial(f, "tcp", data.Addr().String())
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer a.Close()
+		io.WriteString(a, "hi")
+		buf := make([]byte, 2)
+		io.ReadFull(a, buf) // answered: the data port holds the budget's one connection
+		fmt.Println("data port:", string(buf), "open:", budget.Open())
+
+		b, err := runtime.Dial(f, "tcp", chat.Addr().String())
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer b.Close()
+		_, err = b.Read(buf)
+		fmt.Println("chat port:", err == io.EOF || errors.Is(err, syscall.ECONNRESET))
+		return 0
+	})
+	// Output:
+	// data port: hi open: 1
+	// chat port: true
+}
