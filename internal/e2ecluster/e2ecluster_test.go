@@ -91,6 +91,8 @@ func TestRealNode(t *testing.T) {
 	t.Run("SeccompProfiles", func(t *testing.T) { checkSharedWorker(ctx, t, c) })
 	t.Run("ScaleUnderLoad", func(t *testing.T) { checkScale(ctx, t, c) })
 	t.Run("LeaderPodDeletedUnderLoad", func(t *testing.T) { checkLeaderPodDeleted(ctx, t, c) })
+	t.Run("DrainRespectsBudget", func(t *testing.T) { checkDrain(ctx, t, c) })
+	t.Run("HelmUpgradeRollsOneAtATime", func(t *testing.T) { checkUpgrade(ctx, t, c) })
 	t.Run("UninstallKeepsCRDAndClaims", func(t *testing.T) { checkUninstall(ctx, t, c) })
 }
 
@@ -437,6 +439,156 @@ func checkLeaderPodDeleted(ctx context.Context, t *testing.T, c *Cluster) {
 	if !t.Failed() {
 		scale(ctx, t, c, shared, 1)
 	}
+}
+
+// checkDrain drains the node of the shared Worker's three pods under load.
+// The operator's PodDisruptionBudget lets the eviction API take one; the
+// node is cordoned, so that one cannot come back and the budget refuses
+// the other two until the drain gives up. The group keeps its quorum
+// throughout, and after uncordon it is whole again.
+func checkDrain(ctx context.Context, t *testing.T, c *Cluster) {
+	rec := serviceRecords(ctx, t, c, shared)
+	scale(ctx, t, c, shared, 3)
+	w, err := c.Worker(ctx, ns, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, render.PDBName(w), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no PodDisruptionBudget for a three-voter Worker: %v", err)
+	}
+	if mu := pdb.Spec.MaxUnavailable; mu == nil || mu.IntValue() != 1 {
+		t.Errorf("budget maxUnavailable %v, want 1", mu)
+	}
+	// The disruption controller must have counted the pods, or the
+	// eviction API refuses every eviction and the check proves nothing.
+	err = Poll(ctx, time.Second, func(ctx context.Context) error {
+		p, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, pdb.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.DisruptionsAllowed != 1 || p.Status.CurrentHealthy != 3 {
+			return fmt.Errorf("budget status %+v", p.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	load := StartLoad(lctx, rec, "drain", 4)
+	node := getPod(ctx, t, c, shared+"-0").Spec.NodeName
+	defer func() {
+		if _, err := c.Run(context.Background(), c.Kubectl, "uncordon", node); err != nil {
+			t.Error(err)
+		}
+	}()
+	out, err := c.Run(ctx, c.Kubectl, "drain", node, "--pod-selector", render.Selector(w),
+		"--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "40s")
+	if err == nil {
+		t.Fatalf("kubectl drain evicted all three pods of a three-voter group:\n%s", out)
+	}
+	if !strings.Contains(out, "disruption budget") {
+		t.Errorf("kubectl drain failed, but not on the budget:\n%s", out)
+	}
+	// Exactly one pod went; the leader reaches a quorum of the voters.
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: render.Selector(w)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			running++
+		}
+	}
+	if running != 2 {
+		t.Errorf("%d of 3 pods running after the drain, want 2 (one evicted, two kept by the budget)", running)
+	}
+	if got, err := c.Worker(ctx, ns, shared); err != nil {
+		t.Fatal(err)
+	} else if got.Status.Leader == "" {
+		t.Errorf("no leader with one of three pods drained: %+v", got.Status)
+	}
+	if _, err := c.Run(ctx, c.Kubectl, "uncordon", node); err != nil {
+		t.Fatal(err)
+	}
+	waitWorker(ctx, t, c, shared, 3)
+	stop()
+	verify(ctx, t, load, rec)
+}
+
+// checkUpgrade runs helm upgrade to a second tag of the worker image (the
+// same image under another name, tagged in the node's containerd: the node
+// pulls nothing). The operator renders the new image and the StatefulSet
+// rolls the three pods one at a time: never two of them unready at once,
+// and every acknowledged write survives.
+func checkUpgrade(ctx context.Context, t *testing.T, c *Cluster) {
+	rec := serviceRecords(ctx, t, c, shared)
+	tag := c.Version + "-e2e-upgrade"
+	repo := "ghcr.io/writeonce/wo-worker"
+	if _, err := c.Run(ctx, "ctr", "--address", filepath.Join(c.Dir, "run", "containerd", "containerd.sock"),
+		"-n", "k8s.io", "images", "tag", "--force", repo+":"+c.Version, repo+":"+tag); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Worker(ctx, ns, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	load := StartLoad(lctx, rec, "upgrade", 4)
+
+	chart, _ := filepath.Abs("../../charts/wo")
+	if _, err := c.Run(ctx, c.Helm, "upgrade", release, chart, "-n", ns, "--reuse-values",
+		"--set", "workerImage.tag="+tag, "--wait", "--timeout", "5m"); err != nil {
+		t.Fatal(err)
+	}
+	// Watch the roll: at most one pod down at a time, until all three run
+	// the new tag and are ready.
+	maxDown := 0
+	wctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+	defer cancel()
+	err = Poll(wctx, 300*time.Millisecond, func(ctx context.Context) error {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: render.Selector(w)})
+		if err != nil {
+			return err
+		}
+		down, updated := 3, 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && podReady(&p) {
+				down--
+				if p.Spec.Containers[0].Image == repo+":"+tag {
+					updated++
+				}
+			}
+		}
+		maxDown = max(maxDown, down)
+		if updated != 3 {
+			return fmt.Errorf("%d of 3 pods ready on %s, %d down", updated, tag, down)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxDown > 1 {
+		t.Errorf("%d pods down at once during the rolling upgrade, want at most 1", maxDown)
+	}
+	waitWorker(ctx, t, c, shared, 3)
+	stop()
+	verify(ctx, t, load, rec)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func serviceRecords(ctx context.Context, t *testing.T, c *Cluster, worker string) Records {
