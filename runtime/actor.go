@@ -274,6 +274,33 @@ func (c *actorCell[M]) enqueue(msg M, ask askRef) {
 	}
 }
 
+// enqueueBatch is enqueue for a batch from another shard: one room check,
+// one state change.
+func (c *actorCell[M]) enqueueBatch(b []mail[M]) {
+	if c.state == actorDead {
+		c.sh.rt.dropped.Add(uint64(len(b)))
+		for i := range b {
+			b[i].ask.fail(c.sh)
+		}
+		return
+	}
+	q := &c.mbox
+	q.reserve(len(b))
+	mask := len(q.buf) - 1
+	for i := range b {
+		q.buf[(q.head+q.n)&mask] = b[i].msg
+		q.n++
+		if b[i].ask.w != nil {
+			c.askers = append(c.askers, b[i].ask)
+		}
+	}
+	if c.state == actorIdle && len(b) > 0 {
+		c.state = actorQueued
+		c.sh.readyActors.push(c)
+		c.sh.ensureCarrier()
+	}
+}
+
 // rxNotice is the payload of a notice: "mail is waiting in rx". A zero-size
 // value boxes without allocating.
 type rxNotice struct{}
@@ -336,9 +363,7 @@ func (c *actorCell[M]) drainRemote(rx *remoteMail[M]) {
 	rx.mu.Unlock()
 	rx.emptied = rx.emptied[:0]
 	for i, b := range batches {
-		for j := range b {
-			c.enqueue(b[j].msg, b[j].ask)
-		}
+		c.enqueueBatch(b)
 		clear(b)
 		if cap(b) >= minStageBatch && cap(b) <= maxOutboxBatch {
 			rx.emptied = append(rx.emptied, b[:0])

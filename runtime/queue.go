@@ -20,6 +20,14 @@ func (q *fifo[T]) push(v T) {
 	q.n++
 }
 
+// reserve makes room for n more entries, growing at most once per
+// doubling, so that a batch is pushed without a check per entry.
+func (q *fifo[T]) reserve(n int) {
+	for len(q.buf)-q.n < n {
+		q.grow()
+	}
+}
+
 func (q *fifo[T]) pop() (T, bool) {
 	var zero T
 	if q.n == 0 {
