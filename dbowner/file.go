@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	goruntime "runtime"
 
 	"golang.org/x/sys/unix"
 
@@ -113,10 +114,38 @@ func syncFile(f *runtime.Fiber) func(wal.File) error {
 // for fn (blocking the thread) and returns its result: nothing of fn
 // outlives the call.
 func offload(f *runtime.Fiber, fn func() error) error {
+	return offloadOn(f, fn, false)
+}
+
+// offloadLow is offload for long CPU work (a snapshot's serialization: about
+// a second for a million records) on a thread of its own at a lower
+// priority (nice backgroundNice), so that where it shares a CPU with a
+// shard — a pod whose every CPU runs one, or a process given one CPU — the
+// kernel gives the shard's thread most of that CPU and the snapshot the
+// rest, instead of half each: what every write queues behind. The thread
+// is not given back to Go (its goroutine exits still locked to it, so Go
+// ends it): raising its priority again would need CAP_SYS_NICE.
+func offloadLow(f *runtime.Fiber, fn func() error) error {
+	return offloadOn(f, fn, true)
+}
+
+// backgroundNice is the nice value of offloadLow's thread: a weight of 110
+// against a shard's 1,024 (about a tenth of a shared CPU), low enough that
+// a shard barely notices it and high enough that a snapshot still ends on
+// a saturated CPU.
+const backgroundNice = 10
+
+func offloadOn(f *runtime.Fiber, fn func() error, low bool) error {
 	reply, fut := runtime.NewFuture[error](f)
 	done := make(chan struct{})
 	var ferr error
 	go func() {
+		if low {
+			goruntime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			// Best effort: where it is refused, the work runs at the
+			// normal priority, as it would have before.
+			_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), backgroundNice)
+		}
 		ferr = fn()
 		close(done)
 		reply.Send(nil, ferr)

@@ -197,17 +197,18 @@ func (s stateMachine) Snapshot(f *runtime.Fiber) (node.SnapshotWriter, error) {
 }
 
 // writeStateSnapshot serializes the captured request IDs and engine after
-// dst off the owner's shard (offload: f parks, the shard's other fibers —
-// the raft driver among them — run, and the CPU work of a million records,
-// about a second, is the OS's to schedule rather than a run of slices that
-// every write queues behind), and returns the bytes as pieces: dst with
-// the request IDs, then the engine in chunks of snapChunkBytes. Chunks,
-// never one growing buffer (doubling a buffer of tens of megabytes copies
-// half of it) and never joined (one slice of the whole state was a second
-// copy of the database at the peak): the WAL writes the pieces as they are.
+// dst off the owner's shard, at a lower priority (offloadLow: f parks, the
+// shard's other fibers — the raft driver among them — run, and the CPU work
+// of a million records, about a second, is the kernel's to schedule behind
+// the shards rather than a run of slices every write queues behind), and
+// returns the bytes as pieces: dst with the request IDs, then the engine in
+// chunks of snapChunkBytes. Chunks, never one growing buffer (doubling a
+// buffer of tens of megabytes copies half of it) and never joined (one
+// slice of the whole state was a second copy of the database at the peak):
+// the WAL writes the pieces as they are.
 func writeStateSnapshot(f *runtime.Fiber, dst []byte, ids []*dedupeEntry, frozen *engine.Frozen) ([][]byte, error) {
 	var chunks [][]byte
-	err := offload(f, func() (err error) {
+	err := offloadLow(f, func() (err error) {
 		chunks, err = serializeState(dst, ids, frozen)
 		return err
 	})
