@@ -341,12 +341,23 @@ func readBody(body io.Reader, size int64) ([]byte, error) {
 	if size <= 0 {
 		return io.ReadAll(body)
 	}
-	raw := make([]byte, size)
+	// One byte of room past the length: the read that finds the end
+	// goes there, so a body that ends where it said (every one the
+	// server's reader gives) costs no second buffer (io.ReadAll starts
+	// with 512 bytes: most of a small PUT's garbage).
+	raw := make([]byte, size, size+1)
 	if _, err := io.ReadFull(body, raw); err != nil {
 		return nil, err
 	}
-	// The server's reader ends at the length; whatever else a reader
-	// gives is read too rather than dropped.
+	n, err := body.Read(raw[size : size+1])
+	raw = raw[:size+int64(n)]
+	switch {
+	case err == io.EOF:
+		return raw, nil
+	case err != nil:
+		return nil, err
+	}
+	// Whatever else a reader gives is read too rather than dropped.
 	rest, err := io.ReadAll(body)
 	if err != nil {
 		return nil, err
