@@ -10,7 +10,7 @@
 # project's machines and CI reach only the Go module proxy.
 #
 # How: the same scratch module as envtest-binaries.sh (hack/kube-scratch-
-# module.sh writes both), and all four commands in ONE go build, so they
+# module.sh writes it the same way), and all four commands in ONE go build, so they
 # share every package they have in common, and the Go build cache gives them
 # every package kube-apiserver already compiled. Run after
 # envtest-binaries.sh, the build is mostly the node-only code (kubelet's

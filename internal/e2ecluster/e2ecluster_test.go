@@ -380,58 +380,30 @@ func checkScale(ctx context.Context, t *testing.T, c *Cluster) {
 }
 
 // checkLeaderPodDeleted deletes the leader's pod of a three-pod group
-// under load (kubectl delete pod: a graceful stop, then the pod's address
-// is gone from the node) and waits for the group to be whole again with
-// the new pod a reachable member; then it scales back to one and reads
-// every acknowledged write back.
+// under load, twice (kubectl delete pod: a graceful stop, then the pod's
+// address is gone from the node), each time waiting for the group to be
+// whole again with the new pod a reachable member; then it reads every
+// acknowledged write back and scales back to one.
 func checkLeaderPodDeleted(ctx context.Context, t *testing.T, c *Cluster) {
 	rec := serviceRecords(ctx, t, c, shared)
 	scale(ctx, t, c, shared, 3)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	load := StartLoad(lctx, rec, "leader", 4)
-	w, err := c.Worker(ctx, ns, shared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := w.Status.Leader
-	start := time.Now()
-	if _, err := c.Run(ctx, c.Kubectl, "-n", ns, "delete", "pod", leader, "--wait=true"); err != nil {
-		t.Fatal(err)
-	}
-	// Every member must reach every other again: the new pod has a new
-	// address, and a peer that still writes to the old one (gone from
-	// the node without a reset) does not reach it.
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
 	token, err := c.AdminToken(ctx, ns, shared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = Poll(wctx, 2*time.Second, func(ctx context.Context) error {
-		for i := range 3 {
-			pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("%s-%d", shared, i), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			info, err := DebugRuntime(ctx, pod.Status.PodIP, token)
-			if err != nil {
-				return err
-			}
-			if cl := info.Cluster; cl == nil || cl.Role != "leader" {
-				continue
-			} else if cl.Reachable != cl.Voters {
-				return fmt.Errorf("leader %s reaches %d of %d voters: %+v", pod.Name, cl.Reachable, cl.Voters, cl.Members)
-			} else {
-				return nil
-			}
+	// Twice: in the first runs of this test the new leader's connection
+	// to the deleted pod's old address stayed in CLOSE-WAIT with unsent
+	// data (a vanished address answers nothing, so no reset comes, unlike
+	// a killed process's port on loopback), and the recreated pod stayed
+	// unreachable from the leader for minutes. One deletion does not
+	// always hit it; two give it two chances.
+	for round := range 2 {
+		if !deleteLeaderAndWait(ctx, t, c, token, round) {
+			break
 		}
-		return fmt.Errorf("no pod leads")
-	})
-	if err != nil {
-		t.Errorf("leader pod %s deleted: the group is not whole again after 3 minutes: %v", leader, err)
-	} else {
-		t.Logf("leader %s deleted; every voter reachable again in %s", leader, time.Since(start).Round(time.Second))
 	}
 	// Whole or not, what was acknowledged must be there.
 	stop()
@@ -589,6 +561,49 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// deleteLeaderAndWait deletes the leader's pod and waits up to three
+// minutes for a leader that reaches every voter again; false (and a test
+// error) when none does.
+func deleteLeaderAndWait(ctx context.Context, t *testing.T, c *Cluster, token string, round int) bool {
+	t.Helper()
+	w := waitWorker(ctx, t, c, shared, 3)
+	leader := w.Status.Leader
+	start := time.Now()
+	if _, err := c.Run(ctx, c.Kubectl, "-n", ns, "delete", "pod", leader); err != nil {
+		t.Fatal(err)
+	}
+	// Every member must reach every other again: the new pod has a new
+	// address, and a peer that still writes to the old one (gone from
+	// the node without a reset) does not reach it.
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	err := Poll(wctx, 2*time.Second, func(ctx context.Context) error {
+		for i := range 3 {
+			pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("%s-%d", shared, i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			info, err := DebugRuntime(ctx, pod.Status.PodIP, token)
+			if err != nil {
+				return err
+			}
+			if cl := info.Cluster; cl == nil || cl.Role != "leader" {
+				continue
+			} else if cl.Reachable != cl.Voters {
+				return fmt.Errorf("leader %s reaches %d of %d voters: %+v", pod.Name, cl.Reachable, cl.Voters, cl.Members)
+			}
+			return nil
+		}
+		return fmt.Errorf("no pod leads")
+	})
+	if err != nil {
+		t.Errorf("round %d: leader pod %s deleted: the group is not whole again after 3 minutes: %v", round+1, leader, err)
+		return false
+	}
+	t.Logf("round %d: leader %s deleted; every voter reachable again in %s", round+1, leader, time.Since(start).Round(time.Second))
+	return true
 }
 
 func serviceRecords(ctx context.Context, t *testing.T, c *Cluster, worker string) Records {
