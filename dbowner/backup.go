@@ -125,10 +125,13 @@ func (o *owner) backup(f *runtime.Fiber, stale bool) (Backup, error) {
 			h.Voters = append(h.Voters, m.ID)
 		}
 	}
-	body, err := write(f, nil)
-	if err != nil {
+	// A backup's body is held in memory, in chunks, to be sent with its
+	// length: serialized off the shard, as a snapshot is.
+	cw := &chunkWriter{}
+	if err := offloadLow(f, func() error { return write(cw) }); err != nil {
 		return Backup{}, fmt.Errorf("dbowner: backup at %d: %w", index, err)
 	}
+	body := cw.chunks
 	for _, p := range body {
 		h.BodyBytes += int64(len(p))
 	}
@@ -351,7 +354,7 @@ func fillRestored(log *wal.Log, path string, off int64, member uint64, addr stri
 	nodeHeader = append(nodeHeader, addrs...)
 	meta := &raftpb.SnapshotMetadata{Index: new(h.Index), Term: new(h.Term), ConfState: &raftpb.ConfState{Voters: []uint64{member}}}
 	werr := log.WriteSnapshot(lsn, func(w io.Writer) error {
-		if err := writeSnapBody(w, meta, [][]byte{nodeHeader}); err != nil {
+		if err := writeSnapBody(w, meta, pieces(nodeHeader)); err != nil {
 			return err
 		}
 		fl, err := os.Open(path)
@@ -363,4 +366,31 @@ func fillRestored(log *wal.Log, path string, off int64, member uint64, addr stri
 		return err
 	}, nil)
 	return log.SnapshotDone(lsn, werr)
+}
+
+// chunkWriter collects written bytes in chunks of up to snapChunkBytes: a
+// backup's body, held to be sent with its length. Chunks, never one growing
+// buffer (doubling a buffer of tens of megabytes copies half of it).
+type chunkWriter struct {
+	chunks [][]byte
+}
+
+// snapChunkBytes is a chunkWriter's chunk size: small enough that filling
+// one is far below the watchdog's threshold.
+const snapChunkBytes = 1 << 20
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := len(w.chunks) - 1
+		if k < 0 || len(w.chunks[k]) == cap(w.chunks[k]) {
+			w.chunks = append(w.chunks, make([]byte, 0, snapChunkBytes))
+			k = len(w.chunks) - 1
+		}
+		c := w.chunks[k]
+		m := min(len(p), cap(c)-len(c))
+		w.chunks[k] = append(c, p[:m]...)
+		p = p[m:]
+	}
+	return n, nil
 }

@@ -166,7 +166,19 @@ var snapMagic = []byte("WORS")
 
 const snapBodyVersion = 1
 
-func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data [][]byte) error {
+// pieces is a snapshot body's writer for data in hand.
+func pieces(data ...[]byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		for _, p := range data {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data func(io.Writer) error) error {
 	cs, err := proto.Marshal(meta.GetConfState())
 	if err != nil {
 		return fmt.Errorf("encode ConfState: %w", err)
@@ -180,14 +192,9 @@ func writeSnapBody(w io.Writer, meta *raftpb.SnapshotMetadata, data [][]byte) er
 	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
-	// Piece by piece, as serialized (this runs off the owner's shard,
-	// endSnapshot's offload).
-	for _, p := range data {
-		if _, err := w.Write(p); err != nil {
-			return err
-		}
-	}
-	return nil
+	// Streamed as serialized (this runs off the owner's shard,
+	// endSnapshot's offloadLow).
+	return data(w)
 }
 
 // errOldFormat is what a data dir of the format before replication gets.
@@ -290,7 +297,7 @@ func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.En
 		if err := l.waitSnapshot(f); err != nil {
 			return err
 		}
-		if err := l.writeSnapshot(f, snap.GetMetadata(), [][]byte{snap.GetData()}, false); err != nil {
+		if err := l.writeSnapshot(f, snap.GetMetadata(), pieces(snap.GetData()), false); err != nil {
 			return err
 		}
 		// The member restored from it already: nothing to hold.
@@ -355,7 +362,7 @@ func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.En
 // driver goes on appending: only the new segment and the re-anchor
 // (beginSnapshot) hold the driver's appends off; the file is written and
 // synced, and the covered files removed, off the shard (endSnapshot).
-func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error {
+func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data func(io.Writer) error, keep uint64) error {
 	if err := l.lock(f); err != nil {
 		return err
 	}
@@ -438,7 +445,7 @@ func (l *raftLog) compactPoint(index, keep uint64) uint64 {
 
 // writeSnapshot makes a received snapshot durable as the WAL's snapshot,
 // on the driver (which holds busy), and lets the log drop what it covers.
-func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata, data [][]byte, keepTail bool) error {
+func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata, data func(io.Writer) error, keepTail bool) error {
 	lsn, err := l.beginSnapshot(f, meta, keepTail)
 	if err != nil {
 		return err
@@ -528,10 +535,13 @@ func (l *raftLog) beginSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata,
 // megabytes and the directory fsyncs were slices of 20-60 ms on it. It
 // does not need busy: the WAL's snapshot write touches the directory
 // only, and EndSnapshot's bookkeeping is one step between the driver's.
-func (l *raftLog) endSnapshot(f *runtime.Fiber, lsn wal.LSN, meta *raftpb.SnapshotMetadata, data [][]byte) error {
+func (l *raftLog) endSnapshot(f *runtime.Fiber, lsn wal.LSN, meta *raftpb.SnapshotMetadata, data func(io.Writer) error) error {
 	o := l.o
 	defer l.snapEnded(f)
-	werr := offload(f, func() error {
+	// The body is serialized as it is written (a state machine's
+	// snapshot streams from its frozen capture), so at the lower priority
+	// of long CPU work.
+	werr := offloadLow(f, func() error {
 		return o.log.WriteSnapshot(lsn, func(dst io.Writer) error { return writeSnapBody(dst, meta, data) }, nil)
 	})
 	c, err := o.log.EndSnapshot(lsn, werr)

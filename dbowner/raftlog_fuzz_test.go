@@ -20,7 +20,7 @@ func FuzzRaftRecords(f *testing.F) {
 	f.Add(appendHardState(nil, &raftpb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(uint64(5))}))
 	f.Add(encodeCommand(nil, "req", time.Unix(1, 0), engine.Batch{engine.Delete("kv", engine.String("a"))}))
 	var body bytes.Buffer
-	_ = writeSnapBody(&body, &raftpb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(2)), ConfState: &raftpb.ConfState{Voters: []uint64{1}}}, [][]byte{[]byte("da"), []byte("ta")})
+	_ = writeSnapBody(&body, &raftpb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(2)), ConfState: &raftpb.ConfState{Voters: []uint64{1}}}, pieces([]byte("da"), []byte("ta")))
 	f.Add(body.Bytes())
 	f.Fuzz(func(t *testing.T, p []byte) {
 		if e, err := decodeEntry(p); err == nil {
@@ -35,7 +35,7 @@ func FuzzRaftRecords(f *testing.F) {
 		}
 		if snap, err := parseSnapBody(p); err == nil {
 			var b bytes.Buffer
-			if err := writeSnapBody(&b, snap.GetMetadata(), [][]byte{snap.GetData()}); err != nil {
+			if err := writeSnapBody(&b, snap.GetMetadata(), pieces(snap.GetData())); err != nil {
 				t.Fatal(err)
 			}
 			again, err := parseSnapBody(b.Bytes())

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -181,82 +182,48 @@ var engineSentinels = []error{
 // Snapshot captures the state at the applied index without copying it: the
 // engine is frozen (copy-on-write B-tree clones, O(tables)) and the live
 // request IDs are a slice of pointers to entries that never change once
-// put. The returned writer serializes that capture on a goroutine while the
-// driver goes on applying: Applies after this call copy the tree nodes they
-// touch and leave the frozen ones as they were (google/btree: a tree and
-// its clone may be used concurrently once Clone returns; rows are never
-// changed in place, an update installs a new one), so the bytes are exactly
-// the state at the index raft is given.
+// put. The returned writer streams that capture into the snapshot file (the
+// storage calls it on a thread of its own at a lower priority, off the
+// owner's shard: raftLog.endSnapshot) while the driver goes on applying:
+// Applies after this call copy the tree nodes they touch and leave the
+// frozen ones as they were (google/btree: a tree and its clone may be used
+// concurrently once Clone returns; rows are never changed in place, an
+// update installs a new one), so the bytes are exactly the state at the
+// index raft is given. Streamed, not serialized into memory first: that
+// held the whole state a second time (a million records: about 100 MB),
+// and the collections its allocation brought on marked the whole heap
+// while writes waited.
 func (s stateMachine) Snapshot(f *runtime.Fiber) (node.SnapshotWriter, error) {
 	o := s.o
 	ids := slices.Clone(o.dedupe.order[o.dedupe.dead:])
 	frozen := o.eng.Freeze()
-	return func(f *runtime.Fiber, dst []byte) ([][]byte, error) {
-		return writeStateSnapshot(f, dst, ids, frozen)
-	}, nil
+	return func(w io.Writer) error { return serializeState(w, ids, frozen) }, nil
 }
 
-// writeStateSnapshot serializes the captured request IDs and engine after
-// dst off the owner's shard, at a lower priority (offloadLow: f parks, the
-// shard's other fibers — the raft driver among them — run, and the CPU work
-// of a million records, about a second, is the kernel's to schedule behind
-// the shards rather than a run of slices every write queues behind), and
-// returns the bytes as pieces: dst with the request IDs, then the engine in
-// chunks of snapChunkBytes. Chunks, never one growing buffer (doubling a
-// buffer of tens of megabytes copies half of it) and never joined (one
-// slice of the whole state was a second copy of the database at the peak):
-// the WAL writes the pieces as they are.
-func writeStateSnapshot(f *runtime.Fiber, dst []byte, ids []*dedupeEntry, frozen *engine.Frozen) ([][]byte, error) {
-	var chunks [][]byte
-	err := offloadLow(f, func() (err error) {
-		chunks, err = serializeState(dst, ids, frozen)
-		return err
-	})
-	return chunks, err
-}
-
-// serializeState is writeStateSnapshot's work. It reads only the capture,
-// so it may run on any goroutine.
-func serializeState(dst []byte, ids []*dedupeEntry, frozen *engine.Frozen) ([][]byte, error) {
-	buf := append(dst, smSnapVersion)
+// serializeState writes the captured request IDs and engine to w. It reads
+// only the capture, so it may run on any goroutine.
+func serializeState(w io.Writer, ids []*dedupeEntry, frozen *engine.Frozen) error {
+	buf := []byte{smSnapVersion}
 	buf = binary.AppendUvarint(buf, uint64(len(ids)))
 	for _, e := range ids {
 		buf = appendStr(buf, e.id)
 		buf = binary.AppendVarint(buf, e.unixms)
 		buf = binary.AppendUvarint(buf, e.out.seq)
 		buf = appendOutcomeErr(buf, e.out.err)
-	}
-	cw := &chunkWriter{chunks: [][]byte{buf}}
-	if _, err := frozen.WriteTo(cw); err != nil {
-		return nil, fmt.Errorf("dbowner: engine snapshot: %w", err)
-	}
-	return cw.chunks, nil
-}
-
-// chunkWriter collects written bytes in chunks of up to snapChunkBytes
-// after the pieces it starts with.
-type chunkWriter struct {
-	chunks [][]byte
-}
-
-// snapChunkBytes is a chunkWriter's chunk size: small enough that filling
-// one is far below the watchdog's threshold.
-const snapChunkBytes = 1 << 20
-
-func (w *chunkWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		k := len(w.chunks) - 1
-		if k < 0 || len(w.chunks[k]) == cap(w.chunks[k]) || k == 0 {
-			w.chunks = append(w.chunks, make([]byte, 0, snapChunkBytes))
-			k = len(w.chunks) - 1
+		if len(buf) >= 64<<10 {
+			if _, err := w.Write(buf); err != nil {
+				return fmt.Errorf("dbowner: snapshot request IDs: %w", err)
+			}
+			buf = buf[:0]
 		}
-		c := w.chunks[k]
-		m := min(len(p), cap(c)-len(c))
-		w.chunks[k] = append(c, p[:m]...)
-		p = p[m:]
 	}
-	return n, nil
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("dbowner: snapshot request IDs: %w", err)
+	}
+	if _, err := frozen.WriteTo(w); err != nil {
+		return fmt.Errorf("dbowner: engine snapshot: %w", err)
+	}
+	return nil
 }
 
 func appendStr(b []byte, s string) []byte {

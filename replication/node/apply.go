@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -197,9 +198,10 @@ func (n *Node) snapshot(f *runtime.Fiber) error {
 	return nil
 }
 
-// runSnapshotWriter is the snapshot's fiber: it serializes the captured
-// state after header and hands it to the storage (Storage.SaveSnapshot,
-// which runs beside the driver's Saves), then wakes the driver. A
+// runSnapshotWriter is the snapshot's fiber: it hands the storage the
+// captured state's writer, after header (Storage.SaveSnapshot, which runs
+// beside the driver's Saves and streams the state into its file), then
+// wakes the driver. A
 // snapshot restored from the leader meanwhile supersedes it, and a
 // member that failed meanwhile keeps what it has: it is dropped.
 func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotWriter, header []byte) {
@@ -207,16 +209,20 @@ func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotW
 		n.snap.writing = false
 		n.kick(f) // the driver stops on an error, or a stopping one stops waiting
 	}()
-	data, err := write(f, header)
-	if err != nil {
-		n.snap.err = fmt.Errorf("state machine snapshot at %d: %w", b.index, err)
-		return
-	}
 	// A member that failed saves nothing more (as its driver does not).
 	if n.err != nil || b.index <= n.snap.index {
 		return
 	}
-	if err := n.cfg.Storage.SaveSnapshot(f, b.index, b.cs, data, n.cfg.SnapshotKeep); err != nil {
+	body := func(w io.Writer) error {
+		if _, err := w.Write(header); err != nil {
+			return err
+		}
+		if err := write(w); err != nil {
+			return fmt.Errorf("state machine snapshot at %d: %w", b.index, err)
+		}
+		return nil
+	}
+	if err := n.cfg.Storage.SaveSnapshot(f, b.index, b.cs, body, n.cfg.SnapshotKeep); err != nil {
 		n.snap.err = err
 		return
 	}

@@ -22,7 +22,7 @@ func (c *counter) Apply(f *runtime.Fiber, index uint64, cmd []byte) (any, error)
 }
 func (c *counter) Snapshot(f *runtime.Fiber) (node.SnapshotWriter, error) {
 	n := c.n // the captured state: later Applies do not change it
-	return func(f *runtime.Fiber, dst []byte) ([][]byte, error) { return [][]byte{fmt.Append(dst, n)}, nil }, nil
+	return func(w io.Writer) error { _, err := fmt.Fprint(w, n); return err }, nil
 }
 func (c *counter) Restore(f *runtime.Fiber, b []byte) error {
 	_, err := fmt.Sscan(strings.TrimSpace(string(b)), &c.n)

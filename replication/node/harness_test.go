@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"strings"
@@ -103,9 +104,13 @@ func (s *kv) Snapshot(f *runtime.Fiber) (SnapshotWriter, error) {
 	s.mu.Lock()
 	data := maps.Clone(s.data)
 	s.mu.Unlock()
-	return func(f *runtime.Fiber, dst []byte) ([][]byte, error) {
+	return func(w io.Writer) error {
 		b, err := json.Marshal(data)
-		return [][]byte{dst, b}, err
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
 	}, nil
 }
 

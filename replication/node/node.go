@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -37,17 +38,15 @@ type StateMachine interface {
 	Restore(f *runtime.Fiber, data []byte) error
 }
 
-// SnapshotWriter serializes the state a StateMachine.Snapshot captured: it
-// appends its bytes to dst and returns them as pieces, dst's bytes first;
-// the snapshot is their concatenation. Pieces, not one slice: a state of
-// hundreds of megabytes joined into one slice is a second copy of the
-// database at the peak, and the storage writes pieces as they are. It runs
-// in a fiber of its own on the driver's shard while the driver goes on
+// SnapshotWriter writes the state a StateMachine.Snapshot captured to w.
+// The storage calls it once, while it writes its snapshot file, and on the
+// goroutine of its choice (dbowner's: a thread of its own off the shard),
+// so that the state streams into the file instead of being held whole in
+// memory first (a second copy of the database at the peak, and the
+// collections its allocation brought on). It runs while the driver goes on
 // applying entries, so it must read only the captured state (later Applies
-// must not show in it) and should yield now and then (runtime.Yield,
-// runtime.Checkpoint): a large state serialized in one slice would stall
-// the shard.
-type SnapshotWriter func(f *runtime.Fiber, dst []byte) ([][]byte, error)
+// must not show in it) and nothing a fiber writes.
+type SnapshotWriter func(w io.Writer) error
 
 // Config configures a member. ID, Storage, StateMachine and Net are
 // required.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"io"
 	"sync/atomic"
 	"testing"
 
@@ -21,7 +22,7 @@ type gatedStorage struct {
 	release runtime.Signal
 }
 
-func (s *gatedStorage) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error {
+func (s *gatedStorage) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data func(io.Writer) error, keep uint64) error {
 	s.entered.Store(true)
 	for !s.open {
 		if !s.release.Wait(f, 0) {

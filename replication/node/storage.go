@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -25,13 +26,13 @@ type Storage interface {
 	// not empty). It parks f until all of it is durable.
 	Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error
 	// SaveSnapshot records a snapshot of the applied state at index, whose
-	// data is the concatenation of data's pieces, and drops the log before
-	// index-keep. It is called on the node's snapshot fiber, not the
+	// data is what write writes (called once, on any goroutine), and drops
+	// the log before index-keep. It is called on the node's snapshot fiber, not the
 	// driver: it may park while the driver's Saves go on (on the same
 	// shard), and the storage keeps the two apart where they would
 	// overlap. A snapshot at or below the one the storage holds is
 	// ignored. Raft learns of it (Snapshot) only once it is durable.
-	SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error
+	SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, write func(io.Writer) error, keep uint64) error
 }
 
 // MemStorage is raft.MemoryStorage plus a fake durable log: Save copies
@@ -145,8 +146,12 @@ func (s *MemStorage) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb
 }
 
 // SaveSnapshot implements Storage.
-func (s *MemStorage) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data [][]byte, keep uint64) error {
-	snap, err := s.CreateSnapshot(index, cs, bytes.Join(data, nil))
+func (s *MemStorage) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, write func(io.Writer) error, keep uint64) error {
+	var data bytes.Buffer
+	if err := write(&data); err != nil {
+		return fmt.Errorf("node: snapshot at %d: %w", index, err)
+	}
+	snap, err := s.CreateSnapshot(index, cs, data.Bytes())
 	if err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return nil
