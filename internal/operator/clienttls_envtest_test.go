@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
@@ -49,12 +50,17 @@ func TestClientCASecretIsMounted(t *testing.T) {
 		return configHas(ctx, ns, w.Name, `client_ca_file = "`+caFile+`"`, true)
 	})
 
-	// Drop the client CA: mutual TLS off, the pair still served.
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &stored); err != nil {
-		t.Fatal(err)
-	}
-	stored.Spec.ClientTLS.ClientCASecretName = ""
-	if err := k8s.Update(ctx, &stored); err != nil {
+	// Drop the client CA: mutual TLS off, the pair still served. The
+	// operator writes the status meanwhile; a spec update that races it
+	// is retried, as kubectl edit would (it failed once with "the object
+	// has been modified").
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), &stored); err != nil {
+			return err
+		}
+		stored.Spec.ClientTLS.ClientCASecretName = ""
+		return k8s.Update(ctx, &stored)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the client CA is gone, the pair stays", func() error {
