@@ -829,6 +829,44 @@ func (c *Conn) LocalAddr() net.Addr { return c.nfd.laddr }
 // RemoteAddr returns the peer's address (a *net.TCPAddr).
 func (c *Conn) RemoteAddr() net.Addr { return c.nfd.raddr }
 
+// SetLiveness makes the kernel drop the connection when the peer stops
+// answering, for a peer that can vanish without a FIN or a reset (a pod
+// whose network namespace went away, a host that lost power): keepalive
+// probes after idle of silence (SO_KEEPALIVE, TCP_KEEPIDLE and
+// TCP_KEEPINTVL), and TCP_USER_TIMEOUT, the longest sent data or probes
+// may stay unacknowledged. The next Read or Write then fails (ETIMEDOUT)
+// instead of the kernel retransmitting for its default quarter of an hour
+// while writes still succeed into the send buffer. idle <= 0 leaves
+// keepalive off; timeout <= 0 leaves the kernel's default.
+func (c *Conn) SetLiveness(idle, timeout time.Duration) error {
+	nfd := &c.nfd
+	if nfd.closed {
+		return nfd.opError("set", net.ErrClosed)
+	}
+	set := func(level, opt, v int) error {
+		if err := unix.SetsockoptInt(nfd.fd, level, opt, v); err != nil {
+			return nfd.opError("set", os.NewSyscallError("setsockopt", err))
+		}
+		return nil
+	}
+	if idle > 0 {
+		secs := max(1, int(idle/time.Second))
+		if err := set(unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1); err != nil {
+			return err
+		}
+		if err := set(unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs); err != nil {
+			return err
+		}
+		if err := set(unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs); err != nil {
+			return err
+		}
+	}
+	if timeout > 0 {
+		return set(unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(timeout/time.Millisecond))
+	}
+	return nil
+}
+
 // SetDeadline sets the read and write deadlines.
 func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {

@@ -73,6 +73,16 @@ type Config struct {
 	HandshakeTimeout time.Duration // TLS handshake and hello; default 5s
 	DialTimeout      time.Duration // a connect; default 3s (a black-holed peer must not hold the redial for the kernel's ~2 min)
 	SnapshotTimeout  time.Duration // a whole snapshot send, ack included; default 5m
+	// PeerTimeout is how long a message stream's peer may leave what was
+	// sent (or a keepalive probe, after PeerTimeout/3 of silence)
+	// unacknowledged before the kernel drops the connection and the writer
+	// redials (runtime.Conn.SetLiveness); default 15s. A peer that vanished
+	// without a FIN or a reset (a deleted pod: its address is simply gone)
+	// otherwise held the writer's connection for the kernel's quarter of an
+	// hour of retransmissions while every write still went into the send
+	// buffer, and a three-pod group lost its leader for minutes after two
+	// leader pods were deleted on a real node (internal/e2ecluster).
+	PeerTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -106,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotTimeout <= 0 {
 		c.SnapshotTimeout = 5 * time.Minute
+	}
+	if c.PeerTimeout <= 0 {
+		c.PeerTimeout = 15 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -423,6 +436,11 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 		return nil, nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	c = raw
+	if stream == streamMsgs {
+		// Best effort, as package net's keepalive: a socket that refuses
+		// the options still carries messages.
+		_ = raw.SetLiveness(t.cfg.PeerTimeout/3, t.cfg.PeerTimeout)
+	}
 	_ = raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	if t.cfg.TLS != nil {
 		host, _, _ := net.SplitHostPort(addr)
@@ -576,6 +594,9 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 		t.receiveSnapshot(f, raw, c, fr, h)
 		return
 	}
+	// A stream whose writer vanished is dropped too (keepalive probes go
+	// unanswered), instead of a fiber reading it for good.
+	_ = raw.SetLiveness(t.cfg.PeerTimeout/3, t.cfg.PeerTimeout)
 	for {
 		kind, body, err := fr.next()
 		if err != nil {
