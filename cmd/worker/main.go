@@ -18,7 +18,6 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/wal"
-	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/internal/admin"
 	"github.com/writeonce/wo/internal/buildinfo"
 	"github.com/writeonce/wo/internal/chat"
@@ -32,6 +31,7 @@ import (
 	"github.com/writeonce/wo/internal/telemetry"
 	"github.com/writeonce/wo/internal/tlsfiles"
 	"github.com/writeonce/wo/internal/tokenfile"
+	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/runtime"
 )
 
