@@ -267,6 +267,11 @@ func (c *actorCell[M]) enqueue(msg M, ask askRef) {
 	if ask.w != nil {
 		c.askers = append(c.askers, ask)
 	}
+	c.schedule()
+}
+
+// schedule queues an idle actor that has mail for a carrier.
+func (c *actorCell[M]) schedule() {
 	if c.state == actorIdle {
 		c.state = actorQueued
 		c.sh.readyActors.push(c)
@@ -294,10 +299,8 @@ func (c *actorCell[M]) enqueueBatch(b []mail[M]) {
 			c.askers = append(c.askers, b[i].ask)
 		}
 	}
-	if c.state == actorIdle && len(b) > 0 {
-		c.state = actorQueued
-		c.sh.readyActors.push(c)
-		c.sh.ensureCarrier()
+	if len(b) > 0 {
+		c.schedule()
 	}
 }
 
