@@ -279,8 +279,8 @@ func (c *actorCell[M]) schedule() {
 	}
 }
 
-// enqueueBatch is enqueue for a batch from another shard: one room check,
-// one state change.
+// enqueueBatch is enqueue for a batch from another shard: the mailbox grown
+// once, the actor queued once.
 func (c *actorCell[M]) enqueueBatch(b []mail[M]) {
 	if c.state == actorDead {
 		c.sh.rt.dropped.Add(uint64(len(b)))
@@ -289,12 +289,9 @@ func (c *actorCell[M]) enqueueBatch(b []mail[M]) {
 		}
 		return
 	}
-	q := &c.mbox
-	q.reserve(len(b))
-	mask := len(q.buf) - 1
+	c.mbox.reserve(len(b)) // one grow at most; each push below then only checks
 	for i := range b {
-		q.buf[(q.head+q.n)&mask] = b[i].msg
-		q.n++
+		c.mbox.push(b[i].msg)
 		if b[i].ask.w != nil {
 			c.askers = append(c.askers, b[i].ask)
 		}
