@@ -107,15 +107,30 @@ func TestPageInBrowser(t *testing.T) {
 }
 
 // newBrowser starts headless chromium for a page test (closed when the
-// test ends, within two minutes at most) and returns its first tab.
+// test ends, within two minutes at most) and returns its first tab. The
+// browser is started here, not at the test's first action, and a start
+// that fails is tried once more: chromium's launcher now and then exits
+// before the DevTools socket is up on a loaded machine (seen once in the
+// seccomp pass of CI: "chrome failed to start"), which says nothing about
+// the page.
 func newBrowser(t *testing.T, bin string) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, browserOptions(t, bin)...)
-	t.Cleanup(cancelAlloc)
-	tab, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(cancelTab)
-	return tab
+	var err error
+	for range 2 {
+		actx, cancelAlloc := chromedp.NewExecAllocator(ctx, browserOptions(t, bin)...)
+		tab, cancelTab := chromedp.NewContext(actx)
+		if _, err = chromedp.Run(tab, chromedp.Action[struct{}](func(context.Context, *chromedp.Target) (struct{}, error) { return struct{}{}, nil })); err == nil {
+			t.Cleanup(cancelAlloc)
+			t.Cleanup(cancelTab)
+			return tab
+		}
+		cancelTab()
+		cancelAlloc()
+		t.Logf("chromium did not start, trying once more: %v", err)
+	}
+	t.Fatalf("chromium did not start: %v", err)
+	return nil
 }
 
 // browserOptions are headless chromium's flags for the page tests.
