@@ -1,6 +1,10 @@
 package engine
 
-import "testing"
+import (
+	"fmt"
+	"runtime"
+	"testing"
+)
 
 func benchDB(b *testing.B, n int) *DB {
 	db := New()
@@ -39,4 +43,34 @@ func BenchmarkQueryIndexPage(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkGCMarkRecords is what the collector pays for the rows a table
+// holds: one full collection (runtime.GC) with 500,000 rows of the records
+// API's shape (a string key, a ~100-byte bytes value) live. Each collection
+// marks everything reachable, so its time is the mark cost per GC cycle that
+// a busy writer pays again and again (docs/benchmarks.md, "Where the records
+// PUT tail comes from"). Compare old and new binaries, not absolute times.
+func BenchmarkGCMarkRecords(b *testing.B) {
+	db := New()
+	must(db.Exec(CreateTable(Schema{
+		Name:   "records",
+		Fields: []Field{{"key", KindString}, {"fields", KindBytes}},
+		Key:    "key",
+	})))
+	body := []byte(`{"name":"a record of about a hundred bytes","n":"0123456789","more":"abcdefghijklmnop"}`)
+	const n = 500_000
+	for i := range n {
+		must(db.Exec(Put("records", map[string]Value{
+			"key": String(fmt.Sprintf("rec-%08d", i)), "fields": Bytes(body),
+		})))
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	for b.Loop() {
+		runtime.GC()
+	}
+	b.ReportMetric(float64(ms.HeapAlloc)/n, "heap-B/row")
+	runtime.KeepAlive(db)
 }
