@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"slices"
 	"strconv"
 )
 
@@ -131,8 +130,8 @@ const (
 type effect struct {
 	kind  effectKind
 	table string
-	key   Value     // effPut, effDelete
-	row   *row      // effPut
+	key   Value     // effDelete
+	row   row       // effPut
 	def   *tableDef // effCreateTable, effCreateIndex: the resulting definition
 	field int       // effCreateIndex: field position
 }
@@ -151,7 +150,7 @@ type mutation struct {
 	// every key an earlier operation of the batch touched (nil = deleted)
 	// and the definition of every table it created or changed, so that
 	// each operation sees the ones before it.
-	rows map[tableKey]*row
+	rows map[tableKey]row
 	defs map[string]*tableDef
 }
 
@@ -161,7 +160,7 @@ type mutation struct {
 func (db *DB) prepare(b Batch) (*mutation, error) {
 	m := &mutation{
 		seq:  db.seq + 1,
-		rows: make(map[tableKey]*row),
+		rows: make(map[tableKey]row),
 		defs: make(map[string]*tableDef),
 	}
 	for i, op := range b {
@@ -189,8 +188,9 @@ func (db *DB) lookupDef(m *mutation, name string) *tableDef {
 	return nil
 }
 
-// lookupRow finds a row as the batch under construction sees it.
-func (db *DB) lookupRow(m *mutation, name string, key Value) *row {
+// lookupRow finds a row as the batch under construction sees it (the zero
+// row: none).
+func (db *DB) lookupRow(m *mutation, name string, key Value) row {
 	if r, ok := m.rows[tableKey{name, key}]; ok {
 		return r
 	}
@@ -199,7 +199,7 @@ func (db *DB) lookupRow(m *mutation, name string, key Value) *row {
 			return r
 		}
 	}
-	return nil
+	return row{}
 }
 
 // stage validates one operation against the state the batch sees so far
@@ -268,12 +268,12 @@ func (db *DB) stageRecord(m *mutation, op Op) error {
 		return err
 	}
 
-	var r *row // the new image; nil for a delete
+	var r row // the new image; the zero row for a delete
 	switch op.Kind {
 	case OpCheck:
 		return nil
 	case OpInsert, OpPut:
-		if cur != nil && op.Kind == OpInsert {
+		if cur.ok() && op.Kind == OpInsert {
 			return newErr(ErrDuplicateKey, opName, op.Table).field(def.schema.Key).value(key)
 		}
 		vals := make([]Value, len(def.schema.Fields))
@@ -283,12 +283,12 @@ func (db *DB) stageRecord(m *mutation, op Op) error {
 		if err := setFields(def, vals, op.Fields, opName); err != nil {
 			return err
 		}
-		r = &row{vals: vals, version: m.seq}
+		r = encodeRow(def, vals, m.seq)
 	case OpUpdate:
-		if cur == nil {
+		if !cur.ok() {
 			return newErr(ErrNotFound, opName, op.Table).field(def.schema.Key).value(key)
 		}
-		vals := slices.Clone(cur.vals)
+		vals := cur.values(def, make([]Value, 0, len(def.schema.Fields)))
 		if err := setFields(def, vals, op.Fields, opName); err != nil {
 			return err
 		}
@@ -296,22 +296,22 @@ func (db *DB) stageRecord(m *mutation, op Op) error {
 			return newErr(ErrBadBatch, opName, op.Table).field(def.schema.Key).value(vals[def.key]).
 				detail("the primary key cannot be updated")
 		}
-		r = &row{vals: vals, version: m.seq}
+		r = encodeRow(def, vals, m.seq)
 	case OpDelete:
-		if cur == nil {
+		if !cur.ok() {
 			return newErr(ErrNotFound, opName, op.Table).field(def.schema.Key).value(key)
 		}
 	}
 	m.rows[tableKey{op.Table, key}] = r
-	if r == nil {
+	if !r.ok() {
 		m.effects = append(m.effects, effect{kind: effDelete, table: op.Table, key: key})
 	} else {
-		m.effects = append(m.effects, effect{kind: effPut, table: op.Table, key: key, row: r})
+		m.effects = append(m.effects, effect{kind: effPut, table: op.Table, row: r})
 	}
 	return nil
 }
 
-func checkPrecondition(def *tableDef, op Op, key Value, cur *row) error {
+func checkPrecondition(def *tableDef, op Op, key Value, cur row) error {
 	p := op.Expect
 	fail := func(detail string) error {
 		return newErr(ErrPrecondition, op.Kind.String(), def.schema.Name).field(def.schema.Key).value(key).detail(detail)
@@ -319,22 +319,22 @@ func checkPrecondition(def *tableDef, op Op, key Value, cur *row) error {
 	switch p.Exists {
 	case Anything:
 	case MustExist:
-		if cur == nil {
+		if !cur.ok() {
 			return fail("record must exist")
 		}
 	case MustNotExist:
-		if cur != nil {
+		if cur.ok() {
 			return fail("record must not exist")
 		}
 	default:
 		return newErr(ErrBadBatch, op.Kind.String(), def.schema.Name).detail("unknown existence precondition " + strconv.Itoa(int(p.Exists)))
 	}
 	if p.Version != 0 {
-		if cur == nil {
+		if !cur.ok() {
 			return fail("expected version " + strconv.FormatUint(p.Version, 10) + ", record does not exist")
 		}
-		if cur.version != p.Version {
-			return fail("expected version " + strconv.FormatUint(p.Version, 10) + ", have " + strconv.FormatUint(cur.version, 10))
+		if v := cur.version(); v != p.Version {
+			return fail("expected version " + strconv.FormatUint(p.Version, 10) + ", have " + strconv.FormatUint(v, 10))
 		}
 	}
 	return nil
@@ -389,7 +389,7 @@ func (db *DB) applyEffect(e effect) {
 	case effCreateIndex:
 		db.tables[e.table].addIndex(e.def, e.field)
 	case effPut:
-		db.tables[e.table].put(e.key, e.row)
+		db.tables[e.table].put(e.row)
 	case effDelete:
 		db.tables[e.table].del(e.key)
 	}

@@ -272,9 +272,11 @@ func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
 		b = appendSchema(b, t.def)
 		b = binary.AppendUvarint(b, uint64(t.rows.Len()))
 		var werr error
+		var vals []Value
 		t.rows.Ascend(func(it rowItem) bool {
-			b = binary.AppendUvarint(b, it.r.version)
-			for _, v := range it.r.vals {
+			b = binary.AppendUvarint(b, it.r.version())
+			vals = it.r.values(t.def, vals[:0])
+			for _, v := range vals {
 				b = appendValue(b, v)
 			}
 			if len(b) >= 32<<10 {
@@ -354,7 +356,7 @@ func LoadYield(body []byte, yield func()) (*DB, error) {
 				d.fail("duplicate key " + key.String())
 				break
 			}
-			t.put(key, &row{vals: vals, version: version})
+			t.put(encodeRow(def, vals, version))
 			if yield != nil {
 				yield()
 			}

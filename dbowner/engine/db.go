@@ -25,28 +25,26 @@ type Record struct {
 // Get returns the value of a field (the zero Value if there is none).
 func (r Record) Get(field string) Value { return r.Fields[field] }
 
-// row is a stored row. Rows are immutable once built: an update stores a new
-// row, so a batch being validated, the applied state and a frozen snapshot
-// can share them.
-type row struct {
-	vals    []Value // by field position
-	version uint64
-}
+// rowItem is a primary tree entry: the row alone, ordered by the key read
+// from it. An entry is one pointer to one object without pointers, so a
+// collection's mark of a table is a pass over the tree's nodes (row.go).
+type rowItem struct{ r row }
 
-type rowItem struct {
-	key Value
-	r   *row
+// keyLess orders a table's rows by primary key. The key's position and kind
+// never change for a table (adding an index keeps them), so a tree's
+// ordering can hold the definition it was made with.
+func keyLess(def *tableDef) func(a, b rowItem) bool {
+	k := def.key
+	return func(a, b rowItem) bool { return Compare(a.r.field(def, k), b.r.field(def, k)) < 0 }
 }
-
-func lessRow(a, b rowItem) bool { return Compare(a.key, b.key) < 0 }
 
 // idxItem is a secondary index entry; entries with equal values are ordered
 // by primary key, which makes (value, key) unique and gives index scans a
 // stable order for cursors.
 type idxItem struct {
-	v   Value
+	v   Value // v and key are substrings of r
 	key Value
-	r   *row
+	r   row
 }
 
 func lessIdx(a, b idxItem) bool {
@@ -65,7 +63,7 @@ type table struct {
 func newTable(def *tableDef) *table {
 	t := &table{
 		def:  def,
-		rows: btree.NewG(btreeDegree, lessRow),
+		rows: btree.NewG(btreeDegree, keyLess(def)),
 		idx:  make(map[int]*btree.BTreeG[idxItem]),
 	}
 	for i, on := range def.indexed {
@@ -76,28 +74,47 @@ func newTable(def *tableDef) *table {
 	return t
 }
 
-func (t *table) get(key Value) (*row, bool) {
-	it, ok := t.rows.Get(rowItem{key: key})
+func (t *table) get(key Value) (row, bool) {
+	it, ok := t.rows.Get(t.probe(key))
 	return it.r, ok
 }
 
-func (t *table) put(key Value, r *row) {
-	old, had := t.rows.ReplaceOrInsert(rowItem{key: key, r: r})
+// probe is a tree entry to search by: a row holding key and the zero value
+// of every field before it (the ordering reads no field after the key).
+func (t *table) probe(key Value) rowItem {
+	def := t.def
+	vals := make([]Value, def.key+1)
+	for i := range def.key {
+		vals[i] = zeroOf(def.kind(i))
+	}
+	vals[def.key] = key
+	return rowItem{encodeRow(def, vals, 0)}
+}
+
+// key is the primary key of r.
+func (t *table) key(r row) Value { return r.field(t.def, t.def.key) }
+
+// put stores r under its key. The entries take their key and indexed values
+// from r itself, never from the caller's Values, so that a stored row holds
+// no memory but its own.
+func (t *table) put(r row) {
+	key := t.key(r)
+	old, had := t.rows.ReplaceOrInsert(rowItem{r})
 	for i, ix := range t.idx {
 		if had {
-			ix.Delete(idxItem{v: old.r.vals[i], key: key})
+			ix.Delete(idxItem{v: old.r.field(t.def, i), key: key})
 		}
-		ix.ReplaceOrInsert(idxItem{v: r.vals[i], key: key, r: r})
+		ix.ReplaceOrInsert(idxItem{v: r.field(t.def, i), key: key, r: r})
 	}
 }
 
 func (t *table) del(key Value) {
-	old, had := t.rows.Delete(rowItem{key: key})
+	old, had := t.rows.Delete(t.probe(key))
 	if !had {
 		return
 	}
 	for i, ix := range t.idx {
-		ix.Delete(idxItem{v: old.r.vals[i], key: key})
+		ix.Delete(idxItem{v: old.r.field(t.def, i), key: key})
 	}
 }
 
@@ -105,18 +122,21 @@ func (t *table) addIndex(def *tableDef, field int) {
 	t.def = def
 	ix := btree.NewG(btreeDegree, lessIdx)
 	t.rows.Ascend(func(it rowItem) bool {
-		ix.ReplaceOrInsert(idxItem{v: it.r.vals[field], key: it.key, r: it.r})
+		ix.ReplaceOrInsert(idxItem{v: it.r.field(def, field), key: t.key(it.r), r: it.r})
 		return true
 	})
 	t.idx[field] = ix
 }
 
-func (t *table) record(r *row) Record {
-	f := make(map[string]Value, len(r.vals))
+func (t *table) record(r row) Record {
+	f := make(map[string]Value, len(t.def.schema.Fields))
+	off := 8
+	var v Value
 	for i, fd := range t.def.schema.Fields {
-		f[fd.Name] = r.vals[i]
+		v, off = r.next(t.def.kind(i), off)
+		f[fd.Name] = v
 	}
-	return Record{Version: r.version, Fields: f}
+	return Record{Version: r.version(), Fields: f}
 }
 
 // DB is the engine: tables of rows, and the sequence number of the last

@@ -37,6 +37,13 @@
 // is the simpler API and its Clone contract is documented. Writing our own
 // would buy nothing but bugs.
 //
+// A row is stored as one immutable string (row.go: its version and its
+// field values encoded back to back), and a primary tree entry is that
+// string alone, its key read from it: a table of a million rows is a
+// million objects without pointers, which the collector marks without
+// scanning, instead of four million it had to walk (a busy writer's p99 was
+// the collector's mark). Values read from a row are substrings of it.
+//
 // A secondary index holds (value, primary key) entries, so equal values are
 // ordered by key: scans are stable, and a cursor is simply the (order value,
 // primary key) position of the last row returned.

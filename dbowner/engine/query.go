@@ -87,8 +87,8 @@ type cfilter struct {
 	v   Value
 }
 
-func (f cfilter) match(r *row) bool {
-	c := Compare(r.vals[f.pos], f.v)
+func (f cfilter) match(v Value) bool {
+	c := Compare(v, f.v)
 	switch f.op {
 	case OpEq:
 		return c == 0
@@ -230,7 +230,7 @@ func (db *DB) Query(q Query) (Result, error) {
 	if x.want > 0 && len(rows) == x.want {
 		rows = rows[:q.Limit]
 		last := rows[len(rows)-1]
-		res.Next = encodeCursor(fp, last.vals[ord], last.vals[def.key])
+		res.Next = encodeCursor(fp, last.field(def, ord), last.field(def, def.key))
 	}
 	res.Records = make([]Record, len(rows))
 	for i, r := range rows {
@@ -248,18 +248,19 @@ type exec struct {
 	desc bool
 	cur  *cursorPos
 	want int // stop after this many matches when streaming; 0 = all
-	out  []*row
+	out  []row
 	plan string
 }
 
 // after reports whether r is strictly after the cursor in the query order.
-func (x *exec) after(r *row) bool {
+func (x *exec) after(r row) bool {
 	if x.cur == nil {
 		return true
 	}
-	c := Compare(r.vals[x.ord], x.cur.ov)
+	def := x.t.def
+	c := Compare(r.field(def, x.ord), x.cur.ov)
 	if c == 0 {
-		c = Compare(r.vals[x.t.def.key], x.cur.key)
+		c = Compare(r.field(def, def.key), x.cur.key)
 	}
 	if x.desc {
 		return c < 0
@@ -267,9 +268,9 @@ func (x *exec) after(r *row) bool {
 	return c > 0
 }
 
-func (x *exec) matches(r *row) bool {
+func (x *exec) matches(r row) bool {
 	for _, f := range x.fs {
-		if !f.match(r) {
+		if !f.match(r.field(x.t.def, f.pos)) {
 			return false
 		}
 	}
@@ -277,7 +278,7 @@ func (x *exec) matches(r *row) bool {
 }
 
 // emit is the streaming sink: it returns false once enough rows are found.
-func (x *exec) emit(r *row) bool {
+func (x *exec) emit(r row) bool {
 	if x.matches(r) && x.after(r) {
 		x.out = append(x.out, r)
 		if x.want > 0 && len(x.out) >= x.want {
@@ -288,7 +289,7 @@ func (x *exec) emit(r *row) bool {
 }
 
 // collect is the sorting sink: it keeps every match and sorts at the end.
-func (x *exec) collect(r *row) bool {
+func (x *exec) collect(r row) bool {
 	if x.matches(r) {
 		x.out = append(x.out, r)
 	}
@@ -296,11 +297,21 @@ func (x *exec) collect(r *row) bool {
 }
 
 func (x *exec) finishSort() {
-	key := x.t.def.key
-	slices.SortFunc(x.out, func(a, b *row) int {
-		c := Compare(a.vals[x.ord], b.vals[x.ord])
+	// The order and key values are decoded once per row, not once per
+	// comparison.
+	def := x.t.def
+	type sortable struct {
+		ov, key Value
+		r       row
+	}
+	all := make([]sortable, len(x.out))
+	for i, r := range x.out {
+		all[i] = sortable{r.field(def, x.ord), r.field(def, def.key), r}
+	}
+	slices.SortFunc(all, func(a, b sortable) int {
+		c := Compare(a.ov, b.ov)
 		if c == 0 {
-			c = Compare(a.vals[key], b.vals[key])
+			c = Compare(a.key, b.key)
 		}
 		if x.desc {
 			return -c
@@ -308,9 +319,9 @@ func (x *exec) finishSort() {
 		return c
 	})
 	kept := x.out[:0]
-	for _, r := range x.out {
-		if x.after(r) {
-			kept = append(kept, r)
+	for _, s := range all {
+		if x.after(s.r) {
+			kept = append(kept, s.r)
 		}
 	}
 	x.out = kept
@@ -398,32 +409,32 @@ func (x *exec) scanKey(lo, hi bound) {
 	rows := x.t.rows
 	if !x.desc {
 		visit := func(it rowItem) bool {
-			if hi.abovesHi(it.key) {
+			if hi.abovesHi(x.t.key(it.r)) {
 				return false
 			}
 			return x.emit(it.r)
 		}
 		switch {
 		case x.cur != nil:
-			rows.AscendGreaterOrEqual(rowItem{key: x.cur.key}, visit)
+			rows.AscendGreaterOrEqual(x.t.probe(x.cur.key), visit)
 		case lo.set:
-			rows.AscendGreaterOrEqual(rowItem{key: lo.v}, visit)
+			rows.AscendGreaterOrEqual(x.t.probe(lo.v), visit)
 		default:
 			rows.Ascend(visit)
 		}
 		return
 	}
 	visit := func(it rowItem) bool {
-		if lo.belowLo(it.key) {
+		if lo.belowLo(x.t.key(it.r)) {
 			return false
 		}
 		return x.emit(it.r)
 	}
 	switch {
 	case x.cur != nil:
-		rows.DescendLessOrEqual(rowItem{key: x.cur.key}, visit)
+		rows.DescendLessOrEqual(x.t.probe(x.cur.key), visit)
 	case hi.set:
-		rows.DescendLessOrEqual(rowItem{key: hi.v}, visit)
+		rows.DescendLessOrEqual(x.t.probe(hi.v), visit)
 	default:
 		rows.Descend(visit)
 	}
@@ -434,7 +445,7 @@ func (x *exec) scanKey(lo, hi bound) {
 // afterwards, so it passes desc=false). A non-nil start (the cursor position)
 // replaces the starting bound: the cursor's entry satisfied the bounds, so
 // nothing before it can be wanted.
-func (x *exec) scanIndex(ix *btree.BTreeG[idxItem], lo, hi bound, desc bool, start *idxItem, sink func(*row) bool) {
+func (x *exec) scanIndex(ix *btree.BTreeG[idxItem], lo, hi bound, desc bool, start *idxItem, sink func(row) bool) {
 	if !desc {
 		visit := func(it idxItem) bool {
 			if hi.abovesHi(it.v) {
