@@ -65,3 +65,44 @@ func TestStoredRowsHoldOnlyTheirOwnBytes(t *testing.T) {
 }
 
 func unsafeData(s string) uintptr { return uintptr(unsafe.Pointer(unsafe.StringData(s))) }
+
+// A batch's later operations see its earlier ones whether the batch is
+// short (its images searched in order) or long (indexed by a map): 60
+// operations on 20 keys, each key inserted, updated and deleted or kept,
+// checked against the same operations one batch each.
+func TestLongBatchSeesItsOwnWrites(t *testing.T) {
+	var ops Batch
+	for i := range 20 {
+		id := String(string(rune('a' + i)))
+		ops = append(ops, Insert("users", map[string]Value{"id": id, "age": Int(int64(i))}))
+	}
+	for i := range 20 {
+		id := String(string(rune('a' + i)))
+		ops = append(ops, Update("users", id, map[string]Value{"age": Int(int64(100 + i))}).IfExists())
+	}
+	for i := 0; i < 20; i += 2 {
+		ops = append(ops, Delete("users", String(string(rune('a'+i)))))
+		ops = append(ops, Check("users", String(string(rune('a'+i))), Precondition{Exists: MustNotExist}))
+	}
+	one, many := newUsers(t), newUsers(t)
+	must(many.Exec(ops...))
+	for _, op := range ops {
+		must(one.Exec(op))
+	}
+	a := must(one.Query(Query{Table: "users"}))
+	b := must(many.Query(Query{Table: "users"}))
+	if len(a.Records) != 10 || len(b.Records) != 10 {
+		t.Fatalf("rows: %d one by one, %d in one batch", len(a.Records), len(b.Records))
+	}
+	for i := range a.Records {
+		if a.Records[i].Get("id") != b.Records[i].Get("id") || a.Records[i].Get("age") != b.Records[i].Get("age") {
+			t.Fatalf("row %d: %v one by one, %v in one batch", i, a.Records[i].Fields, b.Records[i].Fields)
+		}
+	}
+	// An insert after the batch's own delete of the key succeeds; a second
+	// insert of a key the batch inserted fails.
+	_, err := many.Exec(Delete("users", String("b")), Insert("users", user("b", 1)))
+	noErr(t, err)
+	_, err = many.Exec(Insert("users", user("zz", 1)), Insert("users", user("zz", 2)))
+	wantErr(t, err, ErrDuplicateKey, "users")
+}
