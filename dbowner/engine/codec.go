@@ -73,6 +73,10 @@ type decoder struct {
 	b   []byte
 	off int // consumed bytes, for error messages
 	err error
+	// whole, when set, is the decoder's whole input as a string: strings
+	// are then substrings of it instead of one allocation each (batches,
+	// whose strings live only until Exec has copied them into rows).
+	whole string
 }
 
 func (d *decoder) fail(what string) {
@@ -157,7 +161,12 @@ func (d *decoder) string() string {
 	if d.err != nil {
 		return ""
 	}
-	s := string(d.b[:n])
+	var s string
+	if d.whole != "" {
+		s = d.whole[d.off : d.off+n]
+	} else {
+		s = string(d.b[:n])
+	}
 	d.advance(n)
 	return s
 }
