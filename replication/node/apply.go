@@ -25,15 +25,10 @@ type snapState struct {
 	err     error
 }
 
-// applyReady restores the Ready's snapshot and applies its committed
-// entries, in order.
-func (n *Node) applyReady(f *runtime.Fiber, rd raft.Ready) error {
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.restore(f, rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	for _, e := range rd.CommittedEntries {
+// applyEntries applies committed entries, in order. (A snapshot is
+// restored when its save completes: appended.)
+func (n *Node) applyEntries(f *runtime.Fiber, ents []*raftpb.Entry) error {
+	for _, e := range ents {
 		if err := n.apply(f, e); err != nil {
 			return err
 		}
@@ -271,13 +266,15 @@ func (n *Node) restore(f *runtime.Fiber, snap *raftpb.Snapshot) error {
 }
 
 // restartRaft handles a Save that persisted nothing: raft's unsaved state
-// (the Ready's entries, hard state, messages) is dropped by making a new
-// RawNode from the storage, which has everything durable and nothing else,
-// at the applied index; the proposals stepped since the last good Save
-// fail with the error, and so do the reads waiting for a round. This is a
-// crash and restart of the raft state without losing the process: nothing
-// of the Ready was sent or acknowledged.
-func (n *Node) restartRaft(f *runtime.Fiber, cause error) error {
+// (the failed append's entries and hard state, and every append queued
+// after it, which build on it) is dropped by making a new RawNode from the
+// storage, which has everything durable and nothing else, at the applied
+// index; the proposals stepped since the append before the failed one was
+// queued (gen, appendSeq) fail with the error, and so do the reads waiting
+// for a round. This is a crash and restart of the raft state without losing
+// the process: nothing the dropped appends carried was acknowledged, as
+// their responses are never delivered.
+func (n *Node) restartRaft(f *runtime.Fiber, first uint64, cause error) error {
 	// Raft restores the membership from InitialState and skips the conf
 	// changes up to Applied: give it the membership as applied.
 	rn, err := n.newRawNodeOn(appliedConf{n.cfg.Storage, n.confState})
@@ -285,9 +282,10 @@ func (n *Node) restartRaft(f *runtime.Fiber, cause error) error {
 		return fmt.Errorf("persist ready: %w; and restarting raft from storage: %w", cause, err)
 	}
 	n.rn = rn
+	n.dropAppends(f)
 	n.log.Warn("node: a save failed with nothing written; raft restarted from its storage", "err", cause)
 	lost := n.waits.collect(0, func(w *waiter) bool {
-		return w.state == waitStepped && (w.kind == waitEntry && w.cc == nil && w.gen == n.group.gen || w.kind == waitRead && !w.known)
+		return w.state == waitStepped && (w.kind == waitEntry && w.cc == nil && w.gen+1 >= first || w.kind == waitRead && !w.known)
 	})
 	for _, w := range lost {
 		n.waits.trigger(f, w.id, 0, nil, cause)

@@ -22,6 +22,8 @@ const (
 	workUnreachable
 	workSnapStatus
 	workRemoved
+	workAppended     // the append fiber made jobs durable: step their responses
+	workAppendFailed // the append fiber's save of jobs failed (err)
 )
 
 // work is what callers and the transport queue for the driver.
@@ -30,18 +32,29 @@ type work struct {
 	msg    *raftpb.Message
 	id     uint64 // workSubmit: the waiter; else a peer
 	status raft.SnapshotStatus
+	// workAppended, workAppendFailed: the appends one Save carried, how
+	// many entries and how long it took, or why it failed.
+	jobs    []*appendJob
+	entries int
+	took    time.Duration
+	err     error
 }
 
 // groupCommit is the driver's group-commit bookkeeping (see gather).
 type groupCommit struct {
-	queued      int           // proposals queued and not yet stepped
-	settled     int           // proposals answered by the last Ready
-	concurrency int           // proposals active in the last cycle
-	lastSave    time.Duration // how long the last Save of entries took
-	submits     []*waiter     // stepWork's scratch
-	props       []*waiter     // stepAll's scratch
-	// gen counts successful saves: a proposal stepped in the current
-	// generation is not durable yet (restartRaft fails those).
+	queued      int // proposals queued and not yet stepped
+	settled     int // proposals answered by the last Ready
+	concurrency int // proposals active in the last cycle
+	// gatherDue: the last Ready answered writers; the next turn gathers
+	// their next proposals (once) before stepping.
+	gatherDue bool
+	lastSave  time.Duration // how long the last Save of entries took
+	submits   []*waiter     // stepWork's scratch
+	props     []*waiter     // stepAll's scratch
+	// gen is how many appends the driver had handed the append fiber
+	// when a proposal was stepped (appendSeq): the proposal's entries are
+	// in a later append, so restartRaft fails those whose gen is at or
+	// past the failed append's predecessor.
 	gen uint64
 }
 
@@ -96,20 +109,24 @@ func (n *Node) drive(f *runtime.Fiber) {
 	}
 }
 
-// turn is one round of the driver: the Ready left by the last Advance, the
-// queued work stepped into raft, a tick, the reads' round, and the Ready
-// that made. halt: the member was removed while handling the first Ready.
+// turn is one round of the driver: the Ready left over (what the last
+// turn's completions made), a gather when writers were just answered, the
+// queued work stepped into raft (completed appends among it), a tick, the
+// reads' round, and the Ready that made. halt: the member stopped.
+//
+// The driver never waits for a save: raft runs with AsyncStorageWrites,
+// so a Ready's log writes leave as a MsgStorageAppend for the append fiber
+// (append.go) and come back, once durable, as a completion in the work
+// queue, whose responses (the member's acknowledgements, raft's own
+// MsgStorageAppendResp) the driver steps or sends then. While one fsync is
+// in flight the driver steps the next proposals, sends the next appends
+// and applies and answers what committed.
 func (n *Node) turn(f *runtime.Fiber) (halt bool, err error) {
 	n.campaignAlone()
-	// What raft has from the last Advance (in a one-member group: the
-	// entries the last Save made durable, now committed) is applied and
-	// answered before new work is stepped, so that its writers can
-	// rejoin the next group instead of waiting for its fsync.
 	if n.rn.HasReady() {
 		if err := n.handleReady(f, n.rn.Ready()); err != nil {
 			return true, err
 		}
-		n.group.concurrency = n.group.settled + n.group.queued
 		if n.stopped {
 			return true, nil
 		}
@@ -119,9 +136,15 @@ func (n *Node) turn(f *runtime.Fiber) (halt bool, err error) {
 	if n.restepDue {
 		reads = n.restep(f)
 	}
-	reads = n.stepWork(f, reads)
+	reads, err = n.stepWork(f, reads)
+	if err != nil {
+		return true, err
+	}
 	if err := n.snap.err; err != nil {
 		return true, err
+	}
+	if n.stopped {
+		return true, nil
 	}
 	if n.tickDue {
 		n.tick(f)
@@ -160,14 +183,15 @@ func (n *Node) fail(err error) {
 }
 
 // exit is the driver's last act: every waiter is answered with why the
-// member stopped, the snapshot being saved is waited for, and StopWait
-// callers are released.
+// member stopped, the appends queued and the snapshot being saved are
+// waited for, and StopWait callers are released.
 func (n *Node) exit(f *runtime.Fiber) {
 	n.stopped = true
 	n.down.Store(true)
 	n.noteMembership()
 	n.work = nil
 	n.waits.failEvery(f, n.stopErr())
+	n.finishAppends(f)
 	n.finishSnapshot(f)
 	n.exited = true
 	for _, r := range n.exitWtr {
@@ -181,10 +205,17 @@ func (n *Node) exit(f *runtime.Fiber) {
 // into two alternating groups (one queues while the other's Save is in
 // flight), each fsync carrying N/2. The wait ends as soon as as many
 // proposals are queued as were active in the last cycle, and at most half
-// the last Save's duration (at least 20µs); one writer never waits.
+// the last Save's duration (at least 20µs); one writer never waits. It
+// runs once after a Ready that answered writers (gatherDue), not in every
+// turn: a turn woken by an acknowledgement or a completed save must step
+// it at once, as the next commit waits on it.
 func (n *Node) gather(f *runtime.Fiber) {
 	g := &n.group
 	want := g.concurrency
+	if !g.gatherDue {
+		return
+	}
+	g.gatherDue = false
 	if want <= 1 || g.lastSave <= 0 {
 		return
 	}
@@ -199,8 +230,9 @@ func (n *Node) gather(f *runtime.Fiber) {
 
 // stepWork drains the work queue into raft, in order, and returns the
 // reads queued (after those of restep), for one round at the end of the
-// turn.
-func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) []*waiter {
+// turn. An error is why the member must stop (a completed append that
+// could not be handled).
+func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) ([]*waiter, error) {
 	batch := n.work
 	n.work = nil
 	n.group.queued = 0
@@ -215,12 +247,16 @@ func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) []*waiter {
 		}
 		reads = n.stepAll(f, ws, reads)
 		ws = ws[:0]
-		n.handle(f, wk)
+		if err := n.handle(f, wk); err != nil {
+			// The rest of the batch is dropped with the member.
+			clear(ws)
+			return reads, err
+		}
 	}
 	reads = n.stepAll(f, ws, reads)
 	clear(ws)
 	n.group.submits = ws[:0]
-	return reads
+	return reads, nil
 }
 
 // restep steps again, oldest first, the waiters held for want of a leader
@@ -257,8 +293,12 @@ func (n *Node) stepAll(f *runtime.Fiber, ws, reads []*waiter) []*waiter {
 	return reads
 }
 
-func (n *Node) handle(f *runtime.Fiber, w work) {
+func (n *Node) handle(f *runtime.Fiber, w work) error {
 	switch w.kind {
+	case workAppended:
+		return n.appended(f, w)
+	case workAppendFailed:
+		return n.appendFailed(f, w)
 	case workStep:
 		// A relayed message's From is where it started, not a member this
 		// one heard from.
@@ -278,6 +318,7 @@ func (n *Node) handle(f *runtime.Fiber, w work) {
 			n.log.Warn("node: a peer says this member was removed from the group; stopping", "peer", fmt.Sprintf("%x", w.id))
 		}
 	}
+	return nil
 }
 
 // stepOne hands raft a conf change or a leadership transfer; with no
@@ -329,7 +370,7 @@ func (n *Node) stepped(f *runtime.Fiber, ws []*waiter, err error) {
 		switch {
 		case err == nil:
 			n.waits.setState(w, waitStepped)
-			w.gen = n.group.gen
+			w.gen = n.appendSeq
 		case errors.Is(err, raft.ErrProposalDropped):
 			n.waits.setState(w, waitHeld)
 		default:
@@ -378,119 +419,72 @@ func (n *Node) noteSoftState(ss *raft.SoftState) {
 	}
 }
 
-// handleReady does what raft requires, in its order: persist the snapshot,
-// entries and hard state; send the messages; apply the snapshot and the
-// committed entries; Advance. (Committed entries already durable here are
-// applied before the save: applyDurable.)
+// handleReady hands raft's Ready out as its asynchronous-storage protocol
+// requires (go.etcd.io/raft/v3 doc.go, "Usage with Asynchronous Storage
+// Writes"): the messages for other members are sent at once; the log
+// write (MsgStorageAppend: entries, hard state, a received snapshot, and
+// the responses that may go only once it is durable) is queued for the
+// append fiber; the committed entries (MsgStorageApply) are applied here,
+// in log order, and their response stepped.
+//
+// Sending at once is safe because raft itself holds back every message
+// that promises durable state: a member's acknowledgement of an append
+// (MsgAppResp, to the leader or to itself) and its votes travel inside the
+// MsgStorageAppend and go out only when the append fiber's save returns
+// (appended). So a leader sends its entries before its own fsync (raft
+// thesis 10.2.1; etcd's server does the same): a commit waits for the
+// slowest of a quorum's fsyncs, not for the leader's and then the
+// followers' in turn; and the leader counts itself toward a commit only
+// once its own save is durable.
+//
+// Only committed entries this member holds durably are in the
+// MsgStorageApply (raft applies nothing from its unstable log in this
+// mode), so whatever committed is applied and answered in the turn raft
+// learns it, however many saves are in flight: what applyDurable did under
+// the synchronous protocol is the rule here.
 func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 	n.noteSoftState(rd.SoftState)
 	n.group.settled = 0
-	// A leader sends before it saves, so its followers write the entries
-	// while it does (raft thesis 10.2.1; etcd's server does the same): a
-	// commit then waits for the slowest of a quorum's fsyncs, not for the
-	// leader's and then the followers' in turn. Safe because the leader
-	// applies (and so acknowledges) an entry only after its own save
-	// below: every acknowledged write is durable on a quorum that
-	// includes the leader. Any other member's messages (votes, append
-	// responses) promise what it has persisted, so they wait for the save.
-	sendFirst := n.role == raft.StateLeader
-	if sendFirst && len(rd.Messages) > 0 {
-		n.cfg.Net.Send(f, rd.Messages)
+	var apply *raftpb.Message
+	out := n.out[:0]
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			n.queueAppend(f, m, n.role == raft.StateLeader && len(out) > 0)
+		case raft.LocalApplyThread:
+			apply = m
+		default:
+			out = append(out, m)
+		}
 	}
-	// Committed entries this member already holds durably are applied (and
-	// their writers answered) before the save, not after it: in a steady
-	// stream a leader's Ready carries the entries the last round committed
-	// beside the next batch to save, and applying after that batch's fsync
-	// made every write wait one fsync more than its own commit needs.
-	rest, err := n.applyDurable(f, rd)
-	if err != nil {
-		return err
+	if len(out) > 0 {
+		n.cfg.Net.Send(f, out)
 	}
-	if saved, err := n.save(f, rd, sendFirst); !saved {
-		return err
-	}
-	if !sendFirst && len(rd.Messages) > 0 {
-		n.cfg.Net.Send(f, rd.Messages)
-	}
-	rd.CommittedEntries = rest
-	if err := n.applyReady(f, rd); err != nil {
-		return err
+	clear(out)
+	n.out = out[:0]
+	if apply != nil {
+		if err := n.applyEntries(f, apply.GetEntries()); err != nil {
+			return err
+		}
+		n.stepLocal(apply.GetResponses())
 	}
 	n.noteReadStates(rd.ReadStates)
-	n.rn.Advance(rd)
 	n.answerWaits(f)
+	if g := &n.group; g.settled > 0 {
+		g.concurrency = g.settled + g.queued
+		g.gatherDue = true
+	}
 	return n.maybeSnapshot(f)
 }
 
-// applyDurable applies the prefix of rd's committed entries that this
-// member's storage already holds durably, and returns the rest, to be
-// applied after rd is saved. Raft asks for a Ready to be persisted before
-// its committed entries are applied because some of them may be among the
-// Ready's own entries (a follower told of entries and their commit in one
-// message) or replace ones the storage holds; an entry below both the
-// Ready's first new entry and the storage's durable last index is neither:
-// it is committed on a quorum and on this member's disk already, which is
-// all that acknowledging it requires. With a snapshot in the Ready nothing
-// is applied early: the snapshot is restored first.
-func (n *Node) applyDurable(f *runtime.Fiber, rd raft.Ready) (rest []*raftpb.Entry, err error) {
-	ents := rd.CommittedEntries
-	if len(ents) == 0 || !raft.IsEmptySnap(rd.Snapshot) {
-		return ents, nil
-	}
-	last, err := n.cfg.Storage.LastIndex()
-	if err != nil {
-		return ents, nil // the storage will say why at the save
-	}
-	if len(rd.Entries) > 0 {
-		last = min(last, rd.Entries[0].GetIndex()-1)
-	}
-	k := 0
-	for k < len(ents) && ents[k].GetIndex() <= last {
-		k++
-	}
-	if k == 0 {
-		return ents, nil
-	}
-	early := rd
-	early.CommittedEntries = ents[:k]
-	if err := n.applyReady(f, early); err != nil {
-		return nil, err
-	}
-	return ents[k:], nil
-}
-
-// save persists the Ready. saved is false when it did not: with a nil
-// error when nothing was written and raft restarted from its storage (the
-// Ready is dropped), else with why the member must stop.
-func (n *Node) save(f *runtime.Fiber, rd raft.Ready, sent bool) (saved bool, err error) {
-	start := time.Now()
-	if err := n.cfg.Storage.Save(f, rd.HardState, rd.Entries, rd.Snapshot); err != nil {
-		// A Ready with a snapshot is never restarted in place: the
-		// snapshot may be durable though what followed it is not, and raft
-		// restarted from storage below a snapshot it holds panics. The
-		// member stops; a restart recovers from what is on disk.
-		if errors.Is(err, ErrNothingSaved) && raft.IsEmptySnap(rd.Snapshot) {
-			if sent && len(rd.Messages) > 0 {
-				err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-			}
-			return false, n.restartRaft(f, err)
-		}
-		return false, fmt.Errorf("persist ready: %w", err)
-	}
-	// Term and commit are what Status reports as this member's progress:
-	// recorded only once durable, so a failed save (and the restart from
-	// storage that follows) never shows what the disk does not hold.
-	if rd.HardState != nil {
-		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
-	}
-	if len(rd.Entries) > 0 {
-		n.group.lastSave = time.Since(start)
-		if n.cfg.OnSave != nil {
-			n.cfg.OnSave(len(rd.Entries), n.group.lastSave)
+// stepLocal steps responses raft addressed to this member (from its
+// append or apply work).
+func (n *Node) stepLocal(msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			n.log.Debug("node: local message not stepped", "type", m.GetType().String(), "err", err)
 		}
 	}
-	n.group.gen++
-	return true, nil
 }
 
 // noteReadStates gives the reads of each round raft answered their index.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/writeonce/wo/runtime"
@@ -665,4 +666,165 @@ func TestCommittedEntriesAreAnsweredBeforeTheNextSave(t *testing.T) {
 		}
 		fatal(t, "in 20 rounds, no committed entry was applied before the save of the batch beside it")
 	})
+}
+
+// TestTheLeaderPipelinesWhileItsSaveIsParked: the driver does not wait for
+// a save. While the leader's save of A is parked (an fsync that does not
+// end), a second proposal B is stepped and its entry reaches the
+// followers; A, committed on the two followers' disks, is still not
+// applied (nor answered) on the leader, whose own log does not hold it
+// durably yet. Once the save ends both are answered.
+func TestTheLeaderPipelinesWhileItsSaveIsParked(t *testing.T) {
+	var mu sync.Mutex
+	gates := map[uint64]*heldSaves{}
+	cfg := func(c *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		gs := &heldSaves{MemStorage: c.Storage.(*MemStorage)}
+		gates[c.ID] = gs
+		c.Storage = gs
+	}
+	scenario{members: 3, cfg: cfg}.run(t, func(g *group, f *runtime.Fiber) {
+		lead := g.leader()
+		g.mustPropose(lead, "warm=1")
+		m := g.members[lead]
+		mu.Lock()
+		gate := gates[lead]
+		mu.Unlock()
+		base, _ := gate.LastIndex()
+		gate.allow.Store(0)
+		gate.gated.Store(true)
+		done := make(chan error, 2)
+		propose := func(cmd string) {
+			g.on(m, func(f *runtime.Fiber) {
+				runtime.Go(f, func(f *runtime.Fiber) {
+					_, err := m.node.Propose(f, []byte(cmd), opWait)
+					done <- err
+				})
+			})
+		}
+		propose("a=1")
+		g.waitFor("the leader's save of A to be parked", gate.parked.Load)
+		propose("b=1")
+		g.waitFor("B's entry on the followers while the leader's save of A is parked", func() bool {
+			for id, mm := range g.members {
+				if last, _ := mm.store.LastIndex(); id != lead && last < base+2 {
+					return false
+				}
+			}
+			return true
+		})
+		if !gate.parked.Load() {
+			fatal(t, "the leader's save of A ended while gated")
+		}
+		var applied bool
+		g.on(m, func(*runtime.Fiber) { _, applied = m.sm.get("a") })
+		if applied {
+			fatal(t, "the leader applied A before its own save of A was durable")
+		}
+		if len(done) != 0 {
+			fatal(t, "a proposal was answered while the leader's save of A was parked")
+		}
+		gate.gated.Store(false)
+		g.waitFor("both proposals answered", func() bool { return len(done) == 2 })
+		for range 2 {
+			if err := <-done; err != nil {
+				fatalf(t, "propose: %v", err)
+			}
+		}
+	})
+}
+
+// slowSaves makes a member's saves slow (an fsync of a few milliseconds)
+// and records what its durable log held at each point.
+type slowSaves struct {
+	*MemStorage
+	delay time.Duration
+}
+
+func (s *slowSaves) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
+	if len(ents) > 0 || !raft.IsEmptyHardState(hs) {
+		runtime.Sleep(f, s.delay)
+	}
+	return s.MemStorage.Save(f, hs, ents, snap)
+}
+
+// durableLast is the last index d holds (its snapshot's when no entry).
+func durableLast(d *DurableLog) uint64 {
+	if n := len(d.Entries); n > 0 {
+		return d.Entries[n-1].GetIndex()
+	}
+	return d.Snapshot.GetMetadata().GetIndex()
+}
+
+// TestNoAcknowledgementPrecedesItsSave: with the driver going on while
+// saves are in flight, a member's acknowledgement of an append
+// (MsgAppResp) must still never leave before the entries it acknowledges
+// are durable on it, nor a granted vote before the vote is. Every message
+// a member sends is checked, as it is sent (on the member's shard),
+// against the member's durable log; the saves are slow so that an early
+// acknowledgement would be seen.
+func TestNoAcknowledgementPrecedesItsSave(t *testing.T) {
+	var mu sync.Mutex
+	stores := map[uint64]*slowSaves{}
+	cfg := func(c *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := &slowSaves{MemStorage: c.Storage.(*MemStorage), delay: 3 * time.Millisecond}
+		stores[c.ID] = s
+		c.Storage = s
+	}
+	var checked, bad atomic.Int64
+	var first atomic.Value
+	scenario{members: 3, cfg: cfg}.run(t, func(g *group, f *runtime.Fiber) {
+		// DropIf runs on the sender's shard, in its Send: the member's
+		// durable log is read on its own shard.
+		g.faults.DropIf(func(from uint64, m *raftpb.Message) bool {
+			mu.Lock()
+			s := stores[from]
+			mu.Unlock()
+			if s == nil || m.GetReject() {
+				return false
+			}
+			d := s.Durable
+			switch m.GetType() {
+			case raftpb.MsgAppResp:
+				checked.Add(1)
+				if last := durableLast(d); m.GetIndex() > last {
+					bad.Add(1)
+					first.CompareAndSwap(nil, fmt.Sprintf("member %d acknowledged index %d with %d durable", from, m.GetIndex(), last))
+				}
+			case raftpb.MsgVoteResp:
+				checked.Add(1)
+				if hs := d.HardState; hs.GetVote() != m.GetTo() || hs.GetTerm() < m.GetTerm() {
+					bad.Add(1)
+					first.CompareAndSwap(nil, fmt.Sprintf("member %d granted a vote to %d at term %d with %v durable", from, m.GetTo(), m.GetTerm(), hs))
+				}
+			}
+			return false
+		})
+		defer g.faults.DropIf(nil)
+		lead := g.leader()
+		var res outcomes
+		g.load(g.members[lead], "w", 200, 0, &res)
+		g.waitFor("every write answered", func() bool {
+			n, _ := res.done()
+			return n == 200
+		})
+		if _, errs := res.done(); len(errs) > 0 {
+			fatalf(t, "%d writes failed, first: %v", len(errs), errs[0])
+		}
+		// A new leader: votes, and appends from it.
+		g.on(g.members[lead], func(f *runtime.Fiber) {
+			_ = g.members[lead].node.TransferLeader(f, lead%3+1, opWait)
+		})
+		lead = g.leader()
+		g.mustPropose(lead, "after=1")
+	})
+	if bad.Load() > 0 {
+		t.Errorf("%d of %d acknowledgements left before what they acknowledge was durable; first: %v", bad.Load(), checked.Load(), first.Load())
+	}
+	if checked.Load() == 0 {
+		t.Error("no acknowledgement was checked")
+	}
 }

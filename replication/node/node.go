@@ -202,8 +202,18 @@ type Node struct {
 	heard       map[uint64]uint64 // member -> tick of its last message
 	quietUntil  uint64            // no campaignAlone before this tick
 
-	snap  snapState   // apply.go
-	group groupCommit // driver.go
+	snap  snapState         // apply.go
+	group groupCommit       // driver.go
+	out   []*raftpb.Message // handleReady's scratch
+
+	// The append fiber's (append.go): the MsgStorageAppends the driver
+	// queued and the fiber has not taken, in order; appendSeq numbers
+	// them (and stamps proposals, groupCommit.gen).
+	appends      []*appendJob
+	appendSeq    uint64
+	appendWake   runtime.Signal // work queued for the append fiber
+	appendBroken bool           // a save failed: nothing more is saved until restartRaft
+	appenderDone bool           // the append fiber returned
 
 	exited  bool                      // the driver returned
 	exitWtr []runtime.Reply[struct{}] // StopWait callers
@@ -253,6 +263,7 @@ func Start(f *runtime.Fiber, cfg Config) (*Node, error) {
 	n.term, n.commit = hs.GetTerm(), hs.GetCommit()
 	n.inbox = runtime.SpawnOn(f, n.shard, &inboxActor{n: n})
 	runtime.Go(f, n.drive)
+	runtime.Go(f, n.appender)
 	runtime.Go(f, n.ticker)
 	return n, nil
 }
@@ -355,11 +366,14 @@ func (n *Node) newRawNodeOn(st raft.Storage) (*raft.RawNode, error) {
 		MaxSizePerMsg:             cfg.MaxSizePerMsg,
 		MaxInflightMsgs:           cfg.MaxInflightMsgs,
 		MaxUncommittedEntriesSize: 64 << 20,
-		CheckQuorum:               true,
-		PreVote:                   true,
-		ReadOnlyOption:            raft.ReadOnlySafe,
-		StepDownOnRemoval:         true,
-		Logger:                    raftLogger{n.log},
+		// The driver hands log writes to the append fiber and goes on
+		// (append.go): raft then holds back what promises durability.
+		AsyncStorageWrites: true,
+		CheckQuorum:        true,
+		PreVote:            true,
+		ReadOnlyOption:     raft.ReadOnlySafe,
+		StepDownOnRemoval:  true,
+		Logger:             raftLogger{n.log},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
