@@ -15,17 +15,7 @@ import (
 func TestConnSetLiveness(t *testing.T) {
 	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
-			defer s.Close()
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 			get := func(level, opt int) int {
 				v, err := unix.GetsockoptInt(c.nfd.fd, level, opt)
 				if err != nil {

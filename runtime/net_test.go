@@ -120,17 +120,7 @@ func TestNetEchoLoopback(t *testing.T) {
 func TestConnWriteLargerThanTheBuffers(t *testing.T) {
 	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
-			defer c.Close()
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 			const size = 8 << 20
 			msg := pattern(size, 3)
 			Go(f, func(g *Fiber) {
@@ -283,6 +273,27 @@ func TestNetReadParksOnlyTheFiber(t *testing.T) {
 }
 
 // acceptPair returns both ends of a loopback connection, both bound to f.
+// withPair runs fn on a runtime of cfg with a listener and a connected
+// pair on its first fiber: c dialed, s accepted and bound there. All three
+// are closed when fn returns (closing one again in fn is harmless).
+func withPair(t *testing.T, cfg Config, fn func(f *Fiber, l *Listener, c, s *Conn) int) {
+	t.Helper()
+	run(t, cfg, func(f *Fiber) int {
+		l := listenLocal(t, f)
+		if l == nil {
+			return 1
+		}
+		defer l.Close()
+		c, s, ok := acceptPair(t, f, l)
+		if !ok {
+			return 1
+		}
+		defer c.Close()
+		defer s.Close()
+		return fn(f, l, c, s)
+	})
+}
+
 func acceptPair(t *testing.T, f *Fiber, l *Listener) (client, server *Conn, ok bool) {
 	t.Helper()
 	var aerr error
@@ -312,16 +323,7 @@ func acceptPair(t *testing.T, f *Fiber, l *Listener) (client, server *Conn, ok b
 func TestConnClosedAndMisused(t *testing.T) {
 	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 
 			// Another fiber may not read it until it is bound there.
 			var wrongErr error
@@ -430,19 +432,9 @@ func second(_ int, err error) error { return err }
 func TestConnPeerReset(t *testing.T) {
 	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 
 			// A reader parked when the peer resets wakes with ECONNRESET.
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
-			defer c.Close()
 			var readErr error
 			readDone := false
 			Go(f, func(g *Fiber) {
@@ -507,18 +499,7 @@ func isTimeout(err error) bool {
 func TestConnDeadlines(t *testing.T) {
 	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
-			defer c.Close()
-			defer s.Close()
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 			buf := make([]byte, 8)
 
 			// A read deadline expires while parked: a timeout, no hang.

@@ -31,18 +31,7 @@ func readUntil(c interface{ Read([]byte) (int, error) }, got *bytes.Buffer, want
 func TestConnWake(t *testing.T) {
 	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
-			defer c.Close()
-			defer s.Close()
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 			buf := make([]byte, 16)
 
 			// A Wake before the Read is kept for it; several count as one.
@@ -151,18 +140,7 @@ func TestConnWakeThroughTLS(t *testing.T) {
 	roots.AddCert(ca.Cert)
 	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
-			defer c.Close()
-			defer s.Close()
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 			srv := tls.Server(s, &tls.Config{Certificates: []tls.Certificate{cert}})
 			cli := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
 			var herr error
@@ -221,18 +199,7 @@ func TestConnWakeThroughTLS(t *testing.T) {
 
 func TestConnWakeFromAnotherShard(t *testing.T) {
 	forEachBackendMultiShard(t, func(t *testing.T, cfg Config) {
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
-			defer c.Close()
-			defer s.Close()
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 			werr, err := OnShard(f, 1, 0, func(g *Fiber) error { return c.Wake(g) })
 			if err != nil {
 				t.Fatal(err)
@@ -251,18 +218,7 @@ func TestConnWakeAllocatesNothing(t *testing.T) {
 	}
 	forEachSocketBackend(t, func(t *testing.T, cfg Config) {
 		cfg.Shards = 1
-		run(t, cfg, func(f *Fiber) int {
-			l := listenLocal(t, f)
-			if l == nil {
-				return 1
-			}
-			defer l.Close()
-			c, s, ok := acceptPair(t, f, l)
-			if !ok {
-				return 1
-			}
-			defer c.Close()
-			defer s.Close()
+		withPair(t, cfg, func(f *Fiber, l *Listener, c, s *Conn) int {
 			buf := make([]byte, 8)
 			checkNoAllocs(t, "a Wake and the Read it cuts short", func() {
 				_ = c.Wake(f)
