@@ -11,13 +11,8 @@
 #
 # How:
 #   - kube-apiserver and kubectl: a scratch module requiring k8s.io/kubernetes
-#     at K8S_VERSION. k8s.io/kubernetes is not meant to be a dependency: its
-#     go.mod requires every staging module at v0.0.0 and replaces it with
-#     ./staging/src/k8s.io/NAME, and replace directives of a dependency are
-#     ignored. So the scratch module copies those replaces, each rewritten to
-#     the published k8s.io/NAME at v0.MINOR.PATCH of the same release.
-#     Version ldflags are set the way hack/lib/version.sh sets them, so
-#     `kube-apiserver --version` and the /version endpoint tell the truth.
+#     at K8S_VERSION, written by hack/kube-scratch-module.sh (why it is made
+#     the way it is, and the version ldflags, are said there).
 #   - etcd: a tiny main calling go.etcd.io/etcd/server/v3/etcdmain.Main at
 #     ETCD_VERSION.
 #
@@ -46,66 +41,19 @@ tool_ready() {
 
 tool_cache_enter "${DEST}"
 
-IFS=. read -r K8S_MAJOR K8S_MINOR K8S_PATCH <<<"${K8S_VERSION}"
-STAGING_VERSION="v0.${K8S_MINOR}.${K8S_PATCH}"
-
 OUT="${WORK}/out"
 mkdir -p "${OUT}"
 
 # --- kube-apiserver and kubectl ----------------------------------------------
-k8s_mod="$(tool_module_gomod "k8s.io/kubernetes@v${K8S_VERSION}")"
-go_directive="$(tool_go_directive "${k8s_mod}")"
-
-mkdir -p "${WORK}/k8s"
-{
-	echo "module wo.local/envtest-k8s"
-	echo
-	echo "go ${go_directive}"
-	echo
-	echo "require k8s.io/kubernetes v${K8S_VERSION}"
-	echo
-	echo "replace ("
-	# Every "k8s.io/NAME => ./staging/src/k8s.io/NAME" whose module the
-	# kubernetes go.mod also requires becomes "k8s.io/NAME => k8s.io/NAME
-	# STAGING_VERSION". Replaces of unrequired staging modules (sample
-	# plugins that are not published) are dropped; any other replace is
-	# copied as it is.
-	awk -v ver="${STAGING_VERSION}" '
-		/^require[[:space:]]*\($/ { inreq = 1; next }
-		/^replace[[:space:]]*\($/ { inrep = 1; next }
-		/^\)/ { inreq = 0; inrep = 0; next }
-		/^require[[:space:]]+[^(]/ { required[$2] = 1; next }
-		inreq && NF >= 2 { required[$1] = 1; next }
-		inrep && $2 == "=>" { reps[++n] = $0; next }
-		/^replace[[:space:]]+[^(]/ { sub(/^replace[[:space:]]+/, ""); reps[++n] = $0; next }
-		END {
-			for (i = 1; i <= n; i++) {
-				split(reps[i], f, /[[:space:]]+/)
-				# f[1] may be empty when the line starts with whitespace
-				j = (f[1] == "") ? 2 : 1
-				mod = f[j]; target = f[j + 2]
-				if (target ~ /^\.\/staging\//) {
-					if (mod in required) printf "\t%s => %s %s\n", mod, mod, ver
-				} else {
-					print "\t" reps[i]
-				}
-			}
-		}
-	' "${k8s_mod}"
-	echo ")"
-} >"${WORK}/k8s/go.mod"
-tool_log "scratch module:"
-sed 's/^/    /' "${WORK}/k8s/go.mod" >&2
-
-build_date="$(date -u +'%Y-%m-%dT%H:%M:%SZ')"
-ldflags="-s -w"
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-	ldflags+=" -X ${pkg}.gitVersion=v${K8S_VERSION}"
-	ldflags+=" -X ${pkg}.gitMajor=${K8S_MAJOR}"
-	ldflags+=" -X ${pkg}.gitMinor=${K8S_MINOR}"
-	ldflags+=" -X ${pkg}.gitTreeState=clean"
-	ldflags+=" -X ${pkg}.buildDate=${build_date}"
-done
+# The scratch module is hack/kube-scratch-module.sh's, which
+# hack/kube-binaries.sh writes too: the same go.mod resolves the same
+# dependency versions, so the kubelet and the rest reuse every package
+# compiled here.
+# shellcheck source=hack/kube-scratch-module.sh
+source "$(dirname "${BASH_SOURCE[0]}")/kube-scratch-module.sh"
+kube_scratch_module "${WORK}/k8s" wo.local/envtest-k8s "${K8S_VERSION}"
+go_directive="${KUBE_GO_DIRECTIVE}"
+ldflags="${KUBE_LDFLAGS}"
 
 tool_log "building kube-apiserver and kubectl v${K8S_VERSION} (the slow part)"
 (cd "${WORK}/k8s" && "${GO}" build -trimpath -ldflags "${ldflags}" -o "${OUT}/" \

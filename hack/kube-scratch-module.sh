@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # kube-scratch-module.sh writes the scratch go.mod that builds Kubernetes
-# commands from k8s.io/kubernetes at a release, for hack/kube-binaries.sh
-# (kubelet, kube-controller-manager, kube-scheduler, kube-proxy), exactly as
-# hack/envtest-binaries.sh writes it for kube-apiserver and kubectl.
+# commands from k8s.io/kubernetes at a release: for hack/envtest-binaries.sh
+# (kube-apiserver and kubectl) and hack/kube-binaries.sh (kubelet,
+# kube-controller-manager, kube-scheduler, kube-proxy).
 #
 # Sourced, not run; needs hack/lib/tool-cache.sh sourced first (WORK, GO,
 # tool_module_gomod, tool_go_directive, tool_log).
@@ -11,11 +11,8 @@
 # inputs, so kube-binaries.sh reuses every package envtest-binaries.sh
 # compiled for kube-apiserver (most of k8s.io/kubernetes/pkg, client-go,
 # apimachinery) only when both scratch modules resolve exactly the same
-# dependency versions. This writer is the same awk, module name and
-# ldflags as envtest-binaries.sh's inline one (measured: 4m15s for the four
-# commands after envtest-binaries.sh, most of it linking); making
-# envtest-binaries.sh source it too is left for a change that can rebuild
-# the envtest cache to prove its output unchanged.
+# dependency versions, which one writer for both makes so (measured: 4m15s
+# for the four commands after envtest-binaries.sh, most of it linking).
 #
 # k8s.io/kubernetes is not meant to be a dependency: its go.mod requires every
 # staging module at v0.0.0 and replaces it with ./staging/src/k8s.io/NAME,
