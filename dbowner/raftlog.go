@@ -26,9 +26,11 @@ import (
 //
 //   - Save writes one Ready — its entries, then its hard state — as ONE
 //     append (wal.Log.PrepareRecords), carried out by writeSync: on io_uring
-//     one WRITE linked to one FSYNC(DATASYNC), parking only the driver
-//     fiber. Only once that is durable do the entries and the hard state
-//     reach the memory raft reads. A Ready whose hard state differs from the
+//     one WRITE linked to one FSYNC(DATASYNC), parking only the member's
+//     append fiber (replication/node: the driver goes on meanwhile). Only
+//     once that is durable do the entries and the hard state reach the
+//     memory raft reads (raft holds what it has not heard is durable in
+//     its own unstable log meanwhile). A Ready whose hard state differs from the
 //     last one only by its commit index writes nothing (raft does not need
 //     the commit index durable; etcd skips that sync too).
 //   - A snapshot (taken here, or received from the leader) is the engine
@@ -56,8 +58,8 @@ type raftLog struct {
 	recs      []wal.Record // scratch for one append
 	buf       []byte       // scratch for the records' payloads
 
-	// The driver appends (Save) while a snapshot of this member's is saved
-	// by the node's snapshot fiber (SaveSnapshot): busy serializes what
+	// The append fiber appends (Save) while a snapshot of this member's is
+	// saved by the node's snapshot fiber (SaveSnapshot): busy serializes what
 	// either does to the log's append state and to ms (an append and the
 	// entries it puts in ms; a snapshot's new segment and its re-anchor),
 	// so that a snapshot's re-anchor sees every entry the WAL holds, and
@@ -359,8 +361,8 @@ func (l *raftLog) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.En
 // SaveSnapshot implements node.Storage: the member's state at index
 // becomes the WAL's snapshot, and raft's memory keeps keep entries before
 // it for slow followers. It runs on the node's snapshot fiber while the
-// driver goes on appending: only the new segment and the re-anchor
-// (beginSnapshot) hold the driver's appends off; the file is written and
+// append fiber goes on appending: only the new segment and the re-anchor
+// (beginSnapshot) hold the appends off; the file is written and
 // synced, and the covered files removed, off the shard (endSnapshot).
 func (l *raftLog) SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, data func(io.Writer) error, keep uint64) error {
 	if err := l.lock(f); err != nil {
@@ -444,7 +446,8 @@ func (l *raftLog) compactPoint(index, keep uint64) uint64 {
 }
 
 // writeSnapshot makes a received snapshot durable as the WAL's snapshot,
-// on the driver (which holds busy), and lets the log drop what it covers.
+// on the append fiber (which holds busy), and lets the log drop what it
+// covers.
 func (l *raftLog) writeSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata, data func(io.Writer) error, keepTail bool) error {
 	lsn, err := l.beginSnapshot(f, meta, keepTail)
 	if err != nil {
@@ -534,7 +537,7 @@ func (l *raftLog) beginSnapshot(f *runtime.Fiber, meta *raftpb.SnapshotMetadata,
 // file work runs off the shard (offload): the fdatasync of tens of
 // megabytes and the directory fsyncs were slices of 20-60 ms on it. It
 // does not need busy: the WAL's snapshot write touches the directory
-// only, and EndSnapshot's bookkeeping is one step between the driver's.
+// only, and EndSnapshot's bookkeeping is one step between the appends'.
 func (l *raftLog) endSnapshot(f *runtime.Fiber, lsn wal.LSN, meta *raftpb.SnapshotMetadata, data func(io.Writer) error) error {
 	o := l.o
 	defer l.snapEnded(f)

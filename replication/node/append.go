@@ -67,7 +67,7 @@ func (n *Node) appender(f *runtime.Fiber) {
 		if f.Stopping() {
 			return
 		}
-		if len(n.appends) == 0 || n.appendBroken || n.err != nil {
+		if len(n.appends) == 0 || n.appendBroken || n.err != nil || n.appendGated && !n.stopped {
 			if n.stopped {
 				return
 			}
@@ -92,7 +92,41 @@ func (n *Node) appender(f *runtime.Fiber) {
 			n.push(f, work{kind: workAppendFailed, jobs: jobs, err: err})
 			continue
 		}
+		n.appendGated = n.soleVoter()
 		n.push(f, work{kind: workAppended, jobs: jobs, entries: len(ents), took: time.Since(start)})
+	}
+}
+
+// soleVoter: this member is the group's only voter, so its own fsync
+// alone commits (the default group: one worker).
+func (n *Node) soleVoter() bool {
+	v := n.confState.GetVoters()
+	return len(v) == 1 && v[0] == n.cfg.ID
+}
+
+// openGate, at the end of a turn that stepped completed saves, lets the
+// append fiber start its next save.
+//
+// Why a gate, and only for a sole voter: a member whose own fsync is all a
+// commit waits for gains nothing from starting the next save the moment
+// the last one ends, before its writers were answered; it loses group
+// commit instead. The appends queued during an fsync would go alone while
+// the writers that fsync answers queue for the one after, and N steady
+// writers split into two alternating groups of N/2 (a one-member group
+// measured 30-40% fewer writes per second that way). So, as when the
+// driver saved itself, the next save starts only after the driver has
+// stepped the completion, applied and answered what it committed, gathered
+// those writers' next proposals and stepped them. With other voters the
+// commit waits on their fsyncs too, and the leader's and followers' saves
+// are pipelined instead.
+func (n *Node) openGate(f *runtime.Fiber) {
+	if !n.gateDue {
+		return
+	}
+	n.gateDue = false
+	if n.appendGated {
+		n.appendGated = false
+		n.appendWake.Notify(f)
 	}
 }
 
@@ -172,7 +206,7 @@ func (n *Node) appended(f *runtime.Fiber, w work) error {
 		if hs := hardStateOf(m); hs != nil {
 			n.term, n.commit = hs.GetTerm(), hs.GetCommit()
 		}
-		out := n.out[:0]
+		var out []*raftpb.Message
 		for _, r := range m.GetResponses() {
 			if r.GetTo() != n.cfg.ID {
 				out = append(out, r)
@@ -181,8 +215,6 @@ func (n *Node) appended(f *runtime.Fiber, w work) error {
 		if len(out) > 0 {
 			n.cfg.Net.Send(f, out)
 		}
-		clear(out)
-		n.out = out[:0]
 		for _, r := range m.GetResponses() {
 			if r.GetTo() == n.cfg.ID {
 				n.stepLocal([]*raftpb.Message{r})
@@ -229,7 +261,7 @@ func (n *Node) appendFailed(f *runtime.Fiber, w work) error {
 func (n *Node) dropAppends(f *runtime.Fiber) {
 	clear(n.appends)
 	n.appends = nil
-	n.appendBroken = false
+	n.appendBroken, n.appendGated = false, false
 	n.appendWake.Notify(f)
 }
 

@@ -2,16 +2,24 @@
 // shard of the wo runtime.
 //
 // The RawNode belongs to a driver fiber (driver.go); a ticker fiber sleeps
-// on the shard's timer heap and marks a tick due every Config.Tick.
-// Callers (other fibers of the shard) and the transport only queue work and
-// wake the driver (one runtime.Signal), which then, in one turn: steps the
-// queued messages, proposals, conf changes and reads into raft, ticks,
-// sends one ReadIndex for all the reads queued in the turn, and handles a
-// Ready in the order the library requires — persist the snapshot, entries
-// and hard state (Storage.Save parks until durable; a leader sends its
-// messages first), send the messages, apply the snapshot and committed
-// entries to the StateMachine (apply.go), Advance — and answers the callers
-// whose proposals applied or whose read index is now applied.
+// on the shard's timer heap and marks a tick due every Config.Tick, and an
+// append fiber (append.go) writes the log. Callers (other fibers of the
+// shard) and the transport only queue work and wake the driver (one
+// runtime.Signal), which then, in one turn: gathers the next proposals of
+// the writers it just answered, steps the queued messages, proposals, conf
+// changes, reads and completed appends into raft, ticks, sends one
+// ReadIndex for all the reads queued in the turn, and hands out a Ready as
+// raft's asynchronous-storage protocol (AsyncStorageWrites) requires:
+// messages for other members are sent at once (a leader's entries before
+// its own save), the log write (a MsgStorageAppend) is queued for the
+// append fiber, and the committed entries, which raft gives only once they
+// are durable here, are applied to the StateMachine (apply.go); then it
+// answers the callers whose proposals applied or whose read index is now
+// applied. The driver never parks for an fsync: the append fiber saves
+// the queued appends in order (those queued while an fsync runs go in one
+// Storage.Save) and hands them back through the work queue, where the
+// responses raft held until they were durable (acknowledgements, votes,
+// its own MsgStorageAppendResp) are sent or stepped.
 //
 // Every call that waits for the driver is one waiter in one registry keyed
 // by id (wait.go, in the spirit of etcd's pkg/wait), answered once, by its

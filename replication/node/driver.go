@@ -121,8 +121,15 @@ func (n *Node) drive(f *runtime.Fiber) {
 // MsgStorageAppendResp) the driver steps or sends then. While one fsync is
 // in flight the driver steps the next proposals, sends the next appends
 // and applies and answers what committed.
+//
+// Completed saves are stepped first, and what they committed applied and
+// answered, before the gather and the other work: the writers answered
+// then propose again in time to join the next group.
 func (n *Node) turn(f *runtime.Fiber) (halt bool, err error) {
 	n.campaignAlone()
+	if err := n.stepCompletions(f); err != nil {
+		return true, err
+	}
 	if n.rn.HasReady() {
 		if err := n.handleReady(f, n.rn.Ready()); err != nil {
 			return true, err
@@ -155,7 +162,39 @@ func (n *Node) turn(f *runtime.Fiber) (halt bool, err error) {
 			return true, err
 		}
 	}
+	n.openGate(f)
 	return false, nil
+}
+
+// stepCompletions handles the completed (or failed) saves queued for the
+// driver, in their order, ahead of the rest of the queue.
+func (n *Node) stepCompletions(f *runtime.Fiber) error {
+	done := 0
+	for _, w := range n.work {
+		if w.kind == workAppended || w.kind == workAppendFailed {
+			done++
+		}
+	}
+	if done == 0 {
+		return nil
+	}
+	// What is pushed meanwhile (a send's unreachable report) goes after
+	// the rest.
+	batch := n.work
+	n.work = nil
+	rest := make([]work, 0, len(batch)-done)
+	var err error
+	for _, w := range batch {
+		switch {
+		case w.kind != workAppended && w.kind != workAppendFailed:
+			rest = append(rest, w)
+		case err == nil:
+			err = n.handle(f, w)
+		}
+	}
+	n.work = append(rest, n.work...)
+	n.gateDue = true
+	return err
 }
 
 func (n *Node) tick(f *runtime.Fiber) {
@@ -237,7 +276,14 @@ func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) ([]*waiter, error) {
 	n.work = nil
 	n.group.queued = 0
 	ws := n.group.submits[:0]
+	var later []work
 	for _, wk := range batch {
+		if wk.kind == workAppended || wk.kind == workAppendFailed {
+			// Left for the next turn's stepCompletions, which answers
+			// what they commit before its gather (openGate).
+			later = append(later, wk)
+			continue
+		}
 		if wk.kind == workSubmit {
 			// Not one answered, given up, or with nothing to step.
 			if w := n.waits.get(wk.id); w != nil && w.state == waitQueued {
@@ -256,6 +302,9 @@ func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) ([]*waiter, error) {
 	reads = n.stepAll(f, ws, reads)
 	clear(ws)
 	n.group.submits = ws[:0]
+	if len(later) > 0 {
+		n.work = append(later, n.work...)
+	}
 	return reads, nil
 }
 
@@ -446,7 +495,7 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 	n.noteSoftState(rd.SoftState)
 	n.group.settled = 0
 	var apply *raftpb.Message
-	out := n.out[:0]
+	var out []*raftpb.Message // a Net may keep the slice: not reused
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
@@ -460,8 +509,6 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 	if len(out) > 0 {
 		n.cfg.Net.Send(f, out)
 	}
-	clear(out)
-	n.out = out[:0]
 	if apply != nil {
 		if err := n.applyEntries(f, apply.GetEntries()); err != nil {
 			return err

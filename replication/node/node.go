@@ -202,9 +202,8 @@ type Node struct {
 	heard       map[uint64]uint64 // member -> tick of its last message
 	quietUntil  uint64            // no campaignAlone before this tick
 
-	snap  snapState         // apply.go
-	group groupCommit       // driver.go
-	out   []*raftpb.Message // handleReady's scratch
+	snap  snapState   // apply.go
+	group groupCommit // driver.go
 
 	// The append fiber's (append.go): the MsgStorageAppends the driver
 	// queued and the fiber has not taken, in order; appendSeq numbers
@@ -213,7 +212,11 @@ type Node struct {
 	appendSeq    uint64
 	appendWake   runtime.Signal // work queued for the append fiber
 	appendBroken bool           // a save failed: nothing more is saved until restartRaft
-	appenderDone bool           // the append fiber returned
+	// appendGated: a sole voter's save ended; the next waits for the
+	// driver's turn that steps it (gateDue) to end (openGate).
+	appendGated  bool
+	gateDue      bool
+	appenderDone bool // the append fiber returned
 
 	exited  bool                      // the driver returned
 	exitWtr []runtime.Reply[struct{}] // StopWait callers

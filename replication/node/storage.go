@@ -21,15 +21,18 @@ import (
 // in-memory stand-in for tests.
 type Storage interface {
 	raft.Storage
-	// Save persists a Ready: the snapshot (if not empty) first, then the
-	// entries (replacing any conflicting suffix), then the hard state (if
-	// not empty). It parks f until all of it is durable.
+	// Save persists a Ready's log write (raft's MsgStorageAppend, or
+	// several queued together): the snapshot (if not empty) first, then
+	// the entries (replacing any conflicting suffix), then the hard state
+	// (if not empty). It is called on the member's append fiber, one call
+	// at a time and in log order, while the driver goes on; it parks f
+	// until all of it is durable.
 	Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error
 	// SaveSnapshot records a snapshot of the applied state at index, whose
 	// data is what write writes (called once, on any goroutine), and drops
-	// the log before index-keep. It is called on the node's snapshot fiber, not the
-	// driver: it may park while the driver's Saves go on (on the same
-	// shard), and the storage keeps the two apart where they would
+	// the log before index-keep. It is called on the node's snapshot
+	// fiber: it may park while the append fiber's Saves go on (on the
+	// same shard), and the storage keeps the two apart where they would
 	// overlap. A snapshot at or below the one the storage holds is
 	// ignored. Raft learns of it (Snapshot) only once it is durable.
 	SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, write func(io.Writer) error, keep uint64) error
