@@ -828,3 +828,67 @@ func TestNoAcknowledgementPrecedesItsSave(t *testing.T) {
 		t.Error("no acknowledgement was checked")
 	}
 }
+
+// TestASoleVoterKeepsGroupCommit: with the driver no longer parked in its
+// saves, a one-member group (every worker's default) must still save its
+// steady writers together, one fsync for all of them: the turn that steps
+// a completed save answers its writers and gathers their next proposals
+// before it steps them, and a sole voter's next save waits for that turn
+// (openGate). (A guard: the driver that parked in Save grouped them too.
+// The gate matters once some writers straggle past the gather, which this
+// test does not time: there it measured 22 entries per save against 17
+// without it, 32 writers.)
+func TestASoleVoterKeepsGroupCommit(t *testing.T) {
+	var saves, entries atomic.Int64
+	cfg := func(c *Config) {
+		c.Storage = &countedSaves{slowSaves: slowSaves{MemStorage: c.Storage.(*MemStorage), delay: 2 * time.Millisecond}, saves: &saves, entries: &entries}
+	}
+	scenario{members: 1, cfg: cfg}.run(t, func(g *group, f *runtime.Fiber) {
+		g.leader()
+		m := g.members[1]
+		const writers, each = 32, 30
+		done := make(chan error, writers)
+		g.on(m, func(f *runtime.Fiber) {
+			for w := range writers {
+				runtime.Go(f, func(f *runtime.Fiber) {
+					for i := range each {
+						if _, err := m.node.Propose(f, fmt.Appendf(nil, "w%d-%d=v", w, i), opWait); err != nil {
+							done <- err
+							return
+						}
+					}
+					done <- nil
+				})
+			}
+		})
+		saves.Store(0)
+		entries.Store(0)
+		g.waitFor("every writer done", func() bool { return len(done) == writers })
+		for range writers {
+			if err := <-done; err != nil {
+				fatalf(t, "propose: %v", err)
+			}
+		}
+		// The first and last rounds are ragged; the steady ones carry
+		// (nearly) every writer.
+		if per := float64(entries.Load()) / float64(saves.Load()); per < 0.75*writers {
+			fatalf(t, "%.1f entries per save with %d steady writers (%d saves): group commit lost", per, writers, saves.Load())
+		} else {
+			t.Logf("%.1f entries per save with %d writers", per, writers)
+		}
+	})
+}
+
+// countedSaves counts the saves of entries and the entries they carry.
+type countedSaves struct {
+	slowSaves
+	saves, entries *atomic.Int64
+}
+
+func (s *countedSaves) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) error {
+	if len(ents) > 0 {
+		s.saves.Add(1)
+		s.entries.Add(int64(len(ents)))
+	}
+	return s.slowSaves.Save(f, hs, ents, snap)
+}
