@@ -195,10 +195,10 @@ func (n *Node) snapshot(f *runtime.Fiber) error {
 
 // runSnapshotWriter is the snapshot's fiber: it hands the storage the
 // captured state's writer, after header (Storage.SaveSnapshot, which runs
-// beside the driver's Saves and streams the state into its file), then
-// wakes the driver. A
-// snapshot restored from the leader meanwhile supersedes it, and a
-// member that failed meanwhile keeps what it has: it is dropped.
+// beside the append fiber's Saves and streams the state into its file),
+// then wakes the driver. A snapshot restored from the leader meanwhile
+// supersedes it, and a member that failed meanwhile keeps what it has: it
+// is dropped.
 func (n *Node) runSnapshotWriter(f *runtime.Fiber, b *builtSnap, write SnapshotWriter, header []byte) {
 	defer func() {
 		n.snap.writing = false
