@@ -109,10 +109,11 @@ func (n *Node) drive(f *runtime.Fiber) {
 	}
 }
 
-// turn is one round of the driver: the Ready left over (what the last
-// turn's completions made), a gather when writers were just answered, the
-// queued work stepped into raft (completed appends among it), a tick, the
-// reads' round, and the Ready that made. halt: the member stopped.
+// turn is one round of the driver: the completed saves stepped and the
+// Ready that makes (what they committed applied and answered), a gather
+// when writers were just answered, the rest of the queued work stepped
+// into raft, a tick, the reads' round, and the Ready that made; then a
+// sole voter's next save may start (openGate). halt: the member stopped.
 //
 // The driver never waits for a save: raft runs with AsyncStorageWrites,
 // so a Ready's log writes leave as a MsgStorageAppend for the append fiber
