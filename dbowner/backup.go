@@ -79,12 +79,15 @@ type Backup struct {
 // copy-on-write freeze), serialized off the owner's shard. Any fiber,
 // any shard.
 func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
+	if d.ps != nil {
+		return Backup{}, fmt.Errorf("dbowner: backup: not yet with %d partitions (a backup is one group's snapshot; docs/replication.md, \"Partitions\")", len(d.ps.parts))
+	}
 	o, stale := d.o, d.stale
 	type result struct {
 		b   Backup
 		err error
 	}
-	r, err := runtime.OnShard(f, OwnerShard, 0, func(g *runtime.Fiber) result {
+	r, err := runtime.OnShard(f, o.shard, 0, func(g *runtime.Fiber) result {
 		b, err := o.backup(g, stale)
 		return result{b, err}
 	})

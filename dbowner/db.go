@@ -166,6 +166,14 @@ type Options struct {
 	OnGroupCommit func(commits int, writeSync time.Duration)
 	// Cluster is the raft group; the zero value is a one-member group.
 	Cluster Cluster
+	// Partitions is how many partitions the keyspace is hashed into (the
+	// worker's data.partitions), each its own engine, WAL (Dir/p/NNN) and
+	// one-member raft group on shard partition mod shards. It is fixed
+	// when the data dir is created and recorded there; reopening with
+	// another count is refused. 0 means 1: the whole database in Dir, the
+	// layout before partitions. More than 1 needs Cluster.Peers empty
+	// (multi-raft is not there yet). docs/replication.md, "Partitions".
+	Partitions int
 }
 
 // DB is a handle to the database. It is a small value: copy it, store it,
@@ -184,6 +192,7 @@ type DB struct {
 	reqID string          // writes carry this request ID (WithRequestID)
 	id    uint64
 	state *atomic.Pointer[string] // "stopped" once closed, else nil
+	ps    *partitions             // nil: one partition, o is the whole database
 }
 
 // Stats are the owner's counters, readable from anywhere.
@@ -265,12 +274,28 @@ func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("dbowner: open: member %x bootstraps a group whose peers do not list it", id)
 		}
 	}
-	o := &owner{opts: opts, tr: tr, id: id}
+	n, err := partitionCount(opts)
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		return openOne(f, opts, OwnerShard, tr, id)
+	}
+	if len(opts.Cluster.Peers) > 0 || opts.Cluster.Join {
+		return nil, fmt.Errorf("dbowner: open %s: data.partitions > 1 needs multi-raft, not yet: %d partitions are one-member groups each; run with cluster.peers empty, or with data.partitions 1 (docs/replication.md, \"Partitions\")", opts.Dir, n)
+	}
+	return openPartitions(f, opts, n, tr, id)
+}
+
+// openOne opens one raft group (a partition, or the whole database) whose
+// owner lives on shard.
+func openOne(f *runtime.Fiber, opts Options, shard int, tr trace.Tracer, id uint64) (*DB, error) {
+	o := &owner{opts: opts, tr: tr, id: id, shard: shard}
 	o.fs = opts.FS
 	if o.fs == nil {
 		o.fs = ringFS{}
 	}
-	o.addr = runtime.SpawnOn(f, OwnerShard, &ownerActor{o})
+	o.addr = runtime.SpawnOn(f, shard, &ownerActor{o})
 	resp, err := runtime.Ask(f, o.addr, 0, func(r runtime.Reply[response]) request {
 		return request{kind: reqOpen, reply: r}
 	})
@@ -382,12 +407,12 @@ func (d *DB) TransferLeader(f *runtime.Fiber, to uint64) error {
 // cross-shard call's does.
 func (d *DB) call(f *runtime.Fiber, req request) response {
 	var sp trace.Span
-	crossing := f.Shard() != OwnerShard
+	o := d.o
+	crossing := f.Shard() != o.shard
 	if crossing {
 		sp = d.clientSpan(f, &req)
 	}
-	o := d.o
-	resp, err := runtime.OnShard(f, OwnerShard, 0, func(g *runtime.Fiber) response {
+	resp, err := runtime.OnShard(f, o.shard, 0, func(g *runtime.Fiber) response {
 		var ssp trace.Span
 		if crossing {
 			ssp = o.serverSpan(&req)
@@ -413,22 +438,40 @@ func (d *DB) WithContext(ctx context.Context) *DB {
 }
 
 // Stats returns the owner's counters.
-func (d *DB) Stats() Stats { return d.o.stats.load() }
+func (d *DB) Stats() Stats {
+	if d.ps != nil {
+		return d.ps.stats()
+	}
+	return d.o.stats.load()
+}
 
 // CreateTable creates a table (a logged, durable operation).
 func (d *DB) CreateTable(f *runtime.Fiber, s engine.Schema) error {
+	if d.ps != nil {
+		return d.everyPartition(f, engine.Batch{engine.CreateTable(s)})
+	}
 	_, err := d.write(f, "create_table", s.Name, engine.Batch{engine.CreateTable(s)})
 	return err
 }
 
 // CreateIndex adds a secondary index on a field.
 func (d *DB) CreateIndex(f *runtime.Fiber, table, field string) error {
+	if d.ps != nil {
+		return d.everyPartition(f, engine.Batch{engine.CreateIndex(table, field)})
+	}
 	_, err := d.write(f, "create_index", table, engine.Batch{engine.CreateIndex(table, field)})
 	return err
 }
 
 // Insert adds a record and returns its version once it is durable.
 func (d *DB) Insert(f *runtime.Fiber, table string, fields map[string]engine.Value) (uint64, error) {
+	if d.ps != nil {
+		p, err := d.recordPartition(f, "insert", table, fields)
+		if err != nil {
+			return 0, err
+		}
+		return d.part(p).Insert(f, table, fields)
+	}
 	return d.write(f, "insert", table, engine.Batch{engine.Insert(table, fields)})
 }
 
@@ -436,17 +479,30 @@ func (d *DB) Insert(f *runtime.Fiber, table string, fields map[string]engine.Val
 // with the same key whole, as one durable operation, and returns its
 // version once durable.
 func (d *DB) Upsert(f *runtime.Fiber, table string, fields map[string]engine.Value) (uint64, error) {
+	if d.ps != nil {
+		p, err := d.recordPartition(f, "upsert", table, fields)
+		if err != nil {
+			return 0, err
+		}
+		return d.part(p).Upsert(f, table, fields)
+	}
 	return d.write(f, "upsert", table, engine.Batch{engine.Put(table, fields)})
 }
 
 // Update sets fields of the record with the given key and returns its new
 // version once durable.
 func (d *DB) Update(f *runtime.Fiber, table string, key engine.Value, set map[string]engine.Value) (uint64, error) {
+	if d.ps != nil {
+		return d.part(d.ps.of(key)).Update(f, table, key, set)
+	}
 	return d.write(f, "update", table, engine.Batch{engine.Update(table, key, set)})
 }
 
 // Delete removes the record with the given key, durably.
 func (d *DB) Delete(f *runtime.Fiber, table string, key engine.Value) error {
+	if d.ps != nil {
+		return d.part(d.ps.of(key)).Delete(f, table, key)
+	}
 	_, err := d.write(f, "delete", table, engine.Batch{engine.Delete(table, key)})
 	return err
 }
@@ -458,6 +514,9 @@ func (d *DB) Delete(f *runtime.Fiber, table string, key engine.Value) error {
 // batch's entry, on every member in log order, against every transaction
 // committed before it.
 func (d *DB) Tx(f *runtime.Fiber, b engine.Batch) (uint64, error) {
+	if d.ps != nil {
+		return d.txPartitioned(f, b)
+	}
 	table := ""
 	if len(b) > 0 {
 		table = b[0].Table
@@ -467,12 +526,18 @@ func (d *DB) Tx(f *runtime.Fiber, b engine.Batch) (uint64, error) {
 
 // Get returns a copy of the record with the given key.
 func (d *DB) Get(f *runtime.Fiber, table string, key engine.Value) (engine.Record, error) {
+	if d.ps != nil {
+		return d.part(d.ps.of(key)).Get(f, table, key)
+	}
 	resp := d.read(f, request{kind: reqGet, op: "get", table: table, key: key})
 	return resp.rec, resp.err
 }
 
 // Query runs a query and returns one page of copied records.
 func (d *DB) Query(f *runtime.Fiber, q engine.Query) (engine.Result, error) {
+	if d.ps != nil {
+		return d.queryPartitioned(f, q)
+	}
 	resp := d.read(f, request{kind: reqQuery, op: "query", table: q.Table, query: q})
 	return resp.res, resp.err
 }
@@ -481,6 +546,9 @@ func (d *DB) Query(f *runtime.Fiber, q engine.Query) (engine.Result, error) {
 // every later call fail with ErrClosed. Every acknowledged write is already
 // durable, so Close has nothing else to flush.
 func (d *DB) Close(f *runtime.Fiber) error {
+	if d.ps != nil {
+		return d.closePartitions(f)
+	}
 	stopped := "stopped"
 	d.state.Store(&stopped)
 	resp := d.call(f, request{kind: reqClose, op: "close"})
@@ -490,7 +558,7 @@ func (d *DB) Close(f *runtime.Fiber) error {
 // read runs a Get or Query: inline on the owner shard, by message elsewhere.
 func (d *DB) read(f *runtime.Fiber, req request) response {
 	req.stale = d.stale
-	if f.Shard() == OwnerShard {
+	if f.Shard() == d.o.shard {
 		runtime.Checkpoint(f)
 		_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, req.op, req.table, f.Shard())
 		resp := d.o.serve(f, &req, sp)
@@ -510,7 +578,7 @@ func (d *DB) read(f *runtime.Fiber, req request) response {
 // it the same way and replies from the member's answer.
 func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, error) {
 	req := request{kind: reqWrite, op: op, table: table, reqID: d.reqID}
-	if f.Shard() != OwnerShard {
+	if f.Shard() != d.o.shard {
 		req.batch = cloneBatch(b)
 		resp := d.remote(f, req)
 		return resp.seq, resp.err

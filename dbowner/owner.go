@@ -44,6 +44,9 @@ type owner struct {
 	tr   trace.Tracer
 	fs   wal.FS
 	id   uint64
+	// shard is the shard this owner lives on: OwnerShard, or with
+	// partitions its partition's shard (partition mod shards).
+	shard int
 
 	addr runtime.Addr[request]
 

@@ -1,0 +1,461 @@
+package dbowner
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/runtime"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ErrCrossPartition is wrapped by a transaction whose keys fall in more
+// than one partition: it is refused, nothing of it applied. The message
+// names the keys' partitions. Co-locate keys that must change together
+// with a hash tag: only the part of a string key between the first '{'
+// and the first '}' after it is hashed ("user:{42}:profile" and
+// "user:{42}:cart" share a partition), as in Redis Cluster.
+var ErrCrossPartition = errors.New("dbowner: a transaction spans partitions")
+
+// MaxPartitions bounds Options.Partitions (the directory names have three
+// digits, and every partition is a raft group with its own log).
+const MaxPartitions = 999
+
+// partitionFile records a data dir's partition count (absent: one
+// partition, the layout before partitions).
+const partitionFile = "PARTITIONS"
+
+// PartitionOf is the partition of a key among n: FNV-1a (64 bits) of the
+// key's bytes — or, for a string or bytes key with a hash tag, of the
+// tag's — folded to 32 bits (high xor low), modulo n. A string or bytes
+// key is its bytes; any other kind is its kind byte and its 8-byte
+// little-endian value (int, time: the int64; float: the IEEE bits after
+// engine.Float's canonicalisation; bool: 0 or 1). It is an on-disk
+// contract: a key's partition never changes for a given n
+// (TestPartitionOfPinned).
+func PartitionOf(key engine.Value, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := uint64(14695981039346656037) // FNV-1a 64 offset basis
+	const prime = 1099511628211
+	switch key.Kind() {
+	case engine.KindString, engine.KindBytes:
+		var s string
+		if key.Kind() == engine.KindBytes {
+			s = HashTag(string(key.Bytes()))
+		} else {
+			s = HashTag(key.Str())
+		}
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= prime
+		}
+	default:
+		var b [9]byte
+		b[0] = byte(key.Kind())
+		var u uint64
+		switch key.Kind() {
+		case engine.KindInt:
+			u = uint64(key.Int())
+		case engine.KindTime:
+			u = uint64(key.Time().UnixNano())
+		case engine.KindFloat:
+			u = math.Float64bits(key.Float())
+		case engine.KindBool:
+			if key.Bool() {
+				u = 1
+			}
+		}
+		binary.LittleEndian.PutUint64(b[1:], u)
+		for _, c := range b {
+			h ^= uint64(c)
+			h *= prime
+		}
+	}
+	return int(uint32(h>>32^h) % uint32(n))
+}
+
+// HashTag is the part of key that is hashed: the bytes between the first
+// '{' and the first '}' after it when there is at least one byte between
+// them (Redis Cluster's rule), else the whole key.
+func HashTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return key
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return key
+	}
+	return key[i+1 : i+1+j]
+}
+
+// partitions is the state a partitioned handle shares: a one-partition
+// handle per partition (its owner on shard p mod shards) and the tables'
+// key fields, which route an Insert or an Upsert by its record.
+type partitions struct {
+	parts []*DB
+	keys  sync.Map // table -> key field (a table's key never changes)
+}
+
+func (ps *partitions) of(key engine.Value) int { return PartitionOf(key, len(ps.parts)) }
+
+func (ps *partitions) stats() Stats {
+	var s Stats
+	for _, p := range ps.parts {
+		x := p.o.stats.load()
+		s.Commits += x.Commits
+		s.Groups += x.Groups
+		s.Failed += x.Failed
+		s.Snapshots += x.Snapshots
+		s.LastLSN = max(s.LastLSN, x.LastLSN)
+		s.Recovered += x.Recovered
+		s.MaxGroup = max(s.MaxGroup, x.MaxGroup)
+		s.GroupBytes += x.GroupBytes
+		s.Deduped += x.Deduped
+	}
+	return s
+}
+
+// Partitions is the handle's partition count (1: the whole database is
+// one group).
+func (d *DB) Partitions() int {
+	if d.ps == nil {
+		return 1
+	}
+	return len(d.ps.parts)
+}
+
+// part is the one-partition handle of partition p with d's view (stale,
+// request ID, context).
+func (d *DB) part(p int) *DB {
+	c := *d.ps.parts[p]
+	c.tr, c.ctx, c.stale, c.reqID = d.tr, d.ctx, d.stale, d.reqID
+	return &c
+}
+
+// partitionDir is partition p's data dir.
+func partitionDir(dir string, p int) string {
+	return filepath.Join(dir, "p", fmt.Sprintf("%03d", p))
+}
+
+// partitionCount is the data dir's partition count: the one recorded
+// there, which must be the one asked for; a new data dir records the one
+// asked for (none for 1); a data dir without a record but with a log is
+// one partition, the layout before partitions.
+func partitionCount(opts Options) (int, error) {
+	want := max(opts.Partitions, 1)
+	if want > MaxPartitions {
+		return 0, fmt.Errorf("dbowner: open %s: %d partitions; at most %d", opts.Dir, want, MaxPartitions)
+	}
+	rec := filepath.Join(opts.Dir, partitionFile)
+	b, err := os.ReadFile(rec)
+	switch {
+	case err == nil:
+		have, perr := parsePartitionFile(b)
+		if perr != nil {
+			return 0, fmt.Errorf("dbowner: open %s: %s: %w", opts.Dir, rec, perr)
+		}
+		if have != want {
+			return 0, fmt.Errorf("dbowner: open %s: the data dir has %d partitions (%s) and %d were asked for (data.partitions): the count is fixed when the data dir is created; start with data.partitions %d", opts.Dir, have, rec, want, have)
+		}
+		return have, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return 0, fmt.Errorf("dbowner: open %s: %w", opts.Dir, err)
+	}
+	if want == 1 {
+		return 1, nil // no record: the layout before partitions
+	}
+	ents, err := os.ReadDir(opts.Dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("dbowner: open %s: %w", opts.Dir, err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, ".wal") || strings.HasSuffix(n, ".snap") {
+			return 0, fmt.Errorf("dbowner: open %s: the data dir has 1 partition (a log without a %s record: the layout before partitions) and %d were asked for (data.partitions): the count is fixed when the data dir is created; start with data.partitions 1", opts.Dir, partitionFile, want)
+		}
+	}
+	if err := writePartitionFile(opts.Dir, want); err != nil {
+		return 0, fmt.Errorf("dbowner: open %s: record the partition count: %w", opts.Dir, err)
+	}
+	return want, nil
+}
+
+func parsePartitionFile(b []byte) (int, error) {
+	s, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "partitions ")
+	n, err := strconv.Atoi(s)
+	if !ok || err != nil || n < 1 || n > MaxPartitions {
+		return 0, fmt.Errorf("not a partition record (want \"partitions N\", 1 <= N <= %d): %q", MaxPartitions, b)
+	}
+	return n, nil
+}
+
+// writePartitionFile records n durably: a temporary file synced, renamed,
+// and the directory synced.
+func writePartitionFile(dir string, n int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, partitionFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "partitions %d\n", n)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, partitionFile))
+	}
+	if err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// openPartitions opens n partitions, partition p's owner on shard p mod
+// shards, its log in partitionDir(p), and completes any schema operation
+// a crash left applied to only some of them.
+func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id uint64) (*DB, error) {
+	ps := &partitions{}
+	fail := func(err error) (*DB, error) {
+		for _, p := range ps.parts {
+			_ = p.Close(f)
+		}
+		return nil, err
+	}
+	for p := range n {
+		po := opts
+		po.Dir = partitionDir(opts.Dir, p)
+		po.Partitions = 1
+		if err := os.MkdirAll(po.Dir, 0o755); err != nil {
+			return fail(fmt.Errorf("dbowner: open %s: %w", po.Dir, err))
+		}
+		d, err := openOne(f, po, p%f.Shards(), tr, id)
+		if err != nil {
+			return fail(fmt.Errorf("dbowner: open partition %d of %d: %w", p, n, err))
+		}
+		ps.parts = append(ps.parts, d)
+	}
+	d := *ps.parts[0]
+	d.ps = ps
+	if err := d.completeSchema(f); err != nil {
+		return fail(err)
+	}
+	return &d, nil
+}
+
+// schemas reads partition p's schemas on its shard.
+func (d *DB) schemas(f *runtime.Fiber, p int) (map[string]engine.Schema, error) {
+	o := d.ps.parts[p].o
+	return runtime.OnShard(f, o.shard, 0, func(*runtime.Fiber) map[string]engine.Schema {
+		m := map[string]engine.Schema{}
+		for _, t := range o.eng.Tables() {
+			if s, err := o.eng.Schema(t); err == nil {
+				m[t] = s
+			}
+		}
+		return m
+	})
+}
+
+// completeSchema makes every partition have every table and index some
+// partition has: a CreateTable or CreateIndex is applied to the
+// partitions one after the other, so a crash between two leaves it in
+// some; Open finishes it before it returns, so no reader sees a table in
+// one partition and not in another once the database is open.
+func (d *DB) completeSchema(f *runtime.Fiber) error {
+	all := make([]map[string]engine.Schema, len(d.ps.parts))
+	union := map[string]engine.Schema{}
+	for p := range d.ps.parts {
+		m, err := d.schemas(f, p)
+		if err != nil {
+			return fmt.Errorf("dbowner: open: partition %d: schemas: %w", p, err)
+		}
+		all[p] = m
+		for t, s := range m {
+			u, ok := union[t]
+			if !ok {
+				union[t] = s
+				continue
+			}
+			for _, ix := range s.Indexes {
+				if !contains(u.Indexes, ix) {
+					u.Indexes = append(u.Indexes, ix)
+				}
+			}
+			union[t] = u
+		}
+	}
+	for p, m := range all {
+		for t, s := range union {
+			have, ok := m[t]
+			var b engine.Batch
+			if !ok {
+				b = append(b, engine.CreateTable(s))
+			} else {
+				for _, ix := range s.Indexes {
+					if !contains(have.Indexes, ix) {
+						b = append(b, engine.CreateIndex(t, ix))
+					}
+				}
+			}
+			if len(b) == 0 {
+				continue
+			}
+			d.opts().Logger.Warn("dbowner: open: completing a schema operation a crash left in some partitions", "partition", p, "table", t)
+			if _, err := d.part(p).Tx(f, b); err != nil {
+				return fmt.Errorf("dbowner: open: partition %d: complete table %q: %w", p, t, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (d *DB) opts() *Options { return &d.ps.parts[0].o.opts }
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// everyPartition applies a schema batch (CreateTable, CreateIndex) to
+// every partition, one after the other, and returns once every partition
+// has it. It is idempotent: a partition that already has the table (or
+// index) counts as done, so a call retried after a failure completes it;
+// only when every partition already had it is the "already exists" error
+// returned, as with one partition.
+func (d *DB) everyPartition(f *runtime.Fiber, b engine.Batch) error {
+	var exists error
+	done := 0
+	for p := range d.ps.parts {
+		_, err := d.part(p).Tx(f, b)
+		switch {
+		case err == nil:
+			done++
+		case errors.Is(err, engine.ErrTableExists) || errors.Is(err, engine.ErrIndexExists):
+			if exists == nil {
+				exists = err
+			}
+		default:
+			return fmt.Errorf("%w (partitions 0..%d of %d have it; retry the call to complete it)", err, p-1, len(d.ps.parts))
+		}
+	}
+	for _, op := range b {
+		if op.Kind == engine.OpCreateTable {
+			d.ps.keys.Store(op.Schema.Name, op.Schema.Key)
+		}
+	}
+	if done == 0 {
+		return exists
+	}
+	return nil
+}
+
+// keyField is table's key field, read from partition 0 the first time.
+func (d *DB) keyField(f *runtime.Fiber, table string) (string, error) {
+	if k, ok := d.ps.keys.Load(table); ok {
+		return k.(string), nil
+	}
+	o := d.ps.parts[0].o
+	type res struct {
+		k   string
+		err error
+	}
+	r, err := runtime.OnShard(f, o.shard, 0, func(*runtime.Fiber) res {
+		s, err := o.eng.Schema(table)
+		return res{s.Key, err}
+	})
+	if err == nil {
+		err = r.err
+	}
+	if err != nil {
+		return "", err
+	}
+	d.ps.keys.Store(table, r.k)
+	return r.k, nil
+}
+
+// recordPartition is the partition of a record to insert or upsert: its
+// key field's.
+func (d *DB) recordPartition(f *runtime.Fiber, op, table string, fields map[string]engine.Value) (int, error) {
+	kf, err := d.keyField(f, table)
+	if err != nil {
+		return 0, fmt.Errorf("dbowner: %s %q: %w", op, table, err)
+	}
+	return d.ps.of(fields[kf]), nil
+}
+
+// txPartitioned routes a transaction to the partition of its keys: one
+// partition, or ErrCrossPartition. A batch of schema operations only goes
+// to every partition.
+func (d *DB) txPartitioned(f *runtime.Fiber, b engine.Batch) (uint64, error) {
+	ddl := 0
+	for _, op := range b {
+		if op.Kind == engine.OpCreateTable || op.Kind == engine.OpCreateIndex {
+			ddl++
+		}
+	}
+	if ddl > 0 {
+		if ddl < len(b) {
+			return 0, fmt.Errorf("dbowner: transaction: schema operations and record operations in one batch with %d partitions: %w: send the schema operations on their own", len(d.ps.parts), ErrCrossPartition)
+		}
+		return 0, d.everyPartition(f, b)
+	}
+	part := -1
+	var where []string
+	for i, op := range b {
+		key := op.Key
+		if op.Kind == engine.OpInsert || op.Kind == engine.OpPut {
+			kf, err := d.keyField(f, op.Table)
+			if err != nil {
+				return 0, fmt.Errorf("dbowner: transaction: operation %d: %w", i, err)
+			}
+			key = op.Fields[kf]
+		}
+		p := d.ps.of(key)
+		where = append(where, fmt.Sprintf("%s %s in partition %d", op.Table, key, p))
+		if part < 0 {
+			part = p
+		} else if p != part {
+			return 0, fmt.Errorf("dbowner: transaction: %w: %s (of %d); keys that change together must share a partition: give them the same hash tag, the part of a string key between '{' and '}' (user:{42}:a and user:{42}:b)", ErrCrossPartition, strings.Join(where, ", "), len(d.ps.parts))
+		}
+	}
+	if part < 0 {
+		part = 0
+	}
+	return d.part(part).Tx(f, b)
+}
+
+func (d *DB) closePartitions(f *runtime.Fiber) error {
+	var errs []error
+	for p := range d.ps.parts {
+		if err := d.ps.parts[p].Close(f); err != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", p, err))
+		}
+	}
+	stopped := "stopped"
+	d.state.Store(&stopped)
+	return errors.Join(errs...)
+}
