@@ -100,3 +100,7 @@ func SnapshotState(dir string) (uint64, *engine.DB, error) {
 	}
 	return snap.GetMetadata().GetIndex(), o.eng, nil
 }
+
+// PartForTest is the one-partition handle of partition p (tests: a schema
+// operation left in one partition, as a crash between two would).
+func (d *DB) PartForTest(p int) *DB { return d.part(p) }

@@ -174,6 +174,9 @@ func partitionCount(opts Options) (int, error) {
 	if want == 1 {
 		return 1, nil // no record: the layout before partitions
 	}
+	if opts.FS != nil {
+		return 0, fmt.Errorf("dbowner: open %s: %d partitions with Options.FS: not yet (the partition record is written with the os package)", opts.Dir, want)
+	}
 	ents, err := os.ReadDir(opts.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("dbowner: open %s: %w", opts.Dir, err)
@@ -245,9 +248,6 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 		po := opts
 		po.Dir = partitionDir(opts.Dir, p)
 		po.Partitions = 1
-		if err := os.MkdirAll(po.Dir, 0o755); err != nil {
-			return fail(fmt.Errorf("dbowner: open %s: %w", po.Dir, err))
-		}
 		d, err := openOne(f, po, p%f.Shards(), tr, id)
 		if err != nil {
 			return fail(fmt.Errorf("dbowner: open partition %d of %d: %w", p, n, err))
@@ -439,7 +439,7 @@ func (d *DB) txPartitioned(f *runtime.Fiber, b engine.Batch) (uint64, error) {
 		if part < 0 {
 			part = p
 		} else if p != part {
-			return 0, fmt.Errorf("dbowner: transaction: %w: %s (of %d); keys that change together must share a partition: give them the same hash tag, the part of a string key between '{' and '}' (user:{42}:a and user:{42}:b)", ErrCrossPartition, strings.Join(where, ", "), len(d.ps.parts))
+			return 0, fmt.Errorf("%w: %s (of %d); keys that change together must share a partition: give them the same hash tag, the part of a string key between '{' and '}' (user:{42}:a and user:{42}:b)", ErrCrossPartition, strings.Join(where, ", "), len(d.ps.parts))
 		}
 	}
 	if part < 0 {
