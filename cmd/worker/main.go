@@ -242,7 +242,7 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 		adminSrv.SetPeerTLS(peerTLS)
 	}
 	db, err := dbowner.Open(f, dbowner.Options{Dir: cfg.DataDir, WAL: cfg.WAL(), TracerProvider: otel.GetTracerProvider(), Logger: log,
-		OnGroupCommit: walHook, Cluster: cluster})
+		OnGroupCommit: walHook, Cluster: cluster, Partitions: cfg.Partitions})
 	if err != nil {
 		if f.Stopping() {
 			return 0 // stopped during recovery: a clean exit

@@ -46,6 +46,7 @@ type Config struct {
 	// snapshot that trigger the next; 0 turns automatic snapshots off.
 	SnapshotBytes int64
 	RepairWAL     bool       // data.repair_wal: truncate the log at damage instead of refusing to start
+	Partitions    int        // data.partitions: the keyspace's partitions, fixed when the data dir is created (dbowner.Options.Partitions)
 	HTTPAddr      string     // http.addr: the data plane (records API)
 	OpsAddr       string     // ops.addr: health, metrics, debug
 	ChatAddr      string     // chat.addr: the chat's TCP line protocol
@@ -249,6 +250,16 @@ var settings = []setting{
 				return errors.New("want true or false")
 			}
 			c.RepairWAL = b
+			return nil
+		}},
+	{Key: keys.Partitions, def: "1", kind: kindInt,
+		help: "`partitions` the keyspace is hashed into, each its own log and raft group on shard partition mod shards; fixed when the data dir is created (another count is refused at start); more than 1 needs cluster.peers empty until multi-raft lands (docs/replication.md, Partitions)",
+		apply: func(c *Config, s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > dbowner.MaxPartitions {
+				return fmt.Errorf("want a count from 1 to %d", dbowner.MaxPartitions)
+			}
+			c.Partitions = n
 			return nil
 		}},
 	{Key: keys.HTTPAddr, def: ":8080",

@@ -51,7 +51,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Shards: 0, Pin: runtime.PinAuto, IO: iobackend.ModeAuto, Reductions: 4000,
-		DataDir: "./data", SnapshotBytes: 16 << 20, HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
+		DataDir: "./data", SnapshotBytes: 16 << 20, Partitions: 1, HTTPAddr: ":8080", OpsAddr: ":9090", LogLevel: slog.LevelInfo, LogFormat: "text",
 		ChatAddr: ":7070", Chat: ChatLimits{Queue: 256, LineMax: 4096, Rate: 20, History: 20, RetainCount: 10000, RetainAge: 720 * time.Hour},
 		HTTP: HTTP{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 			MaxHeaderBytes: 16384, MaxBody: 1 << 20, DrainGrace: 5 * time.Second, DrainTimeout: 15 * time.Second},
@@ -216,6 +216,8 @@ func TestErrors(t *testing.T) {
 		{name: "env repair", env: map[string]string{"WO_REPAIR_WAL": "maybe"}, want: []string{"data.repair_wal", "env WO_REPAIR_WAL", "true or false"}},
 		{name: "snapshot bytes negative", file: "[data]\nsnapshot_bytes = -1\n", want: []string{"data.snapshot_bytes", "-1"}},
 		{name: "snapshot bytes tiny", env: map[string]string{"WO_SNAPSHOT_BYTES": "100"}, want: []string{"data.snapshot_bytes", "at least 65536"}},
+		{name: "partitions zero", env: map[string]string{"WO_PARTITIONS": "0"}, want: []string{"data.partitions", "from 1 to 999"}},
+		{name: "partitions word", file: "[data]\npartitions = \"many\"\n", want: []string{"data.partitions"}},
 		{name: "snapshot bytes bool", file: "[data]\nsnapshot_bytes = true\n", want: []string{"data.snapshot_bytes", "a boolean"}},
 
 		{name: "env shards", env: map[string]string{"WO_SHARDS": "many"}, want: []string{"runtime.shards", "env WO_SHARDS", `"many"`}},

@@ -13,6 +13,7 @@
 //	data.dir                  WO_DATA_DIR                  --data-dir                  ./data
 //	data.snapshot_bytes       WO_SNAPSHOT_BYTES            --snapshot-bytes            16777216 (16 MiB; 0 = off)
 //	data.repair_wal           WO_REPAIR_WAL                --repair-wal                false
+//	data.partitions           WO_PARTITIONS                --partitions                1 (fixed at bootstrap)
 //	http.addr                 WO_HTTP_ADDR                 --http-addr                 :8080
 //	http.header_timeout       WO_HTTP_HEADER_TIMEOUT       --http-header-timeout       10s
 //	http.body_timeout         WO_HTTP_BODY_TIMEOUT         --http-body-timeout         30s

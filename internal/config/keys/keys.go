@@ -32,6 +32,7 @@ var (
 	DataDir              = Key{"data.dir", "WO_DATA_DIR", "data-dir"}
 	SnapshotBytes        = Key{"data.snapshot_bytes", "WO_SNAPSHOT_BYTES", "snapshot-bytes"}
 	RepairWAL            = Key{"data.repair_wal", "WO_REPAIR_WAL", "repair-wal"}
+	Partitions           = Key{"data.partitions", "WO_PARTITIONS", "partitions"}
 	HTTPAddr             = Key{"http.addr", "WO_HTTP_ADDR", "http-addr"}
 	HTTPHeaderTimeout    = Key{"http.header_timeout", "WO_HTTP_HEADER_TIMEOUT", "http-header-timeout"}
 	HTTPBodyTimeout      = Key{"http.body_timeout", "WO_HTTP_BODY_TIMEOUT", "http-body-timeout"}
@@ -72,7 +73,7 @@ var (
 // All is every setting, in the order of the worker's --help; the worker's
 // settings table has one row for each, in this order.
 var All = []Key{
-	Shards, Pin, IO, Reductions, DataDir, SnapshotBytes, RepairWAL, HTTPAddr,
+	Shards, Pin, IO, Reductions, DataDir, SnapshotBytes, RepairWAL, Partitions, HTTPAddr,
 	HTTPHeaderTimeout, HTTPBodyTimeout, HTTPIdleTimeout, HTTPMaxHeaderBytes,
 	HTTPMaxBody, HTTPMaxConnsPerShard, HTTPDrainGrace, HTTPDrainTimeout,
 	AuthTokenFile, AdminTokenFile, OpsPprof, OpsAddr, ChatAddr, ChatQueue,
