@@ -30,6 +30,20 @@
 // WithRequestID makes retries apply at most once (the table of IDs is in
 // the replicated state).
 //
+// # Partitions
+//
+// With Options.Partitions n > 1 (the worker's data.partitions, fixed when
+// the data dir is created and recorded in it) the keyspace is hashed
+// (PartitionOf: FNV-1a of the key, or of its {hash tag}) into n
+// partitions, each what this package describes for the whole database — an
+// engine, a WAL (Dir/p/NNN) and a one-member raft group — with its owner on
+// shard p mod shards. The handle routes a keyed call to its key's
+// partition, merges a Query's pages in order (same paging, its own
+// cursor), applies CreateTable and CreateIndex to every partition before
+// it answers, and refuses a transaction over several partitions with
+// ErrCrossPartition. n > 1 needs Cluster.Peers empty for now.
+// docs/replication.md, "Partitions".
+//
 // # Group commit and durability
 //
 // Only the member's driver fiber appends to the log: each raft Ready (all

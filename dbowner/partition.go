@@ -358,8 +358,10 @@ func (d *DB) everyPartition(f *runtime.Fiber, b engine.Batch) error {
 			if exists == nil {
 				exists = err
 			}
+		case p == 0:
+			return err
 		default:
-			return fmt.Errorf("%w (partitions 0..%d of %d have it; retry the call to complete it)", err, p-1, len(d.ps.parts))
+			return fmt.Errorf("%w (partition %d of %d; the partitions before it have it: retry the call to complete it, or reopen: Open completes it)", err, p, len(d.ps.parts))
 		}
 	}
 	for _, op := range b {
