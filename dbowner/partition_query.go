@@ -107,6 +107,10 @@ const maxPageTries = 8
 
 var errRaced = errors.New("writes kept changing the partitions between a page's reads; retry")
 
+// testBetweenReads, set by tests only, runs between a page's two reads of
+// partition p.
+var testBetweenReads func(f *runtime.Fiber, p int)
+
 func sameRecord(a, b engine.Record, kf string) bool {
 	return a.Version == b.Version && engine.Compare(a.Fields[kf], b.Fields[kf]) == 0
 }
@@ -194,6 +198,9 @@ func (d *DB) queryPage(f *runtime.Fiber, q engine.Query) (engine.Result, error) 
 		default:
 			// The page goes on past what was taken: the partition's
 			// cursor after its last record taken.
+			if testBetweenReads != nil {
+				testBetweenReads(f, p)
+			}
 			pq := q
 			pq.After, pq.Limit = st[p].cursor, taken[p]
 			r, err := d.part(p).Query(f, pq)
