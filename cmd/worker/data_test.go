@@ -116,6 +116,23 @@ func TestSameAnswersAtEveryShardCount(t *testing.T) {
 	if one != all {
 		t.Fatalf("1 shard:\n%s\nevery core:\n%s", one, all)
 	}
+	// Partitions (docs/replication.md): the same answers with the
+	// keyspace in 8 partitions, at 1 shard and at every core — byte for
+	// byte but for the records' versions, which are their partition's
+	// sequence numbers (and so the lengths).
+	version := regexp.MustCompile(`"version":[0-9]+|(?m)^Content-Length: [0-9]+`)
+	novers := func(s string) string { return version.ReplaceAllString(s, "V") }
+	var parts []string
+	for _, shards := range []string{"WO_SHARDS=1", "WO_SHARDS=0"} {
+		got := answers(shards, "WO_PARTITIONS=8")
+		if novers(got) != novers(one) {
+			t.Fatalf("%s, 8 partitions:\n%s\n1 shard, 1 partition:\n%s", shards, got, one)
+		}
+		parts = append(parts, got)
+	}
+	if parts[0] != parts[1] {
+		t.Fatalf("8 partitions, 1 shard:\n%s\nevery core:\n%s", parts[0], parts[1])
+	}
 	for _, want := range []string{"405 Method Not Allowed", "404 Not Found", `"next":"a2I"`, `{"a":"é","z":"1"}`} {
 		if !strings.Contains(one, want) {
 			t.Errorf("answers lack %q:\n%s", want, one)

@@ -309,6 +309,10 @@ func TestWorkerOneShard(t *testing.T)      { exercise(t, "WO_SHARDS=1") }
 func TestWorkerEpoll(t *testing.T)         { exercise(t, "WO_IO=epoll") }
 func TestWorkerEpollOneShard(t *testing.T) { exercise(t, "WO_SHARDS=1", "WO_IO=epoll") }
 
+// TestWorkerPartitions: the whole exercise (writes, lists, a restart) with
+// the keyspace in 4 partitions.
+func TestWorkerPartitions(t *testing.T) { exercise(t, "WO_PARTITIONS=4") }
+
 func TestWorkerUring(t *testing.T) {
 	uringtest.Require(t)
 	exercise(t, "WO_IO=uring")
