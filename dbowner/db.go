@@ -343,6 +343,16 @@ func (d *DB) Self() uint64 { return d.id }
 // group), "member", "removed" or "stopped" (closed, or stopped by a
 // failure). Safe from any goroutine.
 func (d *DB) State() string {
+	if d.ps != nil {
+		// The first partition not a member says the database's state
+		// (a partition stopped by a failed fsync stops it all).
+		for _, p := range d.ps.parts {
+			if st := p.State(); st != "member" {
+				return st
+			}
+		}
+		return "member"
+	}
 	n := d.o.node
 	switch {
 	case d.state.Load() != nil || n.Stopped() && !n.Removed():
