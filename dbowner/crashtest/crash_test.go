@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,7 +48,7 @@ var schema = engine.Schema{
 }
 
 func key(i int) string    { return "k" + strconv.Itoa(i) }
-func shadow(i int) string { return key(i) + "~" }
+func shadow(i int) string { return "{" + key(i) + "}~" } // key(i)'s hash tag: its partition
 
 // child is the workload: recover, report the state, then write until killed.
 func child(dir string) int {
@@ -64,8 +65,9 @@ func child(dir string) int {
 		return 2
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	parts, _ := strconv.Atoi(os.Getenv("WO_CRASH_PARTITIONS"))
 	return runtime.Run(cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger,
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: parts,
 			WAL: wal.Options{SnapshotEveryRecords: 3000, SegmentSize: 1 << 20}})
 		if err != nil {
 			emit("X open: %v", err)
@@ -73,13 +75,31 @@ func child(dir string) int {
 		}
 		if _, err := db.Query(f, engine.Query{Table: table, Limit: 1}); err != nil {
 			b := engine.Batch{engine.CreateTable(schema)}
+			if parts > 1 {
+				// Schema first (every partition), then each key with
+				// its shadow (their partition).
+				if _, err := db.Tx(f, b); err != nil {
+					emit("X init: %v", err)
+					return 1
+				}
+				b = nil
+			}
 			for i := range keys {
 				b = append(b, engine.Insert(table, map[string]engine.Value{"k": engine.String(key(i)), "v": engine.Int(0)}),
 					engine.Insert(table, map[string]engine.Value{"k": engine.String(shadow(i)), "v": engine.Int(0)}))
+				if parts > 1 {
+					if _, err := db.Tx(f, b); err != nil {
+						emit("X init: %v", err)
+						return 1
+					}
+					b = nil
+				}
 			}
-			if _, err := db.Tx(f, b); err != nil {
-				emit("X init: %v", err)
-				return 1
+			if len(b) > 0 {
+				if _, err := db.Tx(f, b); err != nil {
+					emit("X init: %v", err)
+					return 1
+				}
 			}
 		}
 		for i := range keys {
@@ -193,10 +213,10 @@ type run struct {
 
 // startChild runs one child and returns its parsed log once it was killed
 // (or exited).
-func startChild(t *testing.T, dir string, iter int, load time.Duration) *run {
+func startChild(t *testing.T, dir string, iter int, load time.Duration, parts int) *run {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "WO_CRASH_CHILD_DIR="+dir, "WO_CRASH_ITER="+strconv.Itoa(iter))
+	cmd.Env = append(os.Environ(), "WO_CRASH_CHILD_DIR="+dir, "WO_CRASH_ITER="+strconv.Itoa(iter), "WO_CRASH_PARTITIONS="+strconv.Itoa(parts))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -347,6 +367,26 @@ func TestCrashRecovery(t *testing.T) {
 			}
 		}
 	}
+	crashLoop(t, n, 1)
+}
+
+// TestCrashRecoveryPartitions is TestCrashRecovery with the keyspace in 4
+// partitions (docs/replication.md, "Partitions"): every partition's log
+// recovers every acknowledged write, each key and its shadow (one hash
+// tag, one partition) stay one transaction, and the history is
+// linearizable. A fifth of TestCrashRecovery's iterations (at least 3).
+func TestCrashRecoveryPartitions(t *testing.T) {
+	n := *iterations
+	if n == 0 {
+		n = 50
+		if v := os.Getenv("WO_CRASH_ITERATIONS"); v != "" {
+			n, _ = strconv.Atoi(v)
+		}
+	}
+	crashLoop(t, max(3, n/5), 4)
+}
+
+func crashLoop(t *testing.T, n, parts int) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	var prev *run
@@ -356,7 +396,7 @@ func TestCrashRecovery(t *testing.T) {
 		if i == n {
 			load = 0 // only read the final state back
 		}
-		r := startChild(t, dir, i+1, load)
+		r := startChild(t, dir, i+1, load, parts)
 		for _, f := range r.failures {
 			t.Errorf("iteration %d: %s", i, f)
 		}
@@ -373,5 +413,8 @@ func TestCrashRecovery(t *testing.T) {
 	t.Logf("%d crash iterations: %d acknowledged operations checked, %d cut off by the kill", n, acked, unacked)
 	if acked == 0 {
 		t.Fatal("no operation was acknowledged: the workload did not run")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "PARTITIONS")); (err == nil) != (parts > 1) {
+		t.Errorf("%d partitions, but the data dir's partition record: %v", parts, err)
 	}
 }
