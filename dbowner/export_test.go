@@ -12,7 +12,6 @@ import (
 
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/dbowner/wal"
-	"github.com/writeonce/wo/runtime"
 )
 
 // HistoryWriter writes a raft log straight into a WAL, as a one-member
@@ -105,7 +104,3 @@ func SnapshotState(dir string) (uint64, *engine.DB, error) {
 // PartForTest is the one-partition handle of partition p (tests: a schema
 // operation left in one partition, as a crash between two would).
 func (d *DB) PartForTest(p int) *DB { return d.part(p) }
-
-// SetBetweenPageReads sets a hook run between a partitioned page's two
-// reads of a partition (nil: none).
-func SetBetweenPageReads(fn func(f *runtime.Fiber, p int)) { testBetweenReads = fn }
