@@ -46,18 +46,20 @@
 //
 // # Group commit and durability
 //
-// Only the member's driver fiber appends to the log: each raft Ready (all
-// the proposals stepped in one driver turn) is ONE append of its entries
-// and hard state (wal.Log.PrepareRecords), written with the driver's fiber
-// through runtime.File.WriteAtSync (on io_uring one WRITE linked to one
-// FSYNC(DATASYNC) in a single submission, parking the driver while the
-// owner shard goes on serving; on epoll a blocking pwrite + fdatasync).
-// Raft is told of the entries only once they are durable, and an entry is
-// applied and answered only once committed, so no acknowledged write can
-// be lost by a crash. Before stepping new proposals the driver applies and
-// answers what the last append committed and waits briefly (bounded by half
-// the last append) for those writers to come back, so N steady writers
-// share one fsync instead of alternating between two.
+// Only the member's append fiber writes the log (replication/node runs
+// raft with asynchronous storage writes: the driver fiber steps, sends and
+// applies, and hands each Ready's log write to the append fiber). One save
+// is ONE append of the entries and hard state of every Ready queued since
+// the last (wal.Log.PrepareRecords), written through
+// runtime.File.WriteAtSync (on io_uring one WRITE linked to one
+// FSYNC(DATASYNC) in a single submission, parking the append fiber while
+// the driver and the owner shard go on; on epoll a blocking pwrite +
+// fdatasync). Raft is told of the entries only once they are durable, and
+// an entry is applied and answered only once committed and durable here,
+// so no acknowledged write can be lost by a crash. After a Ready that
+// answered writers the driver waits briefly (bounded by half the last
+// save) for those writers to come back, so N steady writers share one
+// fsync instead of alternating between two.
 //
 // Failures:
 //   - fdatasync failing is fatal (wal.ErrFatal): the member stops, every
@@ -117,8 +119,8 @@
 // snapshot and of a new segment (creating, writing and syncing the file,
 // the rename, the directory fsyncs, removals) runs on a goroutine off the
 // shard while the fiber that asked for it parks (file.go, offload), and
-// the appends' fdatasync parks the driver on io_uring (on epoll it is a
-// blocking call).
+// the appends' fdatasync parks the append fiber on io_uring (on epoll it is
+// a blocking call).
 //
 // # Backup and restore
 //

@@ -27,9 +27,9 @@ import (
 // machine is the engine (stateMachine). Everything here runs on
 // OwnerShard, on one thread:
 //
-//   - the member's driver fiber is the only writer: it appends to the log
-//     (one append per Ready) and applies committed entries to the engine,
-//     in log order;
+//   - the member's append fiber is the log's only writer (one append per
+//     save, of the Readys queued meanwhile) and its driver fiber the
+//     engine's: it applies committed entries, in log order;
 //   - ownerActor answers reads and writes from other shards; its Receive
 //     never parks: a write is submitted (submit) and answered from the
 //     member's callback, a read the local state can answer at once
