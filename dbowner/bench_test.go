@@ -48,44 +48,50 @@ func testConfigShards(b *testing.B) int {
 func BenchmarkInsert(b *testing.B) {
 	for _, writers := range writerCounts {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			cfg := benchConfig(b)
-			dir := b.TempDir()
-			var st dbowner.Stats
-			var elapsed time.Duration
-			run(b, cfg, func(f *runtime.Fiber) int {
-				db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger})
-				if err != nil {
-					b.Error(err)
-					return 1
-				}
-				defer db.Close(f)
-				if err := db.CreateTable(f, kvSchema); err != nil {
-					b.Error(err)
-					return 1
-				}
-				before := db.Stats()
-				n := b.N
-				b.ResetTimer()
-				start := time.Now()
-				parallel(f, writers, func(f *runtime.Fiber, w int) {
-					for i := w; i < n; i += writers {
-						if _, err := db.Insert(f, "kv", kv(fmt.Sprintf("k%09d", i), int64(i))); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				elapsed = time.Since(start)
-				b.StopTimer()
-				st = db.Stats()
-				st.Commits -= before.Commits
-				st.Groups -= before.Groups
-				return 0
-			})
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "inserts/s")
-			b.ReportMetric(st.CommitsPerGroup(), "commits/fsync")
+			benchInserts(b, benchConfig(b), 1, writers)
 		})
 	}
+}
+
+// benchInserts is b.N durable inserts from writers fibers spread over
+// cfg's shards into a database of partitions partitions, reporting
+// inserts/s and commits per fsync.
+func benchInserts(b *testing.B, cfg runtime.Config, partitions, writers int) {
+	dir := b.TempDir()
+	var st dbowner.Stats
+	var elapsed time.Duration
+	run(b, cfg, func(f *runtime.Fiber) int {
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: partitions})
+		if err != nil {
+			b.Error(err)
+			return 1
+		}
+		defer db.Close(f)
+		if err := db.CreateTable(f, kvSchema); err != nil {
+			b.Error(err)
+			return 1
+		}
+		before := db.Stats()
+		n := b.N
+		b.ResetTimer()
+		start := time.Now()
+		parallel(f, writers, func(f *runtime.Fiber, w int) {
+			for i := w; i < n; i += writers {
+				if _, err := db.Insert(f, "kv", kv(fmt.Sprintf("k%09d", i), int64(i))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		elapsed = time.Since(start)
+		b.StopTimer()
+		st = db.Stats()
+		st.Commits -= before.Commits
+		st.Groups -= before.Groups
+		return 0
+	})
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "inserts/s")
+	b.ReportMetric(st.CommitsPerGroup(), "commits/fsync")
 }
 
 // parallel runs fn on n fibers spread round-robin over every shard and
