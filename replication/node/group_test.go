@@ -598,16 +598,10 @@ func (s *heldSaves) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raftpb.
 	return s.MemStorage.Save(f, hs, ents, snap)
 }
 
-// TestCommittedEntriesAreAnsweredBeforeTheNextSave: a leader whose Ready
-// carries the entries the last round committed beside a new batch to save
-// applies (and answers) the committed ones before that save, not after its
-// fsync. Each round: the leader's save of A is held while C is proposed and
-// the followers store A; then A's save goes, and the next Ready has C to
-// save and, when the followers' acknowledgements were stepped with C, A to
-// apply. While C's save is held, A must already be applied. (A round whose
-// acknowledgements came a turn late proves nothing either way and is
-// tried again.)
-func TestCommittedEntriesAreAnsweredBeforeTheNextSave(t *testing.T) {
+// heldLeader runs fn on a three-member group whose members' saves can be
+// held (heldSaves), once a first write is in: gate holds the leader's, and
+// propose starts a proposal on the leader that sends its outcome to done.
+func heldLeader(t *testing.T, fn func(g *group, f *runtime.Fiber, lead uint64, gate *heldSaves, propose func(cmd string, done chan<- error))) {
 	var mu sync.Mutex
 	gates := map[uint64]*heldSaves{}
 	cfg := func(c *Config) {
@@ -624,31 +618,50 @@ func TestCommittedEntriesAreAnsweredBeforeTheNextSave(t *testing.T) {
 		mu.Lock()
 		gate := gates[lead]
 		mu.Unlock()
+		propose := func(cmd string, done chan<- error) {
+			g.on(m, func(f *runtime.Fiber) {
+				runtime.Go(f, func(f *runtime.Fiber) {
+					_, err := m.node.Propose(f, []byte(cmd), opWait)
+					done <- err
+				})
+			})
+		}
+		fn(g, f, lead, gate, propose)
+	})
+}
+
+// followersHold reports whether every member but lead stores index.
+func (g *group) followersHold(lead, index uint64) bool {
+	for id, mm := range g.members {
+		if last, _ := mm.store.LastIndex(); id != lead && last < index {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCommittedEntriesAreAnsweredBeforeTheNextSave: a leader whose Ready
+// carries the entries the last round committed beside a new batch to save
+// applies (and answers) the committed ones before that save, not after its
+// fsync. Each round: the leader's save of A is held while C is proposed and
+// the followers store A; then A's save goes, and the next Ready has C to
+// save and, when the followers' acknowledgements were stepped with C, A to
+// apply. While C's save is held, A must already be applied. (A round whose
+// acknowledgements came a turn late proves nothing either way and is
+// tried again.)
+func TestCommittedEntriesAreAnsweredBeforeTheNextSave(t *testing.T) {
+	heldLeader(t, func(g *group, f *runtime.Fiber, lead uint64, gate *heldSaves, propose func(cmd string, done chan<- error)) {
+		m := g.members[lead]
 		for round := range 20 {
 			a, c := fmt.Sprintf("a%d", round), fmt.Sprintf("c%d", round)
 			base, _ := gate.LastIndex()
 			gate.allow.Store(0)
 			gate.gated.Store(true)
 			done := make(chan error, 2)
-			propose := func(cmd string) {
-				g.on(m, func(f *runtime.Fiber) {
-					runtime.Go(f, func(f *runtime.Fiber) {
-						_, err := m.node.Propose(f, []byte(cmd), opWait)
-						done <- err
-					})
-				})
-			}
-			propose(a + "=1")
+			propose(a+"=1", done)
 			g.waitFor("the leader's save of A to be held", gate.parked.Load)
-			propose(c + "=1")
-			g.waitFor("the followers to store A", func() bool {
-				for id, mm := range g.members {
-					if last, _ := mm.store.LastIndex(); id != lead && last < base+1 {
-						return false
-					}
-				}
-				return true
-			})
+			propose(c+"=1", done)
+			g.waitFor("the followers to store A", func() bool { return g.followersHold(lead, base+1) })
 			runtime.Sleep(f, 20*time.Millisecond) // their acknowledgements on the way
 			gate.allow.Store(1)
 			g.waitFor("the leader's save of C to be held", func() bool { return gate.parked.Load() && gate.allow.Load() == 0 })
@@ -675,45 +688,16 @@ func TestCommittedEntriesAreAnsweredBeforeTheNextSave(t *testing.T) {
 // applied (nor answered) on the leader, whose own log does not hold it
 // durably yet. Once the save ends both are answered.
 func TestTheLeaderPipelinesWhileItsSaveIsParked(t *testing.T) {
-	var mu sync.Mutex
-	gates := map[uint64]*heldSaves{}
-	cfg := func(c *Config) {
-		mu.Lock()
-		defer mu.Unlock()
-		gs := &heldSaves{MemStorage: c.Storage.(*MemStorage)}
-		gates[c.ID] = gs
-		c.Storage = gs
-	}
-	scenario{members: 3, cfg: cfg}.run(t, func(g *group, f *runtime.Fiber) {
-		lead := g.leader()
-		g.mustPropose(lead, "warm=1")
+	heldLeader(t, func(g *group, f *runtime.Fiber, lead uint64, gate *heldSaves, propose func(cmd string, done chan<- error)) {
 		m := g.members[lead]
-		mu.Lock()
-		gate := gates[lead]
-		mu.Unlock()
 		base, _ := gate.LastIndex()
 		gate.allow.Store(0)
 		gate.gated.Store(true)
 		done := make(chan error, 2)
-		propose := func(cmd string) {
-			g.on(m, func(f *runtime.Fiber) {
-				runtime.Go(f, func(f *runtime.Fiber) {
-					_, err := m.node.Propose(f, []byte(cmd), opWait)
-					done <- err
-				})
-			})
-		}
-		propose("a=1")
+		propose("a=1", done)
 		g.waitFor("the leader's save of A to be parked", gate.parked.Load)
-		propose("b=1")
-		g.waitFor("B's entry on the followers while the leader's save of A is parked", func() bool {
-			for id, mm := range g.members {
-				if last, _ := mm.store.LastIndex(); id != lead && last < base+2 {
-					return false
-				}
-			}
-			return true
-		})
+		propose("b=1", done)
+		g.waitFor("B's entry on the followers while the leader's save of A is parked", func() bool { return g.followersHold(lead, base+2) })
 		if !gate.parked.Load() {
 			fatal(t, "the leader's save of A ended while gated")
 		}
