@@ -264,14 +264,14 @@ func firstDiff(a, b []byte) string {
 	return fmt.Sprintf("lengths %d and %d lines", len(al), len(bl))
 }
 
-// TestCrossPartitionTx: a transaction over two partitions is refused with
-// ErrCrossPartition naming them, and nothing of it applies; keys with one
-// hash tag share a partition and commit together.
-func TestCrossPartitionTx(t *testing.T) {
+// withKV runs fn with a fresh database of partitions partitions that has
+// the kv table, on the test configuration's runtime, and closes it after.
+func withKV(t *testing.T, partitions int, fn func(f *runtime.Fiber, db *dbowner.DB) int) {
+	t.Helper()
 	cfg := testConfig(t)
 	dir := t.TempDir()
 	run(t, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: 8})
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: partitions})
 		if err != nil {
 			t.Error(err)
 			return 1
@@ -281,6 +281,15 @@ func TestCrossPartitionTx(t *testing.T) {
 			t.Error(err)
 			return 1
 		}
+		return fn(f, db)
+	})
+}
+
+// TestCrossPartitionTx: a transaction over two partitions is refused with
+// ErrCrossPartition naming them, and nothing of it applies; keys with one
+// hash tag share a partition and commit together.
+func TestCrossPartitionTx(t *testing.T) {
+	withKV(t, 8, func(f *runtime.Fiber, db *dbowner.DB) int {
 		// Two keys in different partitions.
 		a, c := "a", ""
 		for i := range 100 {
@@ -464,19 +473,7 @@ func TestPartitionsRecover(t *testing.T) {
 // another shard inserts and deletes never skips or repeats a record that
 // lived through the whole scan, and keeps key order.
 func TestPartitionedPagingUnderWrites(t *testing.T) {
-	cfg := testConfig(t)
-	dir := t.TempDir()
-	run(t, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: 8})
-		if err != nil {
-			t.Error(err)
-			return 1
-		}
-		defer db.Close(f)
-		if err := db.CreateTable(f, kvSchema); err != nil {
-			t.Error(err)
-			return 1
-		}
+	withKV(t, 8, func(f *runtime.Fiber, db *dbowner.DB) int {
 		for i := 0; i < 300; i += 2 {
 			if _, err := db.Insert(f, "kv", kv(fmt.Sprintf("k%03d", i), 0)); err != nil {
 				t.Error(err)
