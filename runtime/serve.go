@@ -293,8 +293,11 @@ func (a *acceptor) acceptLoop(f *Fiber) {
 			if !resourceExhausted(err) || f.Stopping() {
 				return // closed, or the runtime stops
 			}
-			if a.shedWithSpare(l, &spare) {
+			if fd, ok := a.shedWithSpare(l.nfd.fd, &spare); ok {
 				pause = 0
+				if fd >= 0 {
+					a.serveFD(f, fd)
+				}
 				continue
 			}
 			// Out of memory, or no spare to give up: the connection
@@ -309,12 +312,9 @@ func (a *acceptor) acceptLoop(f *Fiber) {
 			continue
 		}
 		pause = 0
-		target := a.shard
-		if a.srv.mode == AcceptHandoff {
-			target = a.next % len(a.srv.acceptor)
-			a.next++
-		}
-		if target == a.shard {
+		if target := a.target(); target != a.shard {
+			Send(f, a.srv.acceptor[target], serveCtl{kind: ctlConn, fd: c.detach()})
+		} else {
 			if a.overCap() {
 				_ = c.Close()
 				continue
@@ -326,10 +326,29 @@ func (a *acceptor) acceptLoop(f *Fiber) {
 				}
 				return c
 			})
-			continue
 		}
-		Send(f, a.srv.acceptor[target], serveCtl{kind: ctlConn, fd: c.detach()})
 	}
+}
+
+// target picks the shard that serves the next accepted connection: this
+// one, or under AcceptHandoff the next in turn.
+func (a *acceptor) target() int {
+	if a.srv.mode != AcceptHandoff {
+		return a.shard
+	}
+	t := a.next % len(a.srv.acceptor)
+	a.next++
+	return t
+}
+
+// serveFD serves a connection accepted as a bare descriptor, on this shard
+// or the one whose turn it is.
+func (a *acceptor) serveFD(f *Fiber, fd int) {
+	if target := a.target(); target != a.shard {
+		Send(f, a.srv.acceptor[target], serveCtl{kind: ctlConn, fd: fd})
+		return
+	}
+	a.Receive(f, serveCtl{kind: ctlConn, fd: fd})
 }
 
 // resourceExhausted says an accept failed for want of descriptors or
@@ -356,28 +375,39 @@ func closeSpare(spare *int) {
 	}
 }
 
-// shedWithSpare sheds the connection at the head of l's backlog when the
+// shedWithSpare sheds the connection at the head of the backlog of lfd when the
 // process is out of descriptors (EMFILE): it closes the loop's spare
 // descriptor to make room, accepts the connection, closes it at once and
 // takes the spare back, as nginx and HAProxy do. Without it the connection
 // would wait in the backlog, its client hanging until its own timeout,
-// until some descriptor is freed. It reports whether it shed one; false
-// (no spare to give up, or nothing to accept) leaves the caller's backoff.
-func (a *acceptor) shedWithSpare(l *Listener, spare *int) bool {
+// until some descriptor is freed.
+//
+// The EMFILE that sent the loop here may be stale by now: descriptors may
+// have been freed, and the connection at the head of the backlog may have
+// arrived after that. So the connection is shed only when the spare cannot
+// be taken back beside it (the table is still full); otherwise it is
+// returned to be served. ok false (no spare to give up, or nothing to
+// accept) leaves the caller's backoff; fd is -1 when the connection was
+// shed.
+func (a *acceptor) shedWithSpare(lfd int, spare *int) (fd int, ok bool) {
 	if *spare < 0 {
 		*spare = openSpare() // taken back once a descriptor is free again
 	}
 	if *spare < 0 {
-		return false
+		return -1, false
 	}
 	closeSpare(spare)
-	fd, _, err := unix.Accept4(l.nfd.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-	if err == nil {
-		a.srv.shed[a.shard].Add(1) // before the close, which the client sees
-		_ = unix.Close(fd)
+	fd, _, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	if *spare = openSpare(); err != nil {
+		return -1, false
 	}
+	if *spare >= 0 {
+		return fd, true // room after all: serve it
+	}
+	a.srv.shed[a.shard].Add(1) // before the close, which the client sees
+	_ = unix.Close(fd)
 	*spare = openSpare()
-	return err == nil
+	return -1, true
 }
 
 // overCap says this shard is at its connection cap or the shared budget is

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,4 +405,68 @@ func TestServeTCPConnBudgetIsShared(t *testing.T) {
 			t.Fatalf("after a connection closed: %v", err)
 		}
 	})
+}
+
+// The EMFILE that sends an accept loop to shed may be stale: descriptors
+// were freed and the connection now at the head of the backlog arrived
+// after. That connection is served, not shed; only while the table is
+// still full is the head of the backlog closed (the race CI once saw: the
+// first connection after the descriptors came back was reset).
+func TestShedWithSpareServesWhenDescriptorsCameBack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	raw, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lfd int
+	raw.Control(func(fd uintptr) { lfd = int(fd) })
+	a := &acceptor{srv: &Server{shed: make([]atomic.Int64, 1)}}
+	spare := openSpare()
+	defer closeSpare(&spare)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	// Descriptors to spare: the connection is handed back to be served.
+	c := dial()
+	defer c.Close()
+	fd, ok := a.shedWithSpare(lfd, &spare)
+	if !ok || fd < 0 || spare < 0 || a.srv.shed[0].Load() != 0 {
+		t.Fatalf("with descriptors free: fd %d ok %v spare %d shed %d; want the connection served and the spare kept", fd, ok, spare, a.srv.shed[0].Load())
+	}
+	unix.Close(fd)
+
+	// The table full: the connection is shed and the spare taken back.
+	lowerFDLimit(t, 1024)
+	c2 := dial()
+	defer c2.Close()
+	var fill []int
+	defer func() {
+		for _, fd := range fill {
+			unix.Close(fd)
+		}
+	}()
+	for range 1024 {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		fill = append(fill, fd)
+	}
+	fd, ok = a.shedWithSpare(lfd, &spare)
+	if !ok || fd >= 0 || spare < 0 || a.srv.shed[0].Load() != 1 {
+		t.Fatalf("with the table full: fd %d ok %v spare %d shed %d; want the connection shed and the spare kept", fd, ok, spare, a.srv.shed[0].Load())
+	}
+	// Nothing in the backlog: no shed, the caller backs off.
+	if fd, ok = a.shedWithSpare(lfd, &spare); ok || fd >= 0 || spare < 0 {
+		t.Fatalf("with an empty backlog: fd %d ok %v spare %d; want a backoff and the spare kept", fd, ok, spare)
+	}
 }
