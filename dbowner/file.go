@@ -73,6 +73,7 @@ func (r ringFile) Datasync() error {
 
 func (r ringFile) Truncate(size int64) error { return r.fl.Truncate(size) }
 func (r ringFile) Close() error              { return r.fl.Close() }
+func (r ringFile) Fd() uintptr               { return uintptr(r.fl.Fd()) }
 
 // writeSync carries out a prepared append: on the owner's files one WRITE
 // linked to one FSYNC(DATASYNC) that parks f (a blocking pwrite + fdatasync

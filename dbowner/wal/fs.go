@@ -112,6 +112,7 @@ type osFile struct{ f *os.File }
 func (o osFile) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(p, off) }
 func (o osFile) Truncate(size int64) error                { return o.f.Truncate(size) }
 func (o osFile) Close() error                             { return o.f.Close() }
+func (o osFile) Fd() uintptr                              { return o.f.Fd() }
 
 func (o osFile) Datasync() error {
 	for {

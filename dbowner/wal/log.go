@@ -1036,13 +1036,15 @@ func (l *Log) writeSnapshot(name string, lsn LSN, write func(io.Writer) error, s
 }
 
 // snapWriter buffers the snapshot body into large positional writes and
-// keeps the running CRC.
+// keeps the running CRC. On a file with a descriptor it also writes behind:
+// see writeBehind.
 type snapWriter struct {
-	f   File
-	crc hash.Hash32
-	buf []byte
-	off int64
-	err error
+	f      File
+	crc    hash.Hash32
+	buf    []byte
+	off    int64
+	err    error
+	behind int64 // the snapshot's bytes before this are written back, or on their way
 }
 
 func (w *snapWriter) Write(p []byte) (int, error) {
@@ -1069,6 +1071,12 @@ func (w *snapWriter) flush() error {
 	}
 	w.off += int64(len(w.buf))
 	w.buf = w.buf[:0]
+	if ff, ok := w.f.(fdFile); ok {
+		if err := w.writeBehind(int(ff.Fd())); err != nil {
+			w.err = err
+			return err
+		}
+	}
 	return nil
 }
 
