@@ -82,13 +82,20 @@ func startWith(t testing.TB, cfg runtime.Config, dir string, opts Options, tp tr
 // server that a page finds on the port it knew.
 func startOn(t testing.TB, cfg runtime.Config, dir string, opts Options, tp trace.TracerProvider, extra func(f *runtime.Fiber, svc *Service), dataAddr string) (*server, func()) {
 	t.Helper()
+	return startDB(t, cfg, dbowner.Options{Dir: dir, Logger: cfg.Logger, TracerProvider: tp}, opts, extra, dataAddr)
+}
+
+// startDB is startOn over a database opened with dbOpts (its partitions).
+func startDB(t testing.TB, cfg runtime.Config, dbOpts dbowner.Options, opts Options, extra func(f *runtime.Fiber, svc *Service), dataAddr string) (*server, func()) {
+	t.Helper()
+	tp := dbOpts.TracerProvider
 	type up struct {
 		s   *server
 		err error
 	}
 	ready := make(chan up, 1)
 	rt, err := runtime.Start(context.Background(), cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, TracerProvider: tp})
+		db, err := dbowner.Open(f, dbOpts)
 		if err != nil {
 			ready <- up{err: err}
 			return 1

@@ -28,6 +28,8 @@ var chatMetrics = []struct {
 		prometheus.CounterValue, func(s Stats) int64 { return s.BadInput }},
 	{prometheus.NewDesc("wo_chat_history_pruned_total", "Chat history records deleted by retention (chat.retain_count, chat.retain_age).", nil, nil),
 		prometheus.CounterValue, func(s Stats) int64 { return s.Pruned }},
+	{prometheus.NewDesc("wo_chat_history_migrated_total", "Chat history records moved from the message ids of before partitions to ids tagged with their room.", nil, nil),
+		prometheus.CounterValue, func(s Stats) int64 { return s.Migrated }},
 	{prometheus.NewDesc("wo_chat_auth_failures_total", "Chat TCP connections refused for a missing or wrong token.", nil, nil),
 		prometheus.CounterValue, func(s Stats) int64 { return s.AuthFailed }},
 	{prometheus.NewDesc("wo_chat_nick_refused_total", "Chat /nick requests refused: the nick was held by another connection.", nil, nil),

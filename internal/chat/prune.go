@@ -108,9 +108,10 @@ func (s *Service) pruneIdle(f *runtime.Fiber) {
 		}
 		name := res.Records[0].Get("room").Str()
 		s.pruneIdleRoom(f, name)
-		// The next room: '/' < '0' and names have no '/', so every message
-		// of this room is below name+"0" and every other room's is not.
-		where = []engine.Filter{engine.Gt("id", engine.String(name+"0"))}
+		// The next room: every message of this room is below the range
+		// afterRoom gives and every other room's (of the same id form) is
+		// not.
+		where = afterRoom(res.Records[0].Get("id").Str(), name)
 		runtime.Yield(f)
 	}
 }

@@ -27,7 +27,7 @@ const Table = "chat_messages"
 var Schema = engine.Schema{
 	Name: Table,
 	Fields: []engine.Field{
-		{Name: "id", Kind: engine.KindString}, // room + "/" + 16 hex digits of seq
+		{Name: "id", Kind: engine.KindString}, // "{" + room + "}/" + 16 hex digits of seq
 		{Name: "room", Kind: engine.KindString},
 		{Name: "seq", Kind: engine.KindInt},
 		{Name: "nick", Kind: engine.KindString},
@@ -37,17 +37,31 @@ var Schema = engine.Schema{
 	Key: "id",
 }
 
+// messageID is a message's key. The room in braces is the key's hash tag
+// (dbowner.PartitionOf): however many partitions the keyspace has, a
+// room's messages all live in one, so a batch of them is one
+// single-partition transaction and a room's history one partition's
+// range. (Before partitions the id was room + "/" + seq: migrate.go.)
 func messageID(room string, seq uint64) string {
-	return room + "/" + fmt.Sprintf("%016x", seq)
+	return "{" + room + "}/" + fmt.Sprintf("%016x", seq)
 }
 
 // roomRange is the primary-key range of a room's messages: '/' < '0', and
-// room names have no '/'.
+// room names have neither '/' nor '}'.
 func roomRange(room string) []engine.Filter {
 	return []engine.Filter{
-		engine.Gt("id", engine.String(room+"/")),
-		engine.Lt("id", engine.String(room+"0")),
+		engine.Gt("id", engine.String("{"+room+"}/")),
+		engine.Lt("id", engine.String("{"+room+"}0")),
 	}
+}
+
+// afterRoom is the range of the history table's keys past every message
+// of room, whatever form its id has (see migrate.go).
+func afterRoom(id, room string) []engine.Filter {
+	if isLegacyID(id) {
+		return []engine.Filter{engine.Gt("id", engine.String(room+"0"))}
+	}
+	return []engine.Filter{engine.Gt("id", engine.String("{"+room+"}0"))}
 }
 
 type roomOp uint8
@@ -216,8 +230,12 @@ func (r *room) handle(f *runtime.Fiber, m roomMsg) {
 	}
 }
 
-// load reads the last sequence number of the room from the database.
+// load reads the last sequence number of the room from the database,
+// after moving what it stored under ids of the old form (migrate.go).
 func (r *room) load(f *runtime.Fiber) error {
+	if err := r.migrate(f); err != nil && !errors.Is(err, engine.ErrNoTable) {
+		return fmt.Errorf("chat: room %s: %w", r.name, err)
+	}
 	res, err := r.call.Query(f, engine.Query{Table: Table, Where: roomRange(r.name), Desc: true, Limit: 1})
 	if errors.Is(err, engine.ErrNoTable) {
 		// The first room ever: make the history table (another room may
@@ -411,7 +429,7 @@ func (r *room) replaySince(f *runtime.Fiber, to runtime.Addr[*wire], since uint6
 	}
 	res, err := r.call.Query(f, engine.Query{Table: Table, Where: []engine.Filter{
 		engine.Gt("id", engine.String(messageID(r.name, since))),
-		engine.Lt("id", engine.String(r.name+"0")),
+		roomRange(r.name)[1],
 	}, Desc: true, Limit: MaxHistory})
 	if err != nil {
 		r.fail(f, to, "history unavailable: "+err.Error())

@@ -139,6 +139,7 @@ type counters struct {
 	received  atomic.Int64 // messages clients sent to a room
 	rooms     atomic.Int64 // rooms in the directory
 	pruned    atomic.Int64 // history records deleted by retention
+	migrated  atomic.Int64 // history records moved from the ids before hash tags
 	authFail  atomic.Int64 // TCP connections refused for their token
 	nickTaken atomic.Int64 // /nick refused: another connection holds it
 }
@@ -148,9 +149,10 @@ type Stats struct {
 	Conns, Accepted, SlowCut, FloodCut, BadInput, Delivered int64
 	// Received counts the messages clients sent to their room, Rooms the
 	// rooms that exist now, Pruned the history records retention deleted,
+	// Migrated those moved from the ids of before hash tags (migrate.go),
 	// AuthFailed the TCP connections refused for a missing or wrong token,
 	// NickTaken the /nick requests refused because the nick was held.
-	Received, Rooms, Pruned, AuthFailed, NickTaken int64
+	Received, Rooms, Pruned, Migrated, AuthFailed, NickTaken int64
 }
 
 // Stats returns the counters; safe from any goroutine.
@@ -160,6 +162,7 @@ func (s *Service) Stats() Stats {
 		SlowCut: s.stats.slow.Load(), FloodCut: s.stats.flooded.Load(),
 		BadInput: s.stats.badInput.Load(), Delivered: s.stats.delivered.Load(),
 		Received: s.stats.received.Load(), Rooms: s.stats.rooms.Load(), Pruned: s.stats.pruned.Load(),
+		Migrated:   s.stats.migrated.Load(),
 		AuthFailed: s.stats.authFail.Load(), NickTaken: s.stats.nickTaken.Load(),
 	}
 }
