@@ -16,6 +16,7 @@ import (
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/runtimetest"
 	"github.com/writeonce/wo/runtime/shardtest"
 )
 
@@ -59,7 +60,7 @@ func BenchmarkInsert(b *testing.B) {
 func benchInserts(b *testing.B, cfg runtime.Config, partitions, writers int) {
 	dir := b.TempDir()
 	var st dbowner.Stats
-	var elapsed time.Duration
+	var elapsed, cpu time.Duration
 	run(b, cfg, func(f *runtime.Fiber) int {
 		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: partitions})
 		if err != nil {
@@ -74,7 +75,7 @@ func benchInserts(b *testing.B, cfg runtime.Config, partitions, writers int) {
 		before := db.Stats()
 		n := b.N
 		b.ResetTimer()
-		start := time.Now()
+		start, cpu0 := time.Now(), runtimetest.CPUTime()
 		parallel(f, writers, func(f *runtime.Fiber, w int) {
 			for i := w; i < n; i += writers {
 				if _, err := db.Insert(f, "kv", kv(fmt.Sprintf("k%09d", i), int64(i))); err != nil {
@@ -83,7 +84,7 @@ func benchInserts(b *testing.B, cfg runtime.Config, partitions, writers int) {
 				}
 			}
 		})
-		elapsed = time.Since(start)
+		elapsed, cpu = time.Since(start), runtimetest.CPUTime()-cpu0
 		b.StopTimer()
 		st = db.Stats()
 		st.Commits -= before.Commits
@@ -92,6 +93,7 @@ func benchInserts(b *testing.B, cfg runtime.Config, partitions, writers int) {
 	})
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "inserts/s")
 	b.ReportMetric(st.CommitsPerGroup(), "commits/fsync")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/insert")
 }
 
 // parallel runs fn on n fibers spread round-robin over every shard and

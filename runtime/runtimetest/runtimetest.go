@@ -5,6 +5,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/writeonce/wo/iobackend"
 	"github.com/writeonce/wo/iobackend/uringtest"
@@ -55,4 +58,16 @@ func ForEachBackend[C any](t *testing.T, config func(t testing.TB) C, setIO func
 			fn(t, cfg)
 		})
 	}
+}
+
+// CPUTime is the CPU time this process has used (user and system, every
+// thread, spinning included): benchmarks report it per operation beside
+// the wall time, because a runtime that spins while it waits can win on
+// wall time by burning a core.
+func CPUTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
