@@ -330,3 +330,69 @@ func TestWritesDuringLeaderTransfer(t *testing.T) {
 		return 0
 	})
 }
+
+// A one-member group forgets from raft's memory what it applied (its WAL
+// keeps it until a snapshot covers it), with no snapshot taken at all; a
+// learner added afterwards cannot be sent entries that are gone, so it
+// gets the snapshot the member takes on adding it, catches up whole, is
+// promoted, and the group writes on.
+func TestASoleVoterForgetsWhatItAppliedAndStillGrows(t *testing.T) {
+	cfg := testConfig(t)
+	addrs := freeAddrs(t, 2)
+	id := identity.BootstrapID(0)
+	opts := dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger,
+		WAL: wal.Options{SnapshotEveryBytes: -1}, // no snapshot but the one a new member needs
+		Cluster: dbowner.Cluster{ID: id, Peers: map[uint64]string{id: addrs[0]}, PeerAddr: addrs[0],
+			RequestTimeout: time.Second, Tick: 20 * time.Millisecond}}
+	run(t, cfg, func(f *runtime.Fiber) int {
+		db, err := dbowner.Open(f, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close(f)
+		if err := db.CreateTable(f, kvSchema); err != nil {
+			t.Fatal(err)
+		}
+		const n = 300
+		for i := range n {
+			if _, err := db.Insert(f, "kv", kv(fmt.Sprintf("m%d", i), int64(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if first := db.RaftMemoryFirstIndex(); first < n {
+			t.Fatalf("raft's memory starts at entry %d after %d applied writes and no snapshot: it kept what was applied", first, n)
+		}
+
+		lo := opts
+		lo.Dir = t.TempDir()
+		lo.Cluster.ID = identity.Member{Ordinal: 1, Incarnation: 2}.ID()
+		lo.Cluster.Join, lo.Cluster.PeerAddr, lo.Cluster.Peers = true, addrs[1], map[uint64]string{id: addrs[0]}
+		learner, err := dbowner.Open(f, lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer learner.Close(f)
+		if err := db.AddLearner(f, lo.Cluster.ID, addrs[1]); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, f, "the learner to catch up", func() bool {
+			r, err := learner.Stale().Get(f, "kv", engine.String(fmt.Sprintf("m%d", n-1)))
+			return err == nil && r.Get("v").Int() == n-1
+		})
+		for i := range n {
+			if r, err := learner.Stale().Get(f, "kv", engine.String(fmt.Sprintf("m%d", i))); err != nil || r.Get("v").Int() != int64(i) {
+				t.Fatalf("the learner's m%d: %+v, %v", i, r, err)
+			}
+		}
+		if err := db.Promote(f, lo.Cluster.ID); err != nil {
+			t.Fatalf("promote: %v", err)
+		}
+		if _, err := db.Insert(f, "kv", kv("after", 1)); err != nil {
+			t.Fatalf("a write with two voters: %v", err)
+		}
+		if r, err := learner.Get(f, "kv", engine.String("after")); err != nil || r.Get("v").Int() != 1 {
+			t.Fatalf("a linearizable read of it on the new member: %+v, %v", r, err)
+		}
+		return 0
+	})
+}

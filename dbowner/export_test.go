@@ -104,3 +104,9 @@ func SnapshotState(dir string) (uint64, *engine.DB, error) {
 // PartForTest is the one-partition handle of partition p (tests: a schema
 // operation left in one partition, as a crash between two would).
 func (d *DB) PartForTest(p int) *DB { return d.part(p) }
+
+// RaftMemoryFirstIndex is the first entry raft's memory holds.
+func (d *DB) RaftMemoryFirstIndex() uint64 {
+	first, _ := d.o.rlog.ms.FirstIndex()
+	return first
+}

@@ -246,8 +246,17 @@ func (l *raftLog) FirstIndex() (uint64, error)   { return l.ms.FirstIndex() }
 // owner's thread: rare, and a sequential read of the page cache).
 func (l *raftLog) Snapshot() (*raftpb.Snapshot, error) {
 	s, err := l.ms.Snapshot()
-	if err != nil || raft.IsEmptySnap(s) {
+	if err != nil {
 		return s, err
+	}
+	// Entries a sole voter applied may be gone from memory past the last
+	// snapshot (CompactApplied): a member added since gets the snapshot
+	// the node takes on adding it, not one it could not continue from.
+	if first, err := l.ms.FirstIndex(); err == nil && s.GetMetadata().GetIndex() < first-1 {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	if raft.IsEmptySnap(s) {
+		return s, nil
 	}
 	meta := s.GetMetadata()
 	data := l.held
@@ -272,6 +281,27 @@ func (l *raftLog) Snapshot() (*raftpb.Snapshot, error) {
 	}
 	l.held, l.heldIndex = nil, 0
 	return &raftpb.Snapshot{Metadata: meta, Data: data}, nil
+}
+
+// CompactApplied implements node.AppliedCompactor: raft's memory drops
+// the entries up to index, which the sole voter has applied; the WAL keeps
+// them until the next snapshot. Without it a one-member database held in
+// memory every entry since its last snapshot (up to data.snapshot_bytes of
+// them, 16 MiB by default) beside the engine that already holds their
+// effect. Not while a snapshot of this member's is under way (it records
+// its index in raft's memory once saved).
+func (l *raftLog) CompactApplied(index uint64) error {
+	if l.snapping {
+		return nil
+	}
+	last, err := l.ms.LastIndex()
+	if err != nil {
+		return err
+	}
+	if err := l.ms.Compact(min(index, last)); err != nil && !errors.Is(err, raft.ErrCompacted) {
+		return fmt.Errorf("dbowner: compact raft's memory to %d: %w", index, err)
+	}
+	return nil
 }
 
 // restore gives raft's memory a snapshot's metadata and holds its data

@@ -144,6 +144,23 @@ func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
 	return nil
 }
 
+// compactApplied lets a storage that can (AppliedCompactor) drop from
+// memory what this member applied, while it is the group's only member:
+// no follower or learner will ask for those entries. Not while a snapshot
+// is being written: the storage records it at the index captured, which
+// must still be in its memory then.
+func (n *Node) compactApplied() error {
+	c, ok := n.cfg.Storage.(AppliedCompactor)
+	cs := n.confState
+	if !ok || n.snap.writing || !n.SoleVoter() || len(cs.GetLearners()) > 0 || len(cs.GetVotersOutgoing()) > 0 || len(cs.GetLearnersNext()) > 0 {
+		return nil
+	}
+	if err := c.CompactApplied(n.applied); err != nil {
+		return fmt.Errorf("compact the applied log to %d: %w", n.applied, err)
+	}
+	return nil
+}
+
 // maybeSnapshot starts a snapshot when one is due. It waits until what is
 // committed is applied: during a long catch-up (a restart replaying its
 // log) it would cover only part of it, and each would carry the rest. One

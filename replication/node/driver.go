@@ -515,6 +515,9 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 			return err
 		}
 		n.stepLocal(apply.GetResponses())
+		if err := n.compactApplied(); err != nil {
+			return err
+		}
 	}
 	n.noteReadStates(rd.ReadStates)
 	n.answerWaits(f)

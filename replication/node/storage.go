@@ -38,6 +38,20 @@ type Storage interface {
 	SaveSnapshot(f *runtime.Fiber, index uint64, cs *raftpb.ConfState, write func(io.Writer) error, keep uint64) error
 }
 
+// AppliedCompactor is a Storage whose memory may drop the entries a sole
+// voter has applied, between snapshots: its durable log still holds them
+// until the next snapshot covers them, and with no other member nothing
+// reads them from memory again. Without it raft's memory holds every
+// entry since the last snapshot (the whole log a snapshot interval
+// allows: 16 MiB at the worker's default), for no reader. A storage that
+// has it must also refuse (raft.ErrSnapshotTemporarilyUnavailable) to
+// hand raft a snapshot older than its memory's first entry, as a member
+// added later would otherwise be sent one whose next entries are gone; the
+// node takes a new snapshot as soon as a member is added.
+type AppliedCompactor interface {
+	CompactApplied(index uint64) error
+}
+
 // MemStorage is raft.MemoryStorage plus a fake durable log: Save copies
 // what it persists into Durable, which survives a simulated crash (Restart
 // builds a fresh MemStorage from it), while the MemoryStorage is what raft
