@@ -344,15 +344,7 @@ func TestASoleVoterForgetsWhatItAppliedAndStillGrows(t *testing.T) {
 		WAL: wal.Options{SnapshotEveryBytes: -1}, // no snapshot but the one a new member needs
 		Cluster: dbowner.Cluster{ID: id, Peers: map[uint64]string{id: addrs[0]}, PeerAddr: addrs[0],
 			RequestTimeout: time.Second, Tick: 20 * time.Millisecond}}
-	run(t, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close(f)
-		if err := db.CreateTable(f, kvSchema); err != nil {
-			t.Fatal(err)
-		}
+	withKVOn(t, cfg, opts, func(f *runtime.Fiber, db *dbowner.DB) int {
 		const n = 300
 		for i := range n {
 			if _, err := db.Insert(f, "kv", kv(fmt.Sprintf("m%d", i), int64(i))); err != nil {

@@ -269,9 +269,14 @@ func firstDiff(a, b []byte) string {
 func withKV(t *testing.T, partitions int, fn func(f *runtime.Fiber, db *dbowner.DB) int) {
 	t.Helper()
 	cfg := testConfig(t)
-	dir := t.TempDir()
+	withKVOn(t, cfg, dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger, Partitions: partitions}, fn)
+}
+
+// withKVOn is withKV on a runtime of cfg and a database opened with opts.
+func withKVOn(t *testing.T, cfg runtime.Config, opts dbowner.Options, fn func(f *runtime.Fiber, db *dbowner.DB) int) {
+	t.Helper()
 	run(t, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: partitions})
+		db, err := dbowner.Open(f, opts)
 		if err != nil {
 			t.Error(err)
 			return 1
