@@ -1045,6 +1045,8 @@ type snapWriter struct {
 	off    int64
 	err    error
 	behind int64 // the snapshot's bytes before this are written back, or on their way
+	// noBehind: the kernel refused sync_file_range (writeBehind).
+	noBehind bool
 }
 
 func (w *snapWriter) Write(p []byte) (int, error) {

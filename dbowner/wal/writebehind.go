@@ -24,16 +24,19 @@ type fdFile interface{ Fd() uintptr }
 // database. Paced this way the device never has more than two chunks of
 // the snapshot ahead of an append's sync, and the final fdatasync has
 // almost nothing left to do. The chunks written back leave the page
-// cache (only recovery reads a snapshot back). An error here is the write's:
-// a writeback error reported to this call is not reported again to the
-// fdatasync after it.
+// cache (only recovery reads a snapshot back). An I/O error here is the
+// write's: a writeback error reported to this call is not reported again
+// to the fdatasync after it. A call the kernel or a seccomp filter refuses
+// (unsupported, not permitted) turns the write-behind off for the file:
+// the final fdatasync makes it durable as before, only slower on the
+// appends' side.
 func (w *snapWriter) writeBehind(fd int) error {
-	for w.off-w.behind >= snapWriteBehind {
-		if err := syncRange(fd, w.behind, snapWriteBehind, unix.SYNC_FILE_RANGE_WRITE); err != nil {
+	for !w.noBehind && w.off-w.behind >= snapWriteBehind {
+		if err := w.syncRange(fd, w.behind, unix.SYNC_FILE_RANGE_WRITE); err != nil {
 			return err
 		}
-		if prev := w.behind - snapWriteBehind; prev >= 0 {
-			if err := syncRange(fd, prev, snapWriteBehind, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil {
+		if prev := w.behind - snapWriteBehind; prev >= 0 && !w.noBehind {
+			if err := w.syncRange(fd, prev, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil {
 				return err
 			}
 			// Advice only. From the start of the file, not the chunk: the
@@ -48,15 +51,20 @@ func (w *snapWriter) writeBehind(fd int) error {
 	return nil
 }
 
-func syncRange(fd int, off, n int64, flags int) error {
+// syncRange is sync_file_range of one chunk from off; a refused call sets
+// noBehind and is not an error.
+func (w *snapWriter) syncRange(fd int, off int64, flags int) error {
 	for {
-		err := unix.SyncFileRange(fd, off, n, flags)
-		if err == unix.EINTR {
+		err := unix.SyncFileRange(fd, off, snapWriteBehind, flags)
+		switch err {
+		case nil:
+			return nil
+		case unix.EINTR:
 			continue
+		case unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EINVAL, unix.EOPNOTSUPP, unix.ESPIPE:
+			w.noBehind = true
+			return nil
 		}
-		if err != nil {
-			return os.NewSyscallError("sync_file_range", err)
-		}
-		return nil
+		return os.NewSyscallError("sync_file_range", err)
 	}
 }
