@@ -61,17 +61,7 @@ func benchInserts(b *testing.B, cfg runtime.Config, partitions, writers int) {
 	dir := b.TempDir()
 	var st dbowner.Stats
 	var elapsed, cpu time.Duration
-	run(b, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: partitions})
-		if err != nil {
-			b.Error(err)
-			return 1
-		}
-		defer db.Close(f)
-		if err := db.CreateTable(f, kvSchema); err != nil {
-			b.Error(err)
-			return 1
-		}
+	withKVOn(b, cfg, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: partitions}, func(f *runtime.Fiber, db *dbowner.DB) int {
 		before := db.Stats()
 		n := b.N
 		b.ResetTimer()
@@ -204,17 +194,7 @@ func BenchmarkGet(b *testing.B) {
 			dir := b.TempDir()
 			const rows = 1000
 			var lat []time.Duration
-			run(b, cfg, func(f *runtime.Fiber) int {
-				db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, TracerProvider: tp})
-				if err != nil {
-					b.Error(err)
-					return 1
-				}
-				defer db.Close(f)
-				if err := db.CreateTable(f, kvSchema); err != nil {
-					b.Error(err)
-					return 1
-				}
+			withKVOn(b, cfg, dbowner.Options{Dir: dir, Logger: cfg.Logger, TracerProvider: tp}, func(f *runtime.Fiber, db *dbowner.DB) int {
 				batch := engine.Batch{}
 				for i := range rows {
 					batch = append(batch, engine.Insert("kv", kv(fmt.Sprintf("k%04d", i), int64(i))))

@@ -272,8 +272,9 @@ func withKV(t *testing.T, partitions int, fn func(f *runtime.Fiber, db *dbowner.
 	withKVOn(t, cfg, dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger, Partitions: partitions}, fn)
 }
 
-// withKVOn is withKV on a runtime of cfg and a database opened with opts.
-func withKVOn(t *testing.T, cfg runtime.Config, opts dbowner.Options, fn func(f *runtime.Fiber, db *dbowner.DB) int) {
+// withKVOn is withKV on a runtime of cfg and a database opened with opts
+// (tests and benchmarks).
+func withKVOn(t testing.TB, cfg runtime.Config, opts dbowner.Options, fn func(f *runtime.Fiber, db *dbowner.DB) int) {
 	t.Helper()
 	run(t, cfg, func(f *runtime.Fiber) int {
 		db, err := dbowner.Open(f, opts)
@@ -409,17 +410,7 @@ func TestPartitionsRecover(t *testing.T) {
 		return o
 	}
 	var want []string
-	run(t, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, opts())
-		if err != nil {
-			t.Error(err)
-			return 1
-		}
-		defer db.Close(f)
-		if err := db.CreateTable(f, kvSchema); err != nil {
-			t.Error(err)
-			return 1
-		}
+	withKVOn(t, cfg, opts(), func(f *runtime.Fiber, db *dbowner.DB) int {
 		for i := range 300 {
 			k := fmt.Sprintf("k%03d", i)
 			if _, err := db.Insert(f, "kv", kv(k, int64(i))); err != nil {

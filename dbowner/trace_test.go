@@ -30,18 +30,7 @@ func TestInsertFromNonOwnerIsTraced(t *testing.T) {
 		exp := tracetest.NewInMemoryExporter()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 		defer tp.Shutdown(t.Context())
-		dir := t.TempDir()
-		run(t, cfg, func(f *runtime.Fiber) int {
-			db, err := dbowner.Open(f, dbowner.Options{Dir: dir, TracerProvider: tp, Logger: cfg.Logger})
-			if err != nil {
-				t.Error(err)
-				return 1
-			}
-			defer db.Close(f)
-			if err := db.CreateTable(f, kvSchema); err != nil {
-				t.Error(err)
-				return 1
-			}
+		withKVOn(t, cfg, dbowner.Options{Dir: t.TempDir(), TracerProvider: tp, Logger: cfg.Logger}, func(f *runtime.Fiber, db *dbowner.DB) int {
 			exp.Reset()
 			shardtest.On(f, 1, func(f *runtime.Fiber) {
 				if _, err := db.Insert(f, "kv", kv("a", 1)); err != nil {
