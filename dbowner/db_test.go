@@ -168,20 +168,10 @@ func TestCallsFromEveryShard(t *testing.T) {
 func TestNoSpace(t *testing.T) {
 	cfg := testConfig(t)
 	fsys := faultfs.New()
-	run(t, cfg, func(f *runtime.Fiber) int {
-		// No preallocation: with it, the space runs out only when the
-		// zeroed part of a segment is extended (wal's TestENOSPC covers
-		// that); here the very next commit must hit the limit.
-		db, err := dbowner.Open(f, dbowner.Options{Dir: "/db", FS: fsys, Logger: cfg.Logger, WAL: wal.Options{Preallocate: -1}})
-		if err != nil {
-			t.Error(err)
-			return 1
-		}
-		defer db.Close(f)
-		if err := db.CreateTable(f, kvSchema); err != nil {
-			t.Error(err)
-			return 1
-		}
+	// No preallocation: with it, the space runs out only when the zeroed
+	// part of a segment is extended (wal's TestENOSPC covers that); here
+	// the very next commit must hit the limit.
+	withKVOn(t, cfg, dbowner.Options{Dir: "/db", FS: fsys, Logger: cfg.Logger, WAL: wal.Options{Preallocate: -1}}, func(f *runtime.Fiber, db *dbowner.DB) int {
 		if _, err := db.Insert(f, "kv", kv("a", 1)); err != nil {
 			t.Error(err)
 		}

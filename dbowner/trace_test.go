@@ -97,19 +97,8 @@ func TestFsyncSpanLinksEveryCommit(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer tp.Shutdown(t.Context())
 	cfg := testConfig(t)
-	dir := t.TempDir()
 	const writers = 16
-	run(t, cfg, func(f *runtime.Fiber) int {
-		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, TracerProvider: tp, Logger: cfg.Logger})
-		if err != nil {
-			t.Error(err)
-			return 1
-		}
-		defer db.Close(f)
-		if err := db.CreateTable(f, kvSchema); err != nil {
-			t.Error(err)
-			return 1
-		}
+	withKVOn(t, cfg, dbowner.Options{Dir: t.TempDir(), TracerProvider: tp, Logger: cfg.Logger}, func(f *runtime.Fiber, db *dbowner.DB) int {
 		exp.Reset()
 		done := 0
 		for i := range writers {
