@@ -457,31 +457,18 @@ func (d *DB) Stats() Stats {
 
 // CreateTable creates a table (a logged, durable operation).
 func (d *DB) CreateTable(f *runtime.Fiber, s engine.Schema) error {
-	if d.ps != nil {
-		return d.everyPartition(f, engine.Batch{engine.CreateTable(s)})
-	}
 	_, err := d.write(f, "create_table", s.Name, engine.Batch{engine.CreateTable(s)})
 	return err
 }
 
 // CreateIndex adds a secondary index on a field.
 func (d *DB) CreateIndex(f *runtime.Fiber, table, field string) error {
-	if d.ps != nil {
-		return d.everyPartition(f, engine.Batch{engine.CreateIndex(table, field)})
-	}
 	_, err := d.write(f, "create_index", table, engine.Batch{engine.CreateIndex(table, field)})
 	return err
 }
 
 // Insert adds a record and returns its version once it is durable.
 func (d *DB) Insert(f *runtime.Fiber, table string, fields map[string]engine.Value) (uint64, error) {
-	if d.ps != nil {
-		p, err := d.recordPartition(f, "insert", table, fields)
-		if err != nil {
-			return 0, err
-		}
-		return d.part(p).Insert(f, table, fields)
-	}
 	return d.write(f, "insert", table, engine.Batch{engine.Insert(table, fields)})
 }
 
@@ -489,30 +476,17 @@ func (d *DB) Insert(f *runtime.Fiber, table string, fields map[string]engine.Val
 // with the same key whole, as one durable operation, and returns its
 // version once durable.
 func (d *DB) Upsert(f *runtime.Fiber, table string, fields map[string]engine.Value) (uint64, error) {
-	if d.ps != nil {
-		p, err := d.recordPartition(f, "upsert", table, fields)
-		if err != nil {
-			return 0, err
-		}
-		return d.part(p).Upsert(f, table, fields)
-	}
 	return d.write(f, "upsert", table, engine.Batch{engine.Put(table, fields)})
 }
 
 // Update sets fields of the record with the given key and returns its new
 // version once durable.
 func (d *DB) Update(f *runtime.Fiber, table string, key engine.Value, set map[string]engine.Value) (uint64, error) {
-	if d.ps != nil {
-		return d.part(d.ps.of(key)).Update(f, table, key, set)
-	}
 	return d.write(f, "update", table, engine.Batch{engine.Update(table, key, set)})
 }
 
 // Delete removes the record with the given key, durably.
 func (d *DB) Delete(f *runtime.Fiber, table string, key engine.Value) error {
-	if d.ps != nil {
-		return d.part(d.ps.of(key)).Delete(f, table, key)
-	}
 	_, err := d.write(f, "delete", table, engine.Batch{engine.Delete(table, key)})
 	return err
 }
@@ -524,9 +498,6 @@ func (d *DB) Delete(f *runtime.Fiber, table string, key engine.Value) error {
 // batch's entry, on every member in log order, against every transaction
 // committed before it.
 func (d *DB) Tx(f *runtime.Fiber, b engine.Batch) (uint64, error) {
-	if d.ps != nil {
-		return d.txPartitioned(f, b)
-	}
 	table := ""
 	if len(b) > 0 {
 		table = b[0].Table
@@ -587,6 +558,9 @@ func (d *DB) read(f *runtime.Fiber, req request) response {
 // elsewhere the batch goes to the owner in a message, whose actor submits
 // it the same way and replies from the member's answer.
 func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, error) {
+	if d.ps != nil {
+		return d.writePartitioned(f, op, table, b)
+	}
 	req := request{kind: reqWrite, op: op, table: table, reqID: d.reqID}
 	if f.Shard() != d.o.shard {
 		req.batch = cloneBatch(b)

@@ -346,11 +346,11 @@ func contains(s []string, x string) bool {
 // index) counts as done, so a call retried after a failure completes it;
 // only when every partition already had it is the "already exists" error
 // returned, as with one partition.
-func (d *DB) everyPartition(f *runtime.Fiber, b engine.Batch) error {
+func (d *DB) everyPartition(f *runtime.Fiber, op, table string, b engine.Batch) error {
 	var exists error
 	done := 0
 	for p := range d.ps.parts {
-		_, err := d.part(p).Tx(f, b)
+		_, err := d.part(p).write(f, op, table, b)
 		switch {
 		case err == nil:
 			done++
@@ -399,23 +399,14 @@ func (d *DB) keyField(f *runtime.Fiber, table string) (string, error) {
 	return r.k, nil
 }
 
-// recordPartition is the partition of a record to insert or upsert: its
-// key field's.
-func (d *DB) recordPartition(f *runtime.Fiber, op, table string, fields map[string]engine.Value) (int, error) {
-	kf, err := d.keyField(f, table)
-	if err != nil {
-		return 0, fmt.Errorf("dbowner: %s %q: %w", op, table, err)
-	}
-	return d.ps.of(fields[kf]), nil
-}
-
-// txPartitioned routes a transaction to the partition of its keys: one
-// partition, or ErrCrossPartition. A batch of schema operations only goes
-// to every partition.
-func (d *DB) txPartitioned(f *runtime.Fiber, b engine.Batch) (uint64, error) {
+// writePartitioned is write on a partitioned handle: every write (a
+// record's, a transaction's, a schema change's) is routed here, by the
+// keys of its batch, to one partition's write, or ErrCrossPartition. A
+// batch of schema operations only goes to every partition.
+func (d *DB) writePartitioned(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, error) {
 	ddl := 0
-	for _, op := range b {
-		if op.Kind == engine.OpCreateTable || op.Kind == engine.OpCreateIndex {
+	for _, o := range b {
+		if o.Kind == engine.OpCreateTable || o.Kind == engine.OpCreateIndex {
 			ddl++
 		}
 	}
@@ -423,21 +414,26 @@ func (d *DB) txPartitioned(f *runtime.Fiber, b engine.Batch) (uint64, error) {
 		if ddl < len(b) {
 			return 0, fmt.Errorf("dbowner: transaction: schema operations and record operations in one batch with %d partitions: %w: send the schema operations on their own", len(d.ps.parts), ErrCrossPartition)
 		}
-		return 0, d.everyPartition(f, b)
+		return 0, d.everyPartition(f, op, table, b)
 	}
 	part := -1
 	var where []string
-	for i, op := range b {
-		key := op.Key
-		if op.Kind == engine.OpInsert || op.Kind == engine.OpPut {
-			kf, err := d.keyField(f, op.Table)
+	for i, o := range b {
+		key := o.Key
+		if o.Kind == engine.OpInsert || o.Kind == engine.OpPut {
+			kf, err := d.keyField(f, o.Table)
 			if err != nil {
+				if len(b) == 1 {
+					return 0, fmt.Errorf("dbowner: %s %q: %w", op, o.Table, err)
+				}
 				return 0, fmt.Errorf("dbowner: transaction: operation %d: %w", i, err)
 			}
-			key = op.Fields[kf]
+			key = o.Fields[kf]
 		}
 		p := d.ps.of(key)
-		where = append(where, fmt.Sprintf("%s %s in partition %d", op.Table, key, p))
+		if len(b) > 1 {
+			where = append(where, fmt.Sprintf("%s %s in partition %d", o.Table, key, p))
+		}
 		if part < 0 {
 			part = p
 		} else if p != part {
@@ -447,7 +443,7 @@ func (d *DB) txPartitioned(f *runtime.Fiber, b engine.Batch) (uint64, error) {
 	if part < 0 {
 		part = 0
 	}
-	return d.part(part).Tx(f, b)
+	return d.part(part).write(f, op, table, b)
 }
 
 func (d *DB) closePartitions(f *runtime.Fiber) error {
