@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/writeonce/wo/runtime/runtimetest"
 )
 
 // bench runs body as main on a fresh runtime with the given shard count.
@@ -190,20 +192,9 @@ func BenchmarkSleepWake(b *testing.B) {
 	})
 }
 
-// cpuClock reads the CPU time this process has used (user and system, every
-// thread): a benchmark reports it per operation beside ns/op, because a
-// runtime that spins while it waits can win on wall time by burning a core.
-func cpuClock() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportCPU reports the CPU used since start per operation, as cpu-ns/op.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(cpuClock()-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(runtimetest.CPUTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // pinThread locks the calling goroutine to its thread and the thread to

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/writeonce/wo/iobackend"
+	"github.com/writeonce/wo/runtime/runtimetest"
 	"github.com/writeonce/wo/sizing"
 )
 
@@ -247,9 +248,9 @@ func benchEcho(b *testing.B, server string, conns int) {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) == 1 && f[0] == "START":
-			sys0, nb0, cpu0 = syscalls(), noBufs(), processCPU()
+			sys0, nb0, cpu0 = syscalls(), noBufs(), runtimetest.CPUTime()
 		case len(f) == 4 && f[0] == "RESULT":
-			sys1, nb1, cpu1 = syscalls(), noBufs(), processCPU()
+			sys1, nb1, cpu1 = syscalls(), noBufs(), runtimetest.CPUTime()
 			msgs, _ = strconv.ParseFloat(f[1], 64)
 			p99, _ = strconv.ParseFloat(f[2], 64)
 			elapsed, _ = strconv.ParseFloat(f[3], 64)
@@ -292,15 +293,6 @@ func clientCPU() int {
 		return -1
 	}
 	return det.CPUs[len(det.CPUs)-1]
-}
-
-// processCPU returns the user+system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestNetEchoBenchClient is BenchmarkNetEcho's load generator, run in a

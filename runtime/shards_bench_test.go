@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/writeonce/wo/runtime/runtimetest"
 )
 
 // quietActorSystem is a protoactor-go system that does not log to stdout
@@ -44,7 +46,7 @@ func BenchmarkCrossShardSend(b *testing.B) {
 			sinks := []Addr[int]{SpawnOn[int](f, 0, &countSink{&seen[0]}), SpawnOn[int](f, 1, &countSink{&seen[1]})}
 			half := b.N / 2
 			b.ResetTimer()
-			cpu0 = cpuClock()
+			cpu0 = runtimetest.CPUTime()
 			start := f.Runtime().Stats().WakeWrites
 			for s := 0; s < 2; s++ {
 				goOn(f, s, func(f *Fiber) {
@@ -68,7 +70,7 @@ func BenchmarkCrossShardSend(b *testing.B) {
 		half := b.N / 2
 		var wg sync.WaitGroup
 		b.ResetTimer()
-		cpu0 := cpuClock()
+		cpu0 := runtimetest.CPUTime()
 		for s := 0; s < 2; s++ {
 			ch := make(chan int, 4096)
 			wg.Add(2)
@@ -130,7 +132,7 @@ func BenchmarkCrossShardAsk(b *testing.B) {
 		bench(b, 2, func(f *Fiber) {
 			c := SpawnOn[counterMsg](f, 1, &counter{})
 			b.ResetTimer()
-			cpu0 := cpuClock()
+			cpu0 := runtimetest.CPUTime()
 			for i := 0; i < b.N; i++ {
 				Ask(f, c, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} })
 			}
@@ -162,7 +164,7 @@ func BenchmarkCrossShardAsk(b *testing.B) {
 		}()
 		unpin := pinThread(b, 0)
 		b.ResetTimer()
-		cpu0 := cpuClock()
+		cpu0 := runtimetest.CPUTime()
 		for i := int64(1); i <= int64(b.N); i++ {
 			ping.Store(i)
 			for pong.Load() != i {
@@ -287,7 +289,7 @@ func chanRoundTrips(b *testing.B, crossCore bool) {
 	}()
 	unpin := pin(0)
 	b.ResetTimer()
-	cpu0 := cpuClock()
+	cpu0 := runtimetest.CPUTime()
 	for i := 0; i < b.N; i++ {
 		r := make(chan int, 1)
 		req <- r

@@ -3,6 +3,8 @@ package runtime
 import (
 	"sync/atomic"
 	"testing"
+
+	"github.com/writeonce/wo/runtime/runtimetest"
 )
 
 // waker is a wake-up primitive under benchmark: Signal, or the Future plus
@@ -56,7 +58,7 @@ func pingPong(b *testing.B, f *Fiber, start func(f *Fiber, fn func(g *Fiber)), m
 	})
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuClock()
+	cpu0 := runtimetest.CPUTime()
 	for i := int64(0); i < n; i++ {
 		turn.Store(2*i + 1)
 		theirs.notify(f)
@@ -101,7 +103,7 @@ func BenchmarkOnShard(b *testing.B) {
 				fn := func(*Fiber) int { n++; return n }
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu0 := cpuClock()
+				cpu0 := runtimetest.CPUTime()
 				for i := 0; i < b.N; i++ {
 					OnShard(f, c.target, 0, fn)
 				}
@@ -114,7 +116,7 @@ func BenchmarkOnShard(b *testing.B) {
 				a := SpawnOn[counterMsg](f, c.target, &counter{})
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu0 := cpuClock()
+				cpu0 := runtimetest.CPUTime()
 				for i := 0; i < b.N; i++ {
 					Ask(f, a, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} })
 				}
