@@ -9,7 +9,7 @@ SHARDED := ./runtime/... ./dbowner/... ./examples/... ./replication/...
 # go test, repeating what failed at the end of its output (hack/gotest.sh).
 GOTEST = GO=$(GO) bash hack/gotest.sh
 
-.PHONY: all run test test-seccomp vet e2e-traces test-operator generate verify-generated bench bench-service bench-chat e2e-cluster bench-replication envtest-binaries helm cert-manager-crds fuzz fmt image manifests verify-manifests
+.PHONY: all run test test-seccomp test-cluster vet e2e-traces test-operator generate verify-generated bench bench-service bench-chat e2e-cluster bench-replication envtest-binaries helm cert-manager-crds fuzz fmt image manifests verify-manifests
 
 all: test
 
@@ -19,15 +19,22 @@ run:
 
 ## test: vet, then every test under the race detector: the whole module at the
 ## default shard count (operator tests against a real kube-apiserver and etcd),
-## the sharded packages again at one shard, the runtime and replication
-## (fiber sockets, timers) with epoll forced, the traces end to end in Jaeger
-## (e2e-traces), and then test-seccomp (the whole suite with io_uring denied).
+## the sharded packages again at one shard, the traces end to end in Jaeger
+## (e2e-traces), test-seccomp (every package that links the I/O backend with
+## io_uring denied, so on epoll), and test-cluster (the real-node test, where
+## the machine can run a node).
 test: vet envtest-binaries helm cert-manager-crds
 	KUBEBUILDER_ASSETS="$$(bash hack/envtest-binaries.sh)" WO_HELM="$$(bash hack/helm-binary.sh)" WO_CERT_MANAGER_CRDS="$$(bash hack/cert-manager-crds.sh)" $(GOTEST) -race -count=1 -timeout 30m ./...
 	WO_SHARDS=1 $(GOTEST) -race -count=1 -timeout 20m $(SHARDED)
-	WO_IO=epoll $(GOTEST) -race -count=1 -timeout 20m ./runtime/... ./replication/...
 	bash hack/e2e-traces.sh
 	$(MAKE) --no-print-directory test-seccomp
+	$(MAKE) --no-print-directory test-cluster
+
+## test-cluster: make e2e-cluster where this machine can run a node (root,
+## network namespaces), with the cluster torn down afterwards; elsewhere it
+## says why not, and under WO_REQUIRE_CLUSTER=1 (.ci/run) that fails.
+test-cluster:
+	bash hack/test-cluster.sh
 
 ## e2e-traces: the worker's traces in a real Jaeger (built from the module
 ## proxy and cached), checked through its query API, with a screenshot in
@@ -80,10 +87,11 @@ VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' charts/wo/Chart.yaml)
 ## static CPU manager, containerd + runc, CNI bridge, kube-proxy, CoreDNS, all
 ## in a network namespace of its own): the images `make image` builds are
 ## imported into the node's containerd, the chart is installed with helm and
-## internal/e2ecluster checks the pods for real. Needs root and the Debian
-## packages containerd, runc, containernetworking-plugins, iptables,
-## conntrack. The cluster stays up for a look (KUBECONFIG below);
-## hack/cluster-down.sh removes it. See docs/kubernetes.md.
+## internal/e2ecluster checks the pods for real. Needs root; the Debian
+## packages it runs on (containerd, runc, containernetworking-plugins,
+## iptables, conntrack) are installed by hack/node-packages.sh. The cluster
+## stays up for a look (KUBECONFIG below); hack/cluster-down.sh removes it.
+## See docs/kubernetes.md.
 e2e-cluster: image helm
 	bash hack/cluster-up.sh >/dev/null
 	bash hack/cluster-load.sh $(BUILD)/image/images.tar

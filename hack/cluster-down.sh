@@ -21,28 +21,6 @@ source "${HACK}/kube-common.sh"
 log() { printf 'cluster-down: %s\n' "$*" >&2; }
 [[ $(id -u) -eq 0 ]] || { log "needs root"; exit 1; }
 
-# stop PID...: SIGTERM, up to 10s of waiting, then SIGKILL.
-stop() {
-	local p i alive
-	for p in "$@"; do kill -TERM "${p}" 2>/dev/null; done
-	for ((i = 0; i < 20; i++)); do
-		alive=0
-		for p in "$@"; do kill -0 "${p}" 2>/dev/null && alive=1; done
-		((alive)) || return 0
-		sleep 0.5
-	done
-	for p in "$@"; do kill -KILL "${p}" 2>/dev/null; done
-	sleep 0.5
-}
-
-daemon_pid() {
-	local f="${STATE}/pids/$1.pid" p
-	[[ -f "${f}" ]] || return 1
-	p="$(cat "${f}")"
-	# The recorded pid is nsenter's, which exec'd the daemon: same pid.
-	kill -0 "${p}" 2>/dev/null && echo "${p}"
-}
-
 stop_daemon() {
 	local p
 	if p="$(daemon_pid "$1")"; then

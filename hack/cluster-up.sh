@@ -54,8 +54,9 @@ log() { printf 'cluster-up: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || die "needs root (network namespace, mounts, containerd)"
+bash "${HACK}/node-packages.sh" || die "the node's Debian packages are missing (above)"
 for c in containerd runc iptables conntrack nsenter openssl ip flock; do
-	command -v "${c}" >/dev/null || die "${c} not found: apt-get install containerd runc containernetworking-plugins iptables conntrack openssl"
+	command -v "${c}" >/dev/null || die "${c} not found after hack/node-packages.sh"
 done
 [[ -x "${CNI_BIN}/bridge" && -x "${CNI_BIN}/host-local" && -x "${CNI_BIN}/loopback" ]] ||
 	die "CNI plugins not in ${CNI_BIN}: apt-get install containernetworking-plugins"
@@ -85,6 +86,7 @@ mountpoint -q /run/netns && touch "${STATE}/netns-mount.before"
 K8S_BIN="$(bash "${HACK}/envtest-binaries.sh")"
 NODE_BIN="$(bash "${HACK}/kube-binaries.sh")"
 COREDNS="$(bash "${HACK}/kube-coredns.sh")"
+JAEGER="$(bash "${HACK}/jaeger-binary.sh")"
 mkdir -p "${STATE}/bin"
 ( cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${STATE}/bin/" ./internal/e2ecluster/cmd/pause ./internal/e2ecluster/cmd/nodeimage )
 ln -sf "${K8S_BIN}/kubectl" "${STATE}/bin/kubectl"
@@ -242,11 +244,15 @@ TOML
 daemon containerd containerd --config "${STATE}/containerd.toml"
 wait_for containerd 60 ctrk version
 
-log "images: ${PAUSE_IMAGE}, ${COREDNS_IMAGE}"
+# Jaeger is no part of a node; it is here because a test's collector pod
+# needs an image and the node pulls nothing (internal/e2ecluster).
+log "images: ${PAUSE_IMAGE}, ${COREDNS_IMAGE}, ${JAEGER_IMAGE}"
 "${STATE}/bin/nodeimage" --binary "${STATE}/bin/pause" --ref "${PAUSE_IMAGE}" --out "${STATE}/pause.tar" -- /pause
 "${STATE}/bin/nodeimage" --binary "${COREDNS}" --ref "${COREDNS_IMAGE}" --out "${STATE}/coredns.tar" -- /coredns
-ctrk images import "${STATE}/pause.tar" >&2
-ctrk images import "${STATE}/coredns.tar" >&2
+"${STATE}/bin/nodeimage" --binary "${JAEGER}" --ref "${JAEGER_IMAGE}" --out "${STATE}/jaeger.tar" -- /jaeger
+for i in pause coredns jaeger; do
+	ctrk images import "${STATE}/${i}.tar" >&2
+done
 
 # --- kubelet and kube-proxy -----------------------------------------------------------
 log "kubelet (static CPU manager), kube-proxy"

@@ -23,6 +23,7 @@ KUBELET_DIR="${STATE}/kubelet"
 KUBECONFIG_ADMIN="${STATE}/admin.kubeconfig"
 PAUSE_IMAGE=wo.local/pause:1
 COREDNS_IMAGE=wo.local/coredns:1
+JAEGER_IMAGE=wo.local/jaeger:1
 # The daemons, in start order; cluster-down.sh stops them in reverse.
 DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
 
@@ -42,6 +43,31 @@ daemon() {
 	setsid nsenter --net="/run/netns/${NETNS}" -- "$@" \
 		</dev/null >>"${STATE}/logs/${name}.log" 2>&1 8>&- &
 	echo $! >"${STATE}/pids/${name}.pid"
+	# The command line, NUL-separated, for hack/cluster-restart.sh.
+	mkdir -p "${STATE}/cmds"
+	printf '%s\0' "$@" >"${STATE}/cmds/${name}"
+}
+
+# stop PID...: SIGTERM, up to 10s of waiting, then SIGKILL.
+stop() {
+	local p i alive
+	for p in "$@"; do kill -TERM "${p}" 2>/dev/null; done
+	for ((i = 0; i < 20; i++)); do
+		alive=0
+		for p in "$@"; do kill -0 "${p}" 2>/dev/null && alive=1; done
+		((alive)) || return 0
+		sleep 0.5
+	done
+	for p in "$@"; do kill -KILL "${p}" 2>/dev/null; done
+	sleep 0.5
+}
+
+daemon_pid() {
+	local f="${STATE}/pids/$1.pid" p
+	[[ -f "${f}" ]] || return 1
+	p="$(cat "${f}")"
+	# The recorded pid is nsenter's, which exec'd the daemon: same pid.
+	kill -0 "${p}" 2>/dev/null && echo "${p}"
 }
 
 # wait_for WHAT SECONDS CMD...: retries CMD once a second, at most SECONDS

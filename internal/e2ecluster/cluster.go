@@ -68,12 +68,24 @@ func Open(dir, helm, version string) (*Cluster, error) {
 // combined output; a failure's error carries the output.
 func (c *Cluster) Run(ctx context.Context, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "WO_CLUSTER_DIR="+c.Dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// RestartDaemon restarts one of the node's daemons (kubelet, containerd,
+// kube-proxy...) with hack/cluster-restart.sh: stopped, then started again
+// with the same command line, as a node's init system would.
+func (c *Cluster) RestartDaemon(ctx context.Context, name string) error {
+	script, err := filepath.Abs("../../hack/cluster-restart.sh")
+	if err != nil {
+		return err
+	}
+	_, err = c.Run(ctx, "bash", script, name)
+	return err
 }
 
 // Worker reads a Worker through kubectl (the CRD's own client is the
@@ -240,7 +252,7 @@ func jsonBody(v any) *bytes.Reader {
 // Apply runs kubectl apply -f - with manifest on stdin.
 func (c *Cluster) Apply(ctx context.Context, ns, manifest string) error {
 	cmd := exec.CommandContext(ctx, c.Kubectl, "-n", ns, "apply", "-f", "-")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "WO_CLUSTER_DIR="+c.Dir)
 	cmd.Stdin = strings.NewReader(manifest)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("kubectl apply: %w\n%s", err, out)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,9 +75,17 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 
+	// A collector first, in the release's namespace: the chart's Worker
+	// sends its traces to it from the start.
+	if _, err := c.Run(ctx, c.Kubectl, "create", "namespace", ns); err != nil {
+		t.Fatal(err)
+	}
+	jaeger := startJaeger(ctx, t, c)
+
 	chart, _ := filepath.Abs("../../charts/wo")
 	start := time.Now()
 	if _, err := c.Run(ctx, c.Helm, "install", release, chart, "-n", ns, "--create-namespace",
+		"--set", "telemetry.otlpEndpoint="+jaegerOTLP,
 		"--set", "worker.create=true", "--set", "worker.name="+pinned,
 		"--set", "worker.pinning=exclusive", "--set", "worker.replicas=1",
 		"--set", "operator.image.tag="+c.Version, "--set", "workerImage.tag="+c.Version,
@@ -88,9 +97,11 @@ func TestRealNode(t *testing.T) {
 
 	t.Run("PinnedPodOnTheNode", func(t *testing.T) { checkPinnedPod(ctx, t, c) })
 	t.Run("RecordsAndChatThroughTheService", func(t *testing.T) { checkService(ctx, t, c, pinned) })
+	t.Run("TracesInAJaegerPod", func(t *testing.T) { checkTraces(ctx, t, jaeger) })
 	t.Run("SeccompProfiles", func(t *testing.T) { checkSharedWorker(ctx, t, c) })
 	t.Run("ScaleUnderLoad", func(t *testing.T) { checkScale(ctx, t, c) })
 	t.Run("LeaderPodDeletedUnderLoad", func(t *testing.T) { checkLeaderPodDeleted(ctx, t, c) })
+	t.Run("KubeletRestartUnderLoad", func(t *testing.T) { checkKubeletRestart(ctx, t, c) })
 	t.Run("DrainRespectsBudget", func(t *testing.T) { checkDrain(ctx, t, c) })
 	t.Run("HelmUpgradeRollsOneAtATime", func(t *testing.T) { checkUpgrade(ctx, t, c) })
 	t.Run("UninstallKeepsCRDAndClaims", func(t *testing.T) { checkUninstall(ctx, t, c) })
@@ -413,6 +424,100 @@ func checkLeaderPodDeleted(ctx context.Context, t *testing.T, c *Cluster) {
 	}
 }
 
+// checkKubeletRestart restarts the node's kubelet under load on the shared
+// Worker's three pods. The containers belong to containerd's shims, not to
+// kubelet, so they run on through it: the restarted kubelet must adopt
+// them (its CPU manager from its checkpoint, its pods from the API server
+// and the runtime) without recreating a pod or restarting a container.
+// The node reports Ready again, the group stays whole, and every
+// acknowledged write reads back.
+func checkKubeletRestart(ctx context.Context, t *testing.T, c *Cluster) {
+	rec := serviceRecords(ctx, t, c, shared)
+	scale(ctx, t, c, shared, 3)
+	w, err := c.Worker(ctx, ns, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := podStates(ctx, t, c, w)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	load := StartLoad(lctx, rec, "kubelet", 4)
+	sleepCtx(ctx, 3*time.Second)
+
+	start := time.Now()
+	if err := c.RestartDaemon(ctx, "kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	// Ready with a heartbeat from after the restart: the condition the
+	// old kubelet posted proves nothing.
+	err = Poll(ctx, time.Second, func(ctx context.Context) error {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, getPod(ctx, t, c, shared+"-0").Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				if cond.Status != corev1.ConditionTrue || !cond.LastHeartbeatTime.After(start) {
+					return fmt.Errorf("node %s Ready=%s, heartbeat %s", node.Name, cond.Status, cond.LastHeartbeatTime)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s has no Ready condition", node.Name)
+	})
+	if err != nil {
+		t.Fatalf("after the kubelet restart: %v", err)
+	}
+	t.Logf("kubelet restarted; node Ready again in %s", time.Since(start).Round(time.Second))
+	// The load goes on against the restarted kubelet's node for a while.
+	sleepCtx(ctx, 5*time.Second)
+	waitWorker(ctx, t, c, shared, 3)
+	after := podStates(ctx, t, c, w)
+	for name, b := range before {
+		if a, ok := after[name]; !ok {
+			t.Errorf("pod %s gone after the kubelet restart", name)
+		} else if a != b {
+			t.Errorf("pod %s changed across the kubelet restart: before %+v, after %+v", name, b, a)
+		}
+	}
+	stop()
+	verify(ctx, t, load, rec)
+}
+
+// podState is what a kubelet restart must not change in a running pod.
+type podState struct {
+	UID         string
+	ContainerID string
+	Restarts    int32
+}
+
+func podStates(ctx context.Context, t *testing.T, c *Cluster, w *wov1.Worker) map[string]podState {
+	t.Helper()
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: render.Selector(w)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]podState{}
+	for _, p := range pods.Items {
+		s := podState{UID: string(p.UID)}
+		for _, cs := range p.Status.ContainerStatuses {
+			s.ContainerID += cs.ContainerID
+			s.Restarts += cs.RestartCount
+		}
+		out[p.Name] = s
+	}
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // checkDrain drains the node of the shared Worker's three pods under load.
 // The operator's PodDisruptionBudget lets the eviction API take one; the
 // node is cordoned, so that one cannot come back and the budget refuses
@@ -639,7 +744,21 @@ func verify(ctx context.Context, t *testing.T, load *Load, rec Records) {
 		t.Fatal(err)
 	}
 	if len(bad) > 0 {
-		t.Fatalf("%d acknowledged writes lost or changed, e.g. %v", len(bad), bad[:min(5, len(bad))])
+		t.Errorf("%d acknowledged writes lost or changed, e.g. %v", len(bad), bad[:min(5, len(bad))])
+	}
+	start := time.Now()
+	res, answered, pendingPuts, view, err := load.Check(2 * time.Minute)
+	took := time.Since(start).Round(time.Millisecond)
+	switch res {
+	case porcupine.Ok:
+		t.Logf("registers: %d operations answered, %d puts unanswered: linearizable (checked in %s)", answered, pendingPuts, took)
+	case porcupine.Unknown:
+		t.Logf("registers: the check of %d operations (%d puts unanswered) timed out after %s: not proven either way", answered+pendingPuts, pendingPuts, took)
+	default:
+		if err != nil {
+			t.Log(err)
+		}
+		t.Errorf("registers: the history of %d operations (%d puts unanswered) is NOT linearizable; porcupine's view: %s", answered+pendingPuts, pendingPuts, view)
 	}
 }
 

@@ -131,7 +131,10 @@ func RenderEnv(w *wov1.Worker, shards int) []corev1.EnvVar {
 		env = append(env,
 			corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: t.OTLPEndpoint},
 			corev1.EnvVar{Name: "OTEL_SERVICE_NAME", Value: "wo-worker"},
-			corev1.EnvVar{Name: "OTEL_RESOURCE_ATTRIBUTES", Value: "k8s.namespace.name=" + w.Namespace + ",wo.worker=" + w.Name},
+			// $(POD_NAME) is expanded by the kubelet from the variable
+			// RenderPeerEnv defines earlier in this list, so each pod's
+			// spans say which pod sent them.
+			corev1.EnvVar{Name: "OTEL_RESOURCE_ATTRIBUTES", Value: "k8s.namespace.name=" + w.Namespace + ",k8s.pod.name=$(POD_NAME),wo.worker=" + w.Name},
 		)
 	}
 	for _, e := range w.Spec.Env {
