@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +28,11 @@ import (
 //	| body (the state machine's snapshot bytes, statemachine.go) | SHA-256 of everything before it (32 bytes)
 //
 // The header says how long the body is, so a truncated file is named as
-// such before the checksum is even computed.
+// such before the checksum is even computed. A partitioned database's
+// backup is version 2: the header lists the partitions (BackupPart), and
+// the body is each partition's state machine bytes, one after the other
+// in partition order. A one-partition database's backup stays version 1,
+// which builds from before partitions read.
 var backupMagic = []byte("WOBACKUP")
 
 // LastPreReplicationCommit is the last commit whose worker reads the WAL
@@ -36,8 +41,13 @@ var backupMagic = []byte("WOBACKUP")
 // to run.
 const LastPreReplicationCommit = "977e848f0f82"
 
-// BackupVersion is the backup file format this build writes and reads.
-const BackupVersion = 1
+// BackupVersion is the backup file format this build writes for a
+// one-partition database; BackupVersionPartitioned the one for a
+// partitioned database. It reads both.
+const (
+	BackupVersion            = 1
+	BackupVersionPartitioned = 2
+)
 
 // backupFixed is the magic, the version and the header length.
 const backupFixed = 16
@@ -63,6 +73,32 @@ type BackupHeader struct {
 	Learners  []uint64  `json:"learners"`   // and learners
 	Created   time.Time `json:"created"`    // when it was captured
 	BodyBytes int64     `json:"body_bytes"` // the state machine's bytes that follow
+
+	// Partitions (version 2 only): each partition's point and bytes, in
+	// partition order; their bodies follow one another. Index and Term
+	// above are then 0: each partition is a group of its own, at its own
+	// index. Member, Voters and Learners are partition 0's.
+	Partitions []BackupPart `json:"partitions,omitempty"`
+}
+
+// Point says where the backup is, for messages and logs: "raft index I
+// term T", or for a partitioned backup each partition's index.
+func (h BackupHeader) Point() string {
+	if len(h.Partitions) == 0 {
+		return fmt.Sprintf("raft index %d term %d", h.Index, h.Term)
+	}
+	idx := make([]string, len(h.Partitions))
+	for p, pt := range h.Partitions {
+		idx[p] = strconv.FormatUint(pt.Index, 10)
+	}
+	return fmt.Sprintf("%d partitions at raft indexes %s", len(h.Partitions), strings.Join(idx, ","))
+}
+
+// BackupPart is one partition of a version 2 backup.
+type BackupPart struct {
+	Index     uint64 `json:"index"`      // the partition's applied raft index
+	Term      uint64 `json:"term"`       // the term of that entry
+	BodyBytes int64  `json:"body_bytes"` // its state machine's bytes in the body
 }
 
 // Backup is a captured state: the header and the body's pieces, as the
@@ -77,10 +113,13 @@ type Backup struct {
 // group), so the applied index the capture is at covers every write
 // acknowledged before the call. The capture is the snapshot's (a
 // copy-on-write freeze), serialized off the owner's shard. Any fiber,
-// any shard.
+// any shard. A partitioned database's partitions are captured one after
+// the other, each at a linearizable point of its own group: every write
+// acknowledged before the call is in the backup (a transaction never spans
+// partitions, so no write is half in it).
 func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
 	if d.ps != nil {
-		return Backup{}, fmt.Errorf("dbowner: backup: not yet with %d partitions (a backup is one group's snapshot; docs/replication.md, \"Partitions\")", len(d.ps.parts))
+		return d.backupPartitions(f)
 	}
 	o, stale := d.o, d.stale
 	type result struct {
@@ -95,6 +134,24 @@ func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
 		return Backup{}, fmt.Errorf("dbowner: backup: %w", err)
 	}
 	return r.b, r.err
+}
+
+func (d *DB) backupPartitions(f *runtime.Fiber) (Backup, error) {
+	n := len(d.ps.parts)
+	b := Backup{Header: BackupHeader{Format: BackupVersionPartitioned, Created: time.Now().UTC()}}
+	for p := range n {
+		pb, err := d.part(p).Backup(f)
+		if err != nil {
+			return Backup{}, fmt.Errorf("dbowner: backup: partition %d of %d: %w", p, n, err)
+		}
+		if p == 0 {
+			b.Header.Member, b.Header.Voters, b.Header.Learners = pb.Header.Member, pb.Header.Voters, pb.Header.Learners
+		}
+		b.Header.Partitions = append(b.Header.Partitions, BackupPart{Index: pb.Header.Index, Term: pb.Header.Term, BodyBytes: pb.Header.BodyBytes})
+		b.Header.BodyBytes += pb.Header.BodyBytes
+		b.Body = append(b.Body, pb.Body...)
+	}
+	return b, nil
 }
 
 func (o *owner) backup(f *runtime.Fiber, stale bool) (Backup, error) {
@@ -163,7 +220,7 @@ func (b Backup) WriteTo(w io.Writer) (int64, error) {
 		return err
 	}
 	fixed := append(bytes.Clone(backupMagic), 0, 0, 0, 0, 0, 0, 0, 0)
-	binary.LittleEndian.PutUint32(fixed[8:], BackupVersion)
+	binary.LittleEndian.PutUint32(fixed[8:], uint32(b.Header.Format))
 	binary.LittleEndian.PutUint32(fixed[12:], uint32(len(hj)))
 	if err := put(fixed); err != nil {
 		return n, err
@@ -202,8 +259,9 @@ func VerifyBackup(path string) (BackupHeader, int64, error) {
 	if !bytes.Equal(fixed[:8], backupMagic) {
 		return BackupHeader{}, 0, fmt.Errorf("%w: %s is not a wo backup (no %q magic)", ErrBackupCorrupt, path, backupMagic)
 	}
-	if v := binary.LittleEndian.Uint32(fixed[8:]); v != BackupVersion {
-		return BackupHeader{}, 0, fmt.Errorf("%w: %s is format version %d; this build reads version %d", ErrBackupVersion, path, v, BackupVersion)
+	v := binary.LittleEndian.Uint32(fixed[8:])
+	if v != BackupVersion && v != BackupVersionPartitioned {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s is format version %d; this build reads versions %d and %d", ErrBackupVersion, path, v, BackupVersion, BackupVersionPartitioned)
 	}
 	hlen := int64(binary.LittleEndian.Uint32(fixed[12:]))
 	if backupFixed+hlen+sha256.Size > size {
@@ -219,6 +277,9 @@ func VerifyBackup(path string) (BackupHeader, int64, error) {
 	}
 	if want := backupFixed + hlen + h.BodyBytes + sha256.Size; h.BodyBytes < 0 || want != size {
 		return BackupHeader{}, 0, fmt.Errorf("%w: %s is %d bytes, its header says %d (truncated or extended)", ErrBackupCorrupt, path, size, want)
+	}
+	if err := h.checkParts(int(v)); err != nil {
+		return BackupHeader{}, 0, fmt.Errorf("%w: %s: header: %w", ErrBackupCorrupt, path, err)
 	}
 	sum := sha256.New()
 	sum.Write(fixed)
@@ -236,6 +297,35 @@ func VerifyBackup(path string) (BackupHeader, int64, error) {
 	return h, backupFixed + hlen, nil
 }
 
+// checkParts checks that the header agrees with the file's version: no
+// partitions in version 1; in version 2 at least two, at most
+// MaxPartitions, whose bodies add up to the body.
+func (h BackupHeader) checkParts(version int) error {
+	if h.Format != version {
+		return fmt.Errorf("format %d in a version %d file", h.Format, version)
+	}
+	if version == BackupVersion {
+		if len(h.Partitions) > 0 {
+			return fmt.Errorf("%d partitions in a version %d backup", len(h.Partitions), version)
+		}
+		return nil
+	}
+	if n := len(h.Partitions); n < 2 || n > MaxPartitions {
+		return fmt.Errorf("%d partitions in a version %d backup: 2 to %d", n, version, MaxPartitions)
+	}
+	var sum int64
+	for p, pt := range h.Partitions {
+		if pt.BodyBytes < 0 {
+			return fmt.Errorf("partition %d: %d bytes", p, pt.BodyBytes)
+		}
+		sum += pt.BodyBytes
+	}
+	if sum != h.BodyBytes {
+		return fmt.Errorf("the partitions' bodies add up to %d bytes, the body is %d", sum, h.BodyBytes)
+	}
+	return nil
+}
+
 // RestoreBackup verifies the backup at path and writes a new data dir at
 // dir seeded from it: a WAL whose snapshot is the backup's state at its
 // index, in a new one-member group whose only voter is member (the raft ID
@@ -247,7 +337,11 @@ func VerifyBackup(path string) (BackupHeader, int64, error) {
 // empty or missing. The dir is written beside it (dir + ".restoring"),
 // then prepare (nil: nothing) adds its own files (the worker: member.id),
 // and only then is it renamed to dir: an interrupted restore leaves no dir
-// a worker would start on as an empty database.
+// a worker would start on as an empty database. A partitioned backup
+// restores as a partitioned data dir of the same count (its partition
+// record and one log per partition, each a one-member group at its
+// partition's index): the worker must open it with the same
+// data.partitions, which Open checks.
 func RestoreBackup(path, dir string, member uint64, addr string, prepare func(dir string) error) (BackupHeader, error) {
 	h, off, err := VerifyBackup(path)
 	if err != nil {
@@ -265,7 +359,7 @@ func RestoreBackup(path, dir string, member uint64, addr string, prepare func(di
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return h, fmt.Errorf("dbowner: restore: %w", err)
 	}
-	if err := writeRestored(path, off, tmp, member, addr, h); err != nil {
+	if err := writeRestoredDir(path, off, tmp, member, addr, h); err != nil {
 		return h, fmt.Errorf("dbowner: restore into %s: %w", tmp, err)
 	}
 	if prepare != nil {
@@ -286,8 +380,8 @@ func RestoreBackup(path, dir string, member uint64, addr string, prepare func(di
 	return h, nil
 }
 
-// moveInto moves tmp's files into the empty dir, the snapshot first and
-// member.id last: a move cut short leaves a dir that holds the state, or
+// moveInto moves tmp's files into the empty dir, the snapshot (or the
+// partitions' logs) first and member.id last: a move cut short leaves a dir that holds the state, or
 // no identity (a worker started on it is not the group's one voter and
 // serves nothing), never an empty database that looks whole. tmp is then
 // removed.
@@ -298,7 +392,7 @@ func moveInto(tmp, dir string) error {
 	}
 	rank := func(name string) int {
 		switch {
-		case strings.HasSuffix(name, ".snap"):
+		case strings.HasSuffix(name, ".snap"), name == "p":
 			return 0
 		case name == "member.id":
 			return 2
@@ -324,6 +418,35 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// writeRestoredDir writes a restored data dir's logs: one, or for a
+// partitioned backup the partition record and each partition's log in its
+// partitionDir, its body the section of the backup's body that is its.
+func writeRestoredDir(path string, off int64, dir string, member uint64, addr string, h BackupHeader) error {
+	if len(h.Partitions) == 0 {
+		return writeRestored(path, off, dir, member, addr, h)
+	}
+	if err := writePartitionFile(dir, len(h.Partitions)); err != nil {
+		return fmt.Errorf("record %d partitions: %w", len(h.Partitions), err)
+	}
+	for p, pt := range h.Partitions {
+		pd := partitionDir(dir, p)
+		if err := os.MkdirAll(pd, 0o755); err != nil {
+			return err
+		}
+		ph := BackupHeader{Index: pt.Index, Term: pt.Term, BodyBytes: pt.BodyBytes}
+		if err := writeRestored(path, off, pd, member, addr, ph); err != nil {
+			return fmt.Errorf("partition %d of %d: %w", p, len(h.Partitions), err)
+		}
+		off += pt.BodyBytes
+	}
+	// The partitions' directory entries, made above, are durable before
+	// the dir is renamed into place.
+	if err := syncDir(filepath.Join(dir, "p")); err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
 // writeRestored writes the WAL of a restored dir: a hard state at the

@@ -67,8 +67,8 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worker backup:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "backup %s: %d bytes, raft index %d term %d, from member %x (voters %x), sha256 verified\n",
-		*out, n, h.Index, h.Term, h.Member, h.Voters)
+	fmt.Fprintf(stdout, "backup %s: %d bytes, %s, from member %x (voters %x), sha256 verified\n",
+		*out, n, h.Point(), h.Member, h.Voters)
 	return 0
 }
 
@@ -168,6 +168,6 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	fmt.Fprintf(stdout, "restored %s into %s: raft index %d term %d, a new one-member group of member %s\n", *from, *dir, h.Index, h.Term, want)
+	fmt.Fprintf(stdout, "restored %s into %s: %s, a new one-member group of member %s\n", *from, *dir, h.Point(), want)
 	return 0
 }

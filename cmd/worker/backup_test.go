@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,91 +38,103 @@ func runTool(t *testing.T, args ...string) (string, int) {
 // A backup taken while a writer runs restores into a new data dir whose
 // worker reads every key acknowledged before the backup started back
 // byte-identical; restore refuses a non-empty dir and a damaged file,
-// naming the reason.
+// naming the reason. With one partition and with four (a version 2
+// backup: each partition's state, restored into a partitioned data dir).
 func TestBackupUnderLoadRestores(t *testing.T) {
 	backends(t, func(t *testing.T, env ...string) {
-		dir := t.TempDir()
-		w := startWorker(t, filepath.Join(dir, "a"), env...)
-		var mu sync.Mutex
-		acked := 0
-		stop := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					done <- nil
-					return
-				default:
-				}
-				code, body, err := do("PUT", fmt.Sprintf("%s/v1/records/k%06d", w.http, i), fmt.Sprintf(`{"name":"v%d","team":"t%d"}`, i, i%7))
-				if err != nil || code != 200 {
-					done <- fmt.Errorf("PUT k%06d: %d %v %s", i, code, err, body)
-					return
-				}
-				mu.Lock()
-				acked = i + 1
-				mu.Unlock()
-			}
-		}()
-		// Some writes first, so the backup holds more than an empty table.
-		for n := 0; n < 200; {
-			time.Sleep(5 * time.Millisecond)
-			mu.Lock()
-			n = acked
-			mu.Unlock()
-		}
-		mu.Lock()
-		before := acked
-		mu.Unlock()
-		file := filepath.Join(dir, "b.wobackup")
-		out, code := runTool(t, "backup", "--from", w.ops, "--out", file)
-		close(stop)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if code != 0 || !strings.Contains(out, "sha256 verified") {
-			t.Fatalf("backup: exit %d\n%s", code, out)
-		}
-		if _, err := os.Stat(file + ".part"); !os.IsNotExist(err) {
-			t.Errorf("a finished backup left its .part: %v", err)
-		}
-		want := make([]string, before)
-		for i := range before {
-			want[i] = must(t, "GET", fmt.Sprintf("%s/v1/records/k%06d", w.http, i), "", 200)
-		}
-		w.stop(t)
-
-		restored := filepath.Join(dir, "r")
-		if out, code := runTool(t, "restore", "--from", file, "--data-dir", restored); code != 0 {
-			t.Fatalf("restore: exit %d\n%s", code, out)
-		}
-		if out, code := runTool(t, "restore", "--from", file, "--data-dir", restored); code != 2 || !strings.Contains(out, "not empty") {
-			t.Errorf("restore into a non-empty dir: exit %d\n%s", code, out)
-		}
-		r := startWorker(t, restored, env...)
-		for i := range before {
-			if got := must(t, "GET", fmt.Sprintf("%s/v1/records/k%06d", r.http, i), "", 200); got != want[i] {
-				t.Fatalf("k%06d: restored %q, acknowledged %q", i, got, want[i])
-			}
-		}
-		must(t, "PUT", r.http+"/v1/records/after", `{"name":"after"}`, 200) // the new group takes writes
-		r.stop(t)
-
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data[len(data)/2] ^= 1
-		flipped := filepath.Join(dir, "flipped")
-		os.WriteFile(flipped, data, 0o600)
-		if out, code := runTool(t, "restore", "--from", flipped, "--data-dir", filepath.Join(dir, "f")); code != 1 || !strings.Contains(out, "checksum mismatch") {
-			t.Errorf("restore of a flipped byte: exit %d\n%s", code, out)
-		}
-		if _, err := os.Stat(filepath.Join(dir, "f")); !os.IsNotExist(err) {
-			t.Errorf("a refused restore left its dir: %v", err)
+		for _, parts := range []int{1, 4} {
+			t.Run(fmt.Sprintf("partitions=%d", parts), func(t *testing.T) {
+				backupUnderLoadRestores(t, parts, append(slices.Clip(env), fmt.Sprintf("WO_PARTITIONS=%d", parts))...)
+			})
 		}
 	})
+}
+
+func backupUnderLoadRestores(t *testing.T, parts int, env ...string) {
+	dir := t.TempDir()
+	w := startWorker(t, filepath.Join(dir, "a"), env...)
+	var mu sync.Mutex
+	acked := 0
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			code, body, err := do("PUT", fmt.Sprintf("%s/v1/records/k%06d", w.http, i), fmt.Sprintf(`{"name":"v%d","team":"t%d"}`, i, i%7))
+			if err != nil || code != 200 {
+				done <- fmt.Errorf("PUT k%06d: %d %v %s", i, code, err, body)
+				return
+			}
+			mu.Lock()
+			acked = i + 1
+			mu.Unlock()
+		}
+	}()
+	// Some writes first, so the backup holds more than an empty table.
+	for n := 0; n < 200; {
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		n = acked
+		mu.Unlock()
+	}
+	mu.Lock()
+	before := acked
+	mu.Unlock()
+	file := filepath.Join(dir, "b.wobackup")
+	out, code := runTool(t, "backup", "--from", w.ops, "--out", file)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !strings.Contains(out, "sha256 verified") {
+		t.Fatalf("backup: exit %d\n%s", code, out)
+	}
+	if parts > 1 && !strings.Contains(out, fmt.Sprintf("%d partitions at raft indexes", parts)) {
+		t.Errorf("backup of %d partitions says:\n%s", parts, out)
+	}
+	if _, err := os.Stat(file + ".part"); !os.IsNotExist(err) {
+		t.Errorf("a finished backup left its .part: %v", err)
+	}
+	want := make([]string, before)
+	for i := range before {
+		want[i] = must(t, "GET", fmt.Sprintf("%s/v1/records/k%06d", w.http, i), "", 200)
+	}
+	w.stop(t)
+
+	restored := filepath.Join(dir, "r")
+	if out, code := runTool(t, "restore", "--from", file, "--data-dir", restored); code != 0 {
+		t.Fatalf("restore: exit %d\n%s", code, out)
+	}
+	if out, code := runTool(t, "restore", "--from", file, "--data-dir", restored); code != 2 || !strings.Contains(out, "not empty") {
+		t.Errorf("restore into a non-empty dir: exit %d\n%s", code, out)
+	}
+	r := startWorker(t, restored, env...)
+	for i := range before {
+		if got := must(t, "GET", fmt.Sprintf("%s/v1/records/k%06d", r.http, i), "", 200); got != want[i] {
+			t.Fatalf("k%06d: restored %q, acknowledged %q", i, got, want[i])
+		}
+	}
+	must(t, "PUT", r.http+"/v1/records/after", `{"name":"after"}`, 200) // the new group takes writes
+	r.stop(t)
+
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	flipped := filepath.Join(dir, "flipped")
+	os.WriteFile(flipped, data, 0o600)
+	if out, code := runTool(t, "restore", "--from", flipped, "--data-dir", filepath.Join(dir, "f")); code != 1 || !strings.Contains(out, "checksum mismatch") {
+		t.Errorf("restore of a flipped byte: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "f")); !os.IsNotExist(err) {
+		t.Errorf("a refused restore left its dir: %v", err)
+	}
 }
 
 // A backup client killed mid-stream leaves no FILE, and the .part it

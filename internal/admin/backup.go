@@ -70,11 +70,14 @@ func (s *Server) getBackup(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.FormatInt(b.Size(), 10))
 	h.Set("X-Wo-Backup-Index", strconv.FormatUint(b.Header.Index, 10))
 	h.Set("X-Wo-Backup-Term", strconv.FormatUint(b.Header.Term, 10))
+	if n := len(b.Header.Partitions); n > 0 {
+		h.Set("X-Wo-Backup-Partitions", strconv.Itoa(n))
+	}
 	w.WriteHeader(http.StatusOK)
 	if _, err := b.WriteTo(w); err != nil {
 		// The client sees a short body (Content-Length): nothing to answer.
-		s.log.WarnContext(r.Context(), "admin: backup stream cut", "index", b.Header.Index, "err", err)
+		s.log.WarnContext(r.Context(), "admin: backup stream cut", "point", b.Header.Point(), "err", err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "admin: backup sent", "index", b.Header.Index, "term", b.Header.Term, "bytes", b.Size(), "stale", stale)
+	s.log.InfoContext(r.Context(), "admin: backup sent", "point", b.Header.Point(), "bytes", b.Size(), "stale", stale)
 }
