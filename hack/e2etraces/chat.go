@@ -12,6 +12,8 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+
+	"github.com/writeonce/wo/internal/jaegertest"
 )
 
 // chatRooms is how many rooms the TCP client talks in: rooms are placed by
@@ -115,35 +117,35 @@ func chatWebSocket(r *report, host string) int {
 
 // chatChain is one message's spans, found in its trace.
 type chatChain struct {
-	trace                       apiTrace
-	send, process, client, srv  apiSpan
-	inline                      apiSpan // the insert on the owner itself (room on the owner shard)
+	trace                       jaegertest.Trace
+	send, process, client, srv  jaegertest.Span
+	inline                      jaegertest.Span // the insert on the owner itself (room on the owner shard)
 	haveProcess, haveClient     bool
 	haveSrv, haveInline, isRoot bool
 }
 
-func findChat(t apiTrace) (chatChain, bool) {
+func findChat(t jaegertest.Trace) (chatChain, bool) {
 	c := chatChain{trace: t}
 	sends := 0
 	for _, s := range t.Spans {
-		if s.Operation == "chat send" && s.kind() == "producer" {
+		if s.Operation == "chat send" && s.Kind() == "producer" {
 			c.send, sends = s, sends+1
 		}
 	}
 	if sends != 1 {
 		return c, false
 	}
-	c.isRoot = c.send.parent() == ""
+	c.isRoot = c.send.Parent() == ""
 	for _, s := range t.Spans {
-		if s.Operation == "chat process" && s.kind() == "consumer" && s.parent() == c.send.SpanID {
+		if s.Operation == "chat process" && s.Kind() == "consumer" && s.Parent() == c.send.SpanID {
 			c.process, c.haveProcess = s, true
 		}
 	}
 	for _, s := range t.Spans {
-		if s.Operation != "insert chat_messages" || !c.haveProcess || s.parent() != c.process.SpanID {
+		if s.Operation != "insert chat_messages" || !c.haveProcess || s.Parent() != c.process.SpanID {
 			continue
 		}
-		switch s.kind() {
+		switch s.Kind() {
 		case "client":
 			c.client, c.haveClient = s, true
 		case "internal":
@@ -151,7 +153,7 @@ func findChat(t apiTrace) (chatChain, bool) {
 		}
 	}
 	for _, s := range t.Spans {
-		if s.Operation == "insert chat_messages" && s.kind() == "server" && c.haveClient && s.parent() == c.client.SpanID {
+		if s.Operation == "insert chat_messages" && s.Kind() == "server" && c.haveClient && s.Parent() == c.client.SpanID {
 			c.srv, c.haveSrv = s, true
 		}
 	}
@@ -168,7 +170,7 @@ func checkChat(r *report, j *jaeger, sent chatSent) {
 		r.check("chat traces", false, "no chat message was sent")
 		return
 	}
-	var traces []apiTrace
+	var traces []jaegertest.Trace
 	waitFor("the chat traces in Jaeger", 30*time.Second, func() bool {
 		traces = j.search("wo-worker", "chat send")
 		return len(traces) >= want
@@ -182,7 +184,7 @@ func checkChat(r *report, j *jaeger, sent chatSent) {
 			continue
 		}
 		chains = append(chains, c)
-		tr, _ := c.send.tag("wo.chat.transport")
+		tr, _ := c.send.Tag("wo.chat.transport")
 		byTransport[tr]++
 		if c.isRoot {
 			roots++
@@ -197,11 +199,11 @@ func checkChat(r *report, j *jaeger, sent chatSent) {
 	var hop *chatChain
 	for i := range chains {
 		c := &chains[i]
-		sh, _ := c.client.tag("wo.shard")
+		sh, _ := c.client.Tag("wo.shard")
 		if !c.haveSrv || sh == fmt.Sprint(ownerShard) {
 			continue
 		}
-		if conn, _ := c.send.tag("wo.shard"); hop == nil || conn != sh {
+		if conn, _ := c.send.Tag("wo.shard"); hop == nil || conn != sh {
 			hop = c
 		}
 	}
@@ -216,19 +218,19 @@ func checkChat(r *report, j *jaeger, sent chatSent) {
 		return
 	}
 	dump("chat-trace.json", hop.trace)
-	tags := func(name string, s apiSpan, kv ...string) {
+	tags := func(name string, s jaegertest.Span, kv ...string) {
 		var missing []string
 		for i := 0; i < len(kv); i += 2 {
-			v, ok := s.tag(kv[i])
+			v, ok := s.Tag(kv[i])
 			if !ok || (kv[i+1] != "*" && v != kv[i+1]) {
 				missing = append(missing, fmt.Sprintf("%s=%s (have %q)", kv[i], kv[i+1], v))
 			}
 		}
 		r.check(name, len(missing) == 0, "%q: %s", s.Operation, orOK(missing))
 	}
-	room, _ := hop.send.tag("messaging.destination.name")
-	roomShard, _ := hop.process.tag("wo.shard")
-	connShard, _ := hop.send.tag("wo.shard")
+	room, _ := hop.send.Tag("messaging.destination.name")
+	roomShard, _ := hop.process.Tag("wo.shard")
+	connShard, _ := hop.send.Tag("wo.shard")
 	tags("chat PRODUCER span attributes", hop.send, "messaging.system", "wo.chat", "messaging.operation.name", "send",
 		"messaging.operation.type", "send", "messaging.destination.name", "*", "network.transport", "tcp",
 		"wo.chat.transport", "*", "wo.shard", "*")
@@ -256,7 +258,7 @@ func checkChat(r *report, j *jaeger, sent chatSent) {
 	if sent.ws > 0 {
 		found, linkedUp, seen := false, "", []string{}
 		for _, c := range chains {
-			if tr, _ := c.send.tag("wo.chat.transport"); tr != "websocket" {
+			if tr, _ := c.send.Tag("wo.chat.transport"); tr != "websocket" {
 				continue
 			}
 			found = true
@@ -268,9 +270,9 @@ func checkChat(r *report, j *jaeger, sent chatSent) {
 				if up, ok := j.trace(ref.TraceID); ok {
 					for _, s := range up.Spans {
 						if s.SpanID == ref.SpanID {
-							seen = append(seen, fmt.Sprintf("%s %q", s.kind(), s.Operation))
+							seen = append(seen, fmt.Sprintf("%s %q", s.Kind(), s.Operation))
 						}
-						if s.SpanID == ref.SpanID && s.kind() == "server" && s.Operation == "GET /chat" {
+						if s.SpanID == ref.SpanID && s.Kind() == "server" && s.Operation == "GET /chat" {
 							linkedUp = ref.TraceID + "/" + ref.SpanID
 						}
 					}

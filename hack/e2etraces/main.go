@@ -45,6 +45,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/writeonce/wo/internal/jaegertest"
 )
 
 var (
@@ -237,45 +239,12 @@ func startJaeger() *jaeger {
 	}
 	// All-in-one on loopback only, memory storage, no metrics port of its
 	// own, and the trace page from ui/ as its static assets.
-	conf := fmt.Sprintf(`service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: info
-extensions:
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 10000
-  jaeger_query:
-    storage:
-      traces: memstore
-    http:
-      endpoint: 127.0.0.1:%d
-    grpc:
-      endpoint: 127.0.0.1:%d
-    ui:
-      assets_path: %s
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:%d
-processors:
-  batch:
-    timeout: 200ms
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-`, qhttp, qgrpc, ui, otlp)
+	conf := jaegertest.Config(jaegertest.Endpoints{
+		OTLP:      fmt.Sprintf("127.0.0.1:%d", otlp),
+		QueryHTTP: fmt.Sprintf("127.0.0.1:%d", qhttp),
+		QueryGRPC: fmt.Sprintf("127.0.0.1:%d", qgrpc),
+		UI:        ui,
+	})
 	path := filepath.Join(*outDir, "jaeger.yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		fatal(err)
@@ -295,97 +264,17 @@ exporters:
 	return j
 }
 
-// The JSON of Jaeger's query API (the model the UI reads).
-type apiTraces struct {
-	Data []apiTrace `json:"data"`
+func (j *jaeger) trace(id string) (jaegertest.Trace, bool) {
+	t, found, err := jaegertest.Query{Base: j.query}.Trace(context.Background(), id)
+	return t, found && err == nil
 }
 
-type apiTrace struct {
-	TraceID   string                `json:"traceID"`
-	Spans     []apiSpan             `json:"spans"`
-	Processes map[string]apiProcess `json:"processes"`
-}
-
-type apiProcess struct {
-	ServiceName string   `json:"serviceName"`
-	Tags        []apiTag `json:"tags"`
-}
-
-type apiSpan struct {
-	TraceID    string   `json:"traceID"`
-	SpanID     string   `json:"spanID"`
-	Operation  string   `json:"operationName"`
-	References []apiRef `json:"references"`
-	Start      int64    `json:"startTime"`
-	Duration   int64    `json:"duration"`
-	Tags       []apiTag `json:"tags"`
-	ProcessID  string   `json:"processID"`
-}
-
-type apiRef struct {
-	RefType string `json:"refType"`
-	TraceID string `json:"traceID"`
-	SpanID  string `json:"spanID"`
-}
-
-type apiTag struct {
-	Key   string `json:"key"`
-	Type  string `json:"type"`
-	Value any    `json:"value"`
-}
-
-func (s apiSpan) tag(k string) (string, bool) {
-	for _, t := range s.Tags {
-		if t.Key == k {
-			return fmt.Sprint(t.Value), true
-		}
-	}
-	return "", false
-}
-
-func (s apiSpan) kind() string { k, _ := s.tag("span.kind"); return k }
-
-func (s apiSpan) parent() string {
-	for _, r := range s.References {
-		if r.RefType == "CHILD_OF" {
-			return r.SpanID
-		}
-	}
-	return ""
-}
-
-func (j *jaeger) get(path string, v any) error {
-	resp, err := http.Get(j.query + path)
+func (j *jaeger) search(service, operation string) []jaegertest.Trace {
+	t, err := jaegertest.Query{Base: j.query}.Search(context.Background(), service, operation, 200)
 	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
-	}
-	return json.Unmarshal(body, v)
-}
-
-func (j *jaeger) trace(id string) (apiTrace, bool) {
-	var t apiTraces
-	if err := j.get("/api/traces/"+id, &t); err != nil || len(t.Data) == 0 {
-		return apiTrace{}, false
-	}
-	return t.Data[0], true
-}
-
-func (j *jaeger) search(service, operation string) []apiTrace {
-	var t apiTraces
-	q := fmt.Sprintf("/api/traces?service=%s&operation=%s&limit=200&lookback=1h", service, urlEscape(operation))
-	if err := j.get(q, &t); err != nil {
 		logf("search: %v", err)
 	}
-	return t.Data
-}
-
-func urlEscape(s string) string {
-	return strings.NewReplacer(" ", "%20", "{", "%7B", "}", "%7D", "/", "%2F").Replace(s)
+	return t
 }
 
 // ---- the run -----------------------------------------------------------------
@@ -465,12 +354,12 @@ func run(r *report) {
 	r.check("clean stop with a live collector", code == 0, "exit %d after %v", code, took.Round(time.Millisecond))
 
 	// Jaeger's batch processor and storage: wait until the traces are in.
-	var searched []apiTrace
+	var searched []jaegertest.Trace
 	waitFor("the PUT traces in Jaeger", 30*time.Second, func() bool {
 		searched = j.search("wo-worker", "PUT /v1/records/{key}")
 		return len(searched) >= n
 	})
-	var putTraces []apiTrace
+	var putTraces []jaegertest.Trace
 	for _, id := range putIDs {
 		if t, ok := j.trace(id); ok {
 			putTraces = append(putTraces, t)
@@ -518,49 +407,49 @@ func grepLine(log, s string) string {
 
 // putChain is one PUT's spans, found in its trace.
 type putChain struct {
-	trace                        apiTrace
-	httpSrv, dbClient, dbSrv     apiSpan
+	trace                        jaegertest.Trace
+	httpSrv, dbClient, dbSrv     jaegertest.Span
 	connShard, ownerShard        string
 	haveHTTP, haveClient, haveDB bool
 	// inline is the write's INTERNAL span when the request ran on the
 	// owner shard itself (no CLIENT/SERVER pair).
-	inline     apiSpan
+	inline     jaegertest.Span
 	haveInline bool
 }
 
-func findChain(t apiTrace) putChain {
+func findChain(t jaegertest.Trace) putChain {
 	c := putChain{trace: t}
 	for _, s := range t.Spans {
-		if s.kind() == "server" && strings.HasPrefix(s.Operation, "PUT ") {
+		if s.Kind() == "server" && strings.HasPrefix(s.Operation, "PUT ") {
 			c.httpSrv, c.haveHTTP = s, true
 		}
 	}
 	for _, s := range t.Spans {
-		if _, ok := s.tag("db.system.name"); !ok {
+		if _, ok := s.Tag("db.system.name"); !ok {
 			continue
 		}
 		// The write's CLIENT span (a PUT may also read first): that is
 		// the one whose commit the WAL fsync links to.
-		op, _ := s.tag("db.operation.name")
+		op, _ := s.Tag("db.operation.name")
 		write := op != "get" && op != "query"
-		if s.kind() == "client" && c.haveHTTP && s.parent() == c.httpSrv.SpanID && (write || !c.haveClient) {
+		if s.Kind() == "client" && c.haveHTTP && s.Parent() == c.httpSrv.SpanID && (write || !c.haveClient) {
 			c.dbClient, c.haveClient = s, true
 		}
-		if s.kind() == "internal" && write && c.haveHTTP && s.parent() == c.httpSrv.SpanID {
+		if s.Kind() == "internal" && write && c.haveHTTP && s.Parent() == c.httpSrv.SpanID {
 			c.inline, c.haveInline = s, true
 		}
 	}
 	for _, s := range t.Spans {
-		if _, ok := s.tag("db.system.name"); ok && s.kind() == "server" && c.haveClient && s.parent() == c.dbClient.SpanID {
+		if _, ok := s.Tag("db.system.name"); ok && s.Kind() == "server" && c.haveClient && s.Parent() == c.dbClient.SpanID {
 			c.dbSrv, c.haveDB = s, true
 		}
 	}
-	c.connShard, _ = c.dbClient.tag("wo.shard")
-	c.ownerShard, _ = c.dbSrv.tag("wo.db.owner_shard")
+	c.connShard, _ = c.dbClient.Tag("wo.shard")
+	c.ownerShard, _ = c.dbSrv.Tag("wo.db.owner_shard")
 	return c
 }
 
-func checkPut(r *report, j *jaeger, traces []apiTrace) {
+func checkPut(r *report, j *jaeger, traces []jaegertest.Trace) {
 	var chain putChain
 	var fallback *putChain // a PUT trace without the cross-shard chain
 	found := false
@@ -568,7 +457,7 @@ func checkPut(r *report, j *jaeger, traces []apiTrace) {
 	for _, t := range traces {
 		c := findChain(t)
 		if c.haveHTTP {
-			s, _ := c.httpSrv.tag("wo.shard")
+			s, _ := c.httpSrv.Tag("wo.shard")
 			shards[s]++
 			if fallback == nil {
 				fallback = &c
@@ -596,10 +485,10 @@ func checkPut(r *report, j *jaeger, traces []apiTrace) {
 		commit = chain.inline
 	}
 
-	want := func(name string, s apiSpan, kv ...string) {
+	want := func(name string, s jaegertest.Span, kv ...string) {
 		var missing []string
 		for i := 0; i < len(kv); i += 2 {
-			v, ok := s.tag(kv[i])
+			v, ok := s.Tag(kv[i])
 			if !ok || (kv[i+1] != "*" && v != kv[i+1]) {
 				missing = append(missing, fmt.Sprintf("%s=%s (have %q)", kv[i], kv[i+1], v))
 			}
@@ -613,7 +502,7 @@ func checkPut(r *report, j *jaeger, traces []apiTrace) {
 			"db.system.name", "wo", "db.operation.name", "*", "db.collection.name", "*", "wo.shard", chain.connShard, "wo.db.owner_shard", fmt.Sprint(ownerShard))
 		want("DB SERVER span attributes", sv,
 			"db.system.name", "wo", "db.operation.name", "*", "wo.db.owner_shard", fmt.Sprint(ownerShard))
-		r.check("span tree", cl.parent() == h.SpanID && sv.parent() == cl.SpanID,
+		r.check("span tree", cl.Parent() == h.SpanID && sv.Parent() == cl.SpanID,
 			"%s (shard %s) → %s CLIENT (shard %s) → %s SERVER (owner %s)", h.Operation, chain.connShard, cl.Operation, chain.connShard, sv.Operation, chain.ownerShard)
 	}
 	proc := chain.trace.Processes[h.ProcessID]
@@ -621,7 +510,7 @@ func checkPut(r *report, j *jaeger, traces []apiTrace) {
 
 	// The WAL fsync span: its own trace, linked to the commit's span (the
 	// owner's SERVER span) of this PUT.
-	var fsync apiSpan
+	var fsync jaegertest.Span
 	linked := false
 	for _, t := range j.search("wo-worker", "wal fsync") {
 		for _, s := range t.Spans {
@@ -635,7 +524,7 @@ func checkPut(r *report, j *jaeger, traces []apiTrace) {
 			}
 		}
 	}
-	if r.check("WAL fsync span linked to the commit", linked, "a %q span with a link to the commit's span %s/%s (%s)", "wal fsync", chain.trace.TraceID, commit.SpanID, commit.kind()) {
+	if r.check("WAL fsync span linked to the commit", linked, "a %q span with a link to the commit's span %s/%s (%s)", "wal fsync", chain.trace.TraceID, commit.SpanID, commit.Kind()) {
 		want("WAL fsync span attributes", fsync, "db.system.name", "wo", "wo.db.owner_shard", fmt.Sprint(ownerShard), "wo.wal.batch_size", "*", "wo.wal.records", "*", "wo.wal.bytes", "*")
 		dump("fsync-span.json", fsync)
 	}
@@ -682,10 +571,10 @@ func checkGet(r *report, j *jaeger, ids []string) {
 		}
 		var srv, db bool
 		for _, s := range t.Spans {
-			if s.kind() == "server" && strings.HasPrefix(s.Operation, "GET ") {
+			if s.Kind() == "server" && strings.HasPrefix(s.Operation, "GET ") {
 				srv = true
 			}
-			if v, _ := s.tag("db.operation.name"); v != "" {
+			if v, _ := s.Tag("db.operation.name"); v != "" {
 				db = true
 			}
 		}
@@ -698,7 +587,7 @@ func checkGet(r *report, j *jaeger, ids []string) {
 	for _, t := range j.search("wo-worker", "GET /v1/records/{key}") {
 		found++
 		for _, s := range t.Spans {
-			if v, _ := s.tag("db.operation.name"); v == "get" && s.parent() != "" {
+			if v, _ := s.Tag("db.operation.name"); v == "get" && s.Parent() != "" {
 				r.check("GET trace", true, "trace %s (found by search, not by the client's trace id): HTTP SERVER span and its DB span", t.TraceID)
 				return
 			}

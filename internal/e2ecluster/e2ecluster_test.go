@@ -432,26 +432,22 @@ func checkLeaderPodDeleted(ctx context.Context, t *testing.T, c *Cluster) {
 // The node reports Ready again, the group stays whole, and every
 // acknowledged write reads back.
 func checkKubeletRestart(ctx context.Context, t *testing.T, c *Cluster) {
-	rec := serviceRecords(ctx, t, c, shared)
-	scale(ctx, t, c, shared, 3)
-	w, err := c.Worker(ctx, ns, shared)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, w := sharedAtThree(ctx, t, c)
 	before := podStates(ctx, t, c, w)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	load := StartLoad(lctx, rec, "kubelet", 4)
 	sleepCtx(ctx, 3*time.Second)
 
+	nodeName := getPod(ctx, t, c, shared+"-0").Spec.NodeName
 	start := time.Now()
 	if err := c.RestartDaemon(ctx, "kubelet"); err != nil {
 		t.Fatal(err)
 	}
 	// Ready with a heartbeat from after the restart: the condition the
 	// old kubelet posted proves nothing.
-	err = Poll(ctx, time.Second, func(ctx context.Context) error {
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, getPod(ctx, t, c, shared+"-0").Spec.NodeName, metav1.GetOptions{})
+	err := Poll(ctx, time.Second, func(ctx context.Context) error {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -524,12 +520,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // the other two until the drain gives up. The group keeps its quorum
 // throughout, and after uncordon it is whole again.
 func checkDrain(ctx context.Context, t *testing.T, c *Cluster) {
-	rec := serviceRecords(ctx, t, c, shared)
-	scale(ctx, t, c, shared, 3)
-	w, err := c.Worker(ctx, ns, shared)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, w := sharedAtThree(ctx, t, c)
 	pdb, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, render.PDBName(w), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("no PodDisruptionBudget for a three-voter Worker: %v", err)
@@ -709,6 +700,19 @@ func deleteLeaderAndWait(ctx context.Context, t *testing.T, c *Cluster, token st
 	}
 	t.Logf("round %d: leader %s deleted; every voter reachable again in %s", round+1, leader, time.Since(start).Round(time.Second))
 	return true
+}
+
+// sharedAtThree scales the shared Worker to three pods and returns its
+// Service's records client and the Worker.
+func sharedAtThree(ctx context.Context, t *testing.T, c *Cluster) (Records, *wov1.Worker) {
+	t.Helper()
+	rec := serviceRecords(ctx, t, c, shared)
+	scale(ctx, t, c, shared, 3)
+	w, err := c.Worker(ctx, ns, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, w
 }
 
 func serviceRecords(ctx context.Context, t *testing.T, c *Cluster, worker string) Records {

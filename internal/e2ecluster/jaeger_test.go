@@ -2,15 +2,14 @@ package e2ecluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/writeonce/wo/internal/jaegertest"
 )
 
 // jaegerImage is the image hack/cluster-up.sh packs from
@@ -23,48 +22,15 @@ const jaegerImage = "wo.local/jaeger:1"
 const jaegerOTLP = "http://jaeger." + ns + ".svc.cluster.local:4317"
 
 // jaegerManifest runs Jaeger all-in-one (OTLP/gRPC in, memory storage,
-// the query API) as a pod behind a Service, the way a user would run a
-// collector beside wo.
-const jaegerManifest = `apiVersion: v1
+// the query API: jaegertest.Config) as a pod behind a Service, the way a
+// user would run a collector beside wo.
+var jaegerManifest = `apiVersion: v1
 kind: ConfigMap
 metadata:
   name: jaeger
 data:
   config.yaml: |
-    service:
-      extensions: [jaeger_storage, jaeger_query]
-      pipelines:
-        traces:
-          receivers: [otlp]
-          processors: [batch]
-          exporters: [jaeger_storage_exporter]
-      telemetry:
-        metrics:
-          level: none
-    extensions:
-      jaeger_storage:
-        backends:
-          memstore:
-            memory:
-              max_traces: 10000
-      jaeger_query:
-        storage:
-          traces: memstore
-        http:
-          endpoint: 0.0.0.0:16686
-        grpc:
-          endpoint: 0.0.0.0:16685
-    receivers:
-      otlp:
-        protocols:
-          grpc:
-            endpoint: 0.0.0.0:4317
-    processors:
-      batch:
-        timeout: 200ms
-    exporters:
-      jaeger_storage_exporter:
-        trace_storage: memstore
+` + indent(jaegertest.Config(jaegertest.Endpoints{OTLP: "0.0.0.0:4317", QueryHTTP: "0.0.0.0:16686", QueryGRPC: "0.0.0.0:16685"}), "    ") + `
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -140,60 +106,9 @@ func startJaeger(ctx context.Context, t *testing.T, c *Cluster) string {
 	return ""
 }
 
-// The part of Jaeger's query API JSON (the model its UI reads) the check
-// needs.
-type jaegerTraces struct {
-	Data []struct {
-		TraceID string `json:"traceID"`
-		Spans   []struct {
-			Operation string      `json:"operationName"`
-			ProcessID string      `json:"processID"`
-			Tags      []jaegerTag `json:"tags"`
-		} `json:"spans"`
-		Processes map[string]struct {
-			ServiceName string      `json:"serviceName"`
-			Tags        []jaegerTag `json:"tags"`
-		} `json:"processes"`
-	} `json:"data"`
-}
-
-type jaegerTag struct {
-	Key   string `json:"key"`
-	Value any    `json:"value"`
-}
-
-func tagValue(tags []jaegerTag, key string) (string, bool) {
-	for _, t := range tags {
-		if t.Key == key {
-			return fmt.Sprint(t.Value), true
-		}
-	}
-	return "", false
-}
-
-func jaegerSearch(ctx context.Context, base, service, operation string) (jaegerTraces, error) {
-	var out jaegerTraces
-	q := url.Values{"service": {service}, "operation": {operation}, "limit": {"50"}, "lookback": {"1h"}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/traces?"+q.Encode(), nil)
-	if err != nil {
-		return out, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return out, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return out, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return out, fmt.Errorf("GET /api/traces: %s: %s", resp.Status, b)
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return out, fmt.Errorf("decode /api/traces: %w", err)
-	}
-	return out, nil
+// indent prefixes every line of s with p.
+func indent(s, p string) string {
+	return p + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+p)
 }
 
 // checkTraces: the PUT that checkService sent through the Service is a
@@ -206,18 +121,18 @@ func checkTraces(ctx context.Context, t *testing.T, jaeger string) {
 	const op = "PUT /v1/records/{key}"
 	var why error
 	err := Poll(ctx, 2*time.Second, func(ctx context.Context) error {
-		found, err := jaegerSearch(ctx, jaeger, "wo-worker", op)
+		found, err := jaegertest.Query{Base: jaeger}.Search(ctx, "wo-worker", op, 50)
 		if err != nil {
 			return err
 		}
-		for _, tr := range found.Data {
+		for _, tr := range found {
 			http, db := false, false
 			var pid string
 			for _, s := range tr.Spans {
 				if s.Operation == op {
 					http, pid = true, s.ProcessID
 				}
-				if _, ok := tagValue(s.Tags, "db.system.name"); ok {
+				if _, ok := s.Tag("db.system.name"); ok {
 					db = true
 				}
 			}
@@ -228,7 +143,7 @@ func checkTraces(ctx context.Context, t *testing.T, jaeger string) {
 			proc := tr.Processes[pid]
 			want := map[string]string{"wo.worker": pinned, "k8s.namespace.name": ns, "k8s.pod.name": pinned + "-0"}
 			for k, v := range want {
-				if got, _ := tagValue(proc.Tags, k); got != v {
+				if got, _ := proc.Tag(k); got != v {
 					why = fmt.Errorf("trace %s: process %s has %s=%q, want %q (tags %v)", tr.TraceID, proc.ServiceName, k, got, v, proc.Tags)
 					return why
 				}
@@ -239,7 +154,7 @@ func checkTraces(ctx context.Context, t *testing.T, jaeger string) {
 		if why != nil {
 			return why
 		}
-		return fmt.Errorf("no %q trace of wo-worker among %d", op, len(found.Data))
+		return fmt.Errorf("no %q trace of wo-worker among %d", op, len(found))
 	})
 	if err != nil {
 		t.Fatalf("traces in the Jaeger pod (%s): %v", jaeger, err)
