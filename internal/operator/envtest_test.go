@@ -411,6 +411,13 @@ func TestCELRulesRejectBadSpecs(t *testing.T) {
 		{"env sets WO_SHARDS", func(w *wov1.Worker) {
 			w.Spec.Env = []corev1.EnvVar{{Name: "WO_SHARDS", Value: "64"}}
 		}, "env must not set WO_SHARDS"},
+		{"env sets WO_PARTITIONS above 1", func(w *wov1.Worker) {
+			w.Spec.Env = []corev1.EnvVar{{Name: "EXTRA", Value: "1"}, {Name: "WO_PARTITIONS", Value: "8"}}
+		}, "env WO_PARTITIONS above 1 cannot run under the operator"},
+		{"env sets WO_PARTITIONS from a field", func(w *wov1.Worker) {
+			w.Spec.Env = []corev1.EnvVar{{Name: "WO_PARTITIONS", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['p']"}}}}
+		}, "env WO_PARTITIONS above 1 cannot run under the operator"},
 		{"Localhost seccomp without a profile", func(w *wov1.Worker) {
 			w.Spec.Seccomp = &wov1.SeccompSpec{Type: wov1.SeccompLocalhost}
 		}, "seccomp.localhostProfile is required when seccomp.type is Localhost"},
@@ -444,7 +451,9 @@ func TestCELRulesRejectBadSpecs(t *testing.T) {
 	}
 	zero := newWorker(ns, "good-zero-replicas", "1", wov1.PinningNone)
 	zero.Spec.Replicas = ptr.To(int32(0))
-	good = append(good, eq, zero)
+	onePartition := newWorker(ns, "good-one-partition", "1", wov1.PinningNone)
+	onePartition.Spec.Env = []corev1.EnvVar{{Name: "WO_PARTITIONS", Value: "1"}}
+	good = append(good, eq, zero, onePartition)
 	for _, w := range good {
 		if err := k8s.Create(ctx, w); err != nil {
 			t.Errorf("%s refused: %v", w.Name, err)
