@@ -59,7 +59,7 @@ for c in containerd runc iptables conntrack nsenter openssl ip flock; do
 	command -v "${c}" >/dev/null || die "${c} not found after hack/node-packages.sh"
 done
 [[ -x "${CNI_BIN}/bridge" && -x "${CNI_BIN}/host-local" && -x "${CNI_BIN}/loopback" ]] ||
-	die "CNI plugins not in ${CNI_BIN}: apt-get install containernetworking-plugins"
+	die "CNI plugins not in ${CNI_BIN} after hack/node-packages.sh"
 
 mkdir -p "${STATE}"
 exec 8>"${STATE}.lock"
