@@ -1,6 +1,7 @@
 package main
 
 import (
+	debugbuildinfo "debug/buildinfo"
 	"errors"
 	"os"
 	"os/exec"
@@ -84,10 +85,20 @@ func TestVersion(t *testing.T) {
 
 	w := startWorker(t, t.TempDir())
 	metrics := must(t, "GET", w.ops+"/metrics", "", 200)
-	// The test binary's worker is built without -X: "dev", the same commit.
+	// The test binary's worker is built without -X: the commit is the
+	// same, and its version is the one the go command stamped into it
+	// (a pseudo-version from git when VCS stamping is on, as on a machine
+	// whose Go settings leave it on) or else "dev". Read from the binary
+	// itself, not assumed from this machine's GOFLAGS.
+	version := "dev"
+	if bi, err := debugbuildinfo.ReadFile(workerBin); err != nil {
+		t.Fatalf("read the worker's build info: %v", err)
+	} else if v := bi.Main.Version; v != "" && v != "(devel)" {
+		version = v
+	}
 	want := `wo_build_info{commit="` + commit + `",goversion="go`
-	if !strings.Contains(metrics, want) || !strings.Contains(metrics, `version="dev"} 1`) {
-		t.Errorf("/metrics lacks %s...version=\"dev\"} 1:\n%s", want, grepLines(metrics, "wo_build_info"))
+	if !strings.Contains(metrics, want) || !strings.Contains(metrics, `version="`+version+`"} 1`) {
+		t.Errorf("/metrics lacks %s...version=%q} 1:\n%s", want, version, grepLines(metrics, "wo_build_info"))
 	}
 	w.stop(t)
 }
