@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -30,6 +31,12 @@ const (
 	kindSnapAck    byte = 6
 	kindHelloAck   byte = 7 // the listener accepts the hello
 	kindRefused    byte = 8 // the listener refuses it: reason byte + text
+	// A raft group other than group 0 (a partition's, when one transport
+	// carries many groups: TCP.Group): the same bodies as kindMsgs and
+	// kindSnapHeader after a uvarint group number. Group 0 keeps the
+	// plain kinds, so a member of a single group speaks as before.
+	kindGroupMsgs       byte = 9
+	kindGroupSnapHeader byte = 10
 )
 
 // Refusal reasons in a refused frame.
@@ -109,6 +116,24 @@ func (fr *frameReader) next() (kind byte, body []byte, err error) {
 	return kind, body, nil
 }
 
+// appendGroup appends the group prefix of a kindGroupMsgs or
+// kindGroupSnapHeader body.
+func appendGroup(dst []byte, g uint32) []byte { return binary.AppendUvarint(dst, uint64(g)) }
+
+// splitGroup reads the group prefix of a kindGroupMsgs or
+// kindGroupSnapHeader body: the group (never 0: group 0 has the plain
+// kinds) and the rest of the body.
+func splitGroup(body []byte) (uint32, []byte, error) {
+	g, k := binary.Uvarint(body)
+	switch {
+	case k <= 0:
+		return 0, nil, badFrame("group number is not a varint")
+	case g == 0 || g > math.MaxUint32:
+		return 0, nil, badFrame("group number %d (want 1 to %d; group 0 uses the plain frame kinds)", g, uint32(math.MaxUint32))
+	}
+	return uint32(g), body[k:], nil
+}
+
 // hello is the first frame of every connection: who is calling whom, for
 // what, in which cluster.
 type hello struct {
@@ -156,8 +181,18 @@ func decodeHello(body []byte) (hello, error) {
 // Envelope carries): count uvarint, then each message as
 // length uvarint + protobuf bytes.
 func EncodeMessages(dst []byte, msgs []*raftpb.Message) ([]byte, error) {
-	dst = binary.AppendUvarint(dst, uint64(len(msgs)))
-	for _, m := range msgs {
+	return encodeEach(dst, len(msgs), func(i int) *raftpb.Message { return msgs[i] })
+}
+
+// encodeOut is EncodeMessages over queued messages (one group's run).
+func encodeOut(dst []byte, out []outMsg) ([]byte, error) {
+	return encodeEach(dst, len(out), func(i int) *raftpb.Message { return out[i].m })
+}
+
+func encodeEach(dst []byte, n int, at func(int) *raftpb.Message) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for i := range n {
+		m := at(i)
 		size := proto.Size(m)
 		dst = binary.AppendUvarint(dst, uint64(size))
 		var err error
@@ -206,7 +241,7 @@ func DecodeMessages(body []byte) ([]*raftpb.Message, error) {
 }
 
 // snapHeader is the MsgSnap without its data, plus the data's length.
-func encodeSnapHeader(m *raftpb.Message, dataLen int) ([]byte, error) {
+func encodeSnapHeader(dst []byte, m *raftpb.Message, dataLen int) ([]byte, error) {
 	// Marshal without the data by lifting it out for the call (cloning
 	// would copy the whole snapshot); nothing parks in between, so no other
 	// fiber sees the message without it.
@@ -215,7 +250,7 @@ func encodeSnapHeader(m *raftpb.Message, dataLen int) ([]byte, error) {
 		data, m.Snapshot.Data = m.Snapshot.Data, nil
 		defer func() { m.Snapshot.Data = data }()
 	}
-	b := binary.BigEndian.AppendUint64(nil, uint64(dataLen))
+	b := binary.BigEndian.AppendUint64(dst, uint64(dataLen))
 	b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
 	if err != nil {
 		return nil, fmt.Errorf("transport: marshal snapshot header to %d: %w", m.GetTo(), err)

@@ -14,11 +14,13 @@ import (
 func FuzzDecodeFrame(f *testing.F) {
 	body, _ := EncodeMessages(nil, []*raftpb.Message{heartbeat(1, 2, 3), {Type: raftpb.MsgVote.Enum(), From: new(uint64(1)), To: new(uint64(2))}})
 	f.Add(append(helloFrame(42, 1, 2), appendFrame(nil, kindMsgs, body)...))
-	hdr, _ := encodeSnapHeader(&raftpb.Message{Type: raftpb.MsgSnap.Enum(), Snapshot: &raftpb.Snapshot{Data: []byte("abc")}}, 3)
+	hdr, _ := encodeSnapHeader(nil, &raftpb.Message{Type: raftpb.MsgSnap.Enum(), Snapshot: &raftpb.Snapshot{Data: []byte("abc")}}, 3)
 	f.Add(appendFrame(nil, kindSnapHeader, hdr))
 	f.Add([]byte{0, 0, 0, 0})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 2})
 	f.Add(appendFrame(nil, kindMsgs, []byte{3, 1, 0, 0}))
+	f.Add(appendFrame(nil, kindGroupMsgs, append(appendGroup(nil, 3), body...)))
+	f.Add(appendFrame(nil, kindGroupSnapHeader, append(appendGroup(nil, 70000), hdr...)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fr := &frameReader{r: bytes.NewReader(in), limit: 1 << 16}
 		for {
@@ -33,7 +35,17 @@ func FuzzDecodeFrame(f *testing.F) {
 						t.Fatalf("hello %+v did not round-trip: %+v, %v", h, h2, err)
 					}
 				}
-			case kindMsgs:
+			case kindMsgs, kindGroupMsgs:
+				if kind == kindGroupMsgs {
+					g, rest, err := splitGroup(body)
+					if err != nil {
+						continue
+					}
+					if g2, _, err := splitGroup(appendGroup(nil, g)); err != nil || g2 != g {
+						t.Fatalf("group %d did not round-trip: %d, %v", g, g2, err)
+					}
+					body = rest
+				}
 				msgs, err := DecodeMessages(body)
 				if err != nil {
 					continue
@@ -53,6 +65,10 @@ func FuzzDecodeFrame(f *testing.F) {
 				}
 			case kindSnapHeader:
 				_, _, _ = decodeSnapHeader(body, 1<<20)
+			case kindGroupSnapHeader:
+				if _, rest, err := splitGroup(body); err == nil {
+					_, _, _ = decodeSnapHeader(rest, 1<<20)
+				}
 			}
 		}
 	})

@@ -134,6 +134,10 @@ type Stats struct {
 	ConnsRefused               atomic.Int64 // inbound connections closed: bad hello, bad or oversized frame, removed member, a message naming another sender
 	Dials, DialFailures        atomic.Int64
 	SnapshotsSent, SnapshotsIn atomic.Int64
+	// UnknownGroup counts messages for a group this transport has no
+	// member of (yet: a partition still opening; or any more): dropped,
+	// raft sends again what matters.
+	UnknownGroup atomic.Int64
 }
 
 // TCP is the transport between members: one listener on the peer port, one
@@ -147,20 +151,36 @@ type Stats struct {
 // connection is then used by one fiber, which is what crypto/tls over a
 // fiber socket needs (its locks are never contended, so never block the
 // shard).
+//
+// One TCP carries any number of raft groups (multi-raft: a partitioned
+// database's partitions, each its own group over the same members): group
+// 0 is Config.Handler's and TCP's own Net methods; Group adds others. Every
+// group shares the peer's one message connection, and a peer's queued
+// messages of several groups go out in one write.
 type TCP struct {
 	cfg     Config
 	ln      *runtime.Listener
 	peers   map[uint64]*peer
-	refused map[uint64]bool // removed members
+	groups  map[uint32]Handler // group 0 is cfg.Handler
+	refused map[uint64]bool    // removed members
 	inbound map[*runtime.Conn]struct{}
 	closed  bool
 	Stats   Stats
 }
 
+// outMsg is a queued message and the group it belongs to.
+type outMsg struct {
+	group uint32
+	m     *raftpb.Message
+}
+
 type peer struct {
-	id      uint64
-	addr    string
-	pending []*raftpb.Message
+	id   uint64
+	addr string
+	// groups are the groups whose membership names this peer: it is
+	// dropped (and refused) only once the last of them removes it.
+	groups  map[uint32]bool
+	pending []outMsg
 	// pendingBytes approximates the entry bytes in pending: a leader
 	// probing a slow follower resends up to MaxSizePerMsg of the same
 	// entries every heartbeat, so a count bound alone allows 4096 such
@@ -168,7 +188,7 @@ type peer struct {
 	// A member in a leader-kill test run grew to 1.1 GB of heap with that
 	// shard busy in the writer's encoding (docs/replication.md).
 	pendingBytes int
-	spare        []*raftpb.Message
+	spare        []outMsg
 	wake         runtime.Signal // the writer sleeps on it while pending is empty
 	raw          *runtime.Conn  // the outbound connection, nil while down
 	down         bool           // logged as unreachable; cleared on the next good dial
@@ -190,7 +210,8 @@ func New(f *runtime.Fiber, cfg Config) (*TCP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen on peer address %s: %w", cfg.Addr, err)
 	}
-	t := &TCP{cfg: cfg, ln: ln, peers: map[uint64]*peer{}, refused: map[uint64]bool{}, inbound: map[*runtime.Conn]struct{}{}}
+	t := &TCP{cfg: cfg, ln: ln, peers: map[uint64]*peer{}, groups: map[uint32]Handler{0: cfg.Handler},
+		refused: map[uint64]bool{}, inbound: map[*runtime.Conn]struct{}{}}
 	if cfg.TLS == nil {
 		cfg.Logger.Warn("transport: peer TLS is off: members are not authenticated and raft traffic is plaintext; set the peer TLS certificate, key and CA files for anything but a single machine", "addr", ln.Addr().String())
 	} else {
@@ -203,13 +224,57 @@ func New(f *runtime.Fiber, cfg Config) (*TCP, error) {
 // Addr is the address the peer port is bound to.
 func (t *TCP) Addr() net.Addr { return t.ln.Addr() }
 
-// AddPeer implements Net.
-func (t *TCP) AddPeer(f *runtime.Fiber, id uint64, addr string) {
+// Group returns the Net of raft group g (g > 0) on this transport; what
+// the transport hears for g goes to h. Call it on the transport's shard
+// (Shared.Join does so for a group on another shard). Joining a group
+// already joined replaces its handler.
+func (t *TCP) Group(g uint32, h Handler) Net {
+	if g == 0 {
+		panic("transport: Group(0): group 0 is the transport's own (Config.Handler)")
+	}
+	t.groups[g] = h
+	return groupNet{t, g}
+}
+
+// LeaveGroup forgets group g: its messages are dropped from now on, and it
+// no longer holds any peer. Call it on the transport's shard.
+func (t *TCP) LeaveGroup(f *runtime.Fiber, g uint32) {
+	if g == 0 {
+		return
+	}
+	delete(t.groups, g)
+	for id, p := range t.peers {
+		if p.groups[g] {
+			t.removePeer(f, g, id)
+		}
+	}
+}
+
+// groupNet is group g's Net on the transport.
+type groupNet struct {
+	t *TCP
+	g uint32
+}
+
+func (n groupNet) Send(f *runtime.Fiber, msgs []*raftpb.Message) { n.t.send(f, n.g, msgs) }
+func (n groupNet) AddPeer(f *runtime.Fiber, id uint64, addr string) {
+	n.t.addPeer(f, n.g, id, addr)
+}
+func (n groupNet) RemovePeer(f *runtime.Fiber, id uint64) { n.t.removePeer(f, n.g, id) }
+
+// handler is group g's handler, or nil for a group nobody joined.
+func (t *TCP) handler(g uint32) Handler { return t.groups[g] }
+
+// AddPeer implements Net (group 0).
+func (t *TCP) AddPeer(f *runtime.Fiber, id uint64, addr string) { t.addPeer(f, 0, id, addr) }
+
+func (t *TCP) addPeer(f *runtime.Fiber, g uint32, id uint64, addr string) {
 	if t.closed || id == t.cfg.ID {
 		return
 	}
 	delete(t.refused, id)
 	if p, ok := t.peers[id]; ok {
+		p.groups[g] = true
 		if p.addr != addr {
 			p.addr = addr
 			if p.raw != nil {
@@ -218,15 +283,25 @@ func (t *TCP) AddPeer(f *runtime.Fiber, id uint64, addr string) {
 		}
 		return
 	}
-	p := &peer{id: id, addr: addr, backoff: t.cfg.BackoffMin}
+	p := &peer{id: id, addr: addr, groups: map[uint32]bool{g: true}, backoff: t.cfg.BackoffMin}
 	t.peers[id] = p
 	runtime.Go(f, func(f *runtime.Fiber) { t.runPeer(f, p) })
 }
 
-// RemovePeer implements Net.
-func (t *TCP) RemovePeer(f *runtime.Fiber, id uint64) {
-	t.refused[id] = true
+// RemovePeer implements Net (group 0).
+func (t *TCP) RemovePeer(f *runtime.Fiber, id uint64) { t.removePeer(f, 0, id) }
+
+// removePeer takes id out of group g; once no group names it, the peer
+// is dropped and its connections refused as a removed member's.
+func (t *TCP) removePeer(f *runtime.Fiber, g uint32, id uint64) {
 	p, ok := t.peers[id]
+	if ok {
+		delete(p.groups, g)
+		if len(p.groups) > 0 {
+			return
+		}
+	}
+	t.refused[id] = true
 	if !ok {
 		return
 	}
@@ -238,20 +313,27 @@ func (t *TCP) RemovePeer(f *runtime.Fiber, id uint64) {
 	p.wake.Notify(f)
 }
 
-// Send implements Net. Messages are appended to their peer's queue; the
-// peer's writer sends everything queued in as few frames as fit, so the
-// messages of one Ready (and of every Ready while a write is in flight) go
-// out in one write.
-func (t *TCP) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
+// Send implements Net (group 0). Messages are appended to their peer's
+// queue; the peer's writer sends everything queued in as few frames as
+// fit, so the messages of one Ready (and of every Ready while a write is
+// in flight, of every group) go out in one write.
+func (t *TCP) Send(f *runtime.Fiber, msgs []*raftpb.Message) { t.send(f, 0, msgs) }
+
+func (t *TCP) send(f *runtime.Fiber, g uint32, msgs []*raftpb.Message) {
+	h := t.handler(g)
+	if h == nil {
+		t.Stats.MessagesDropped.Add(int64(len(msgs)))
+		return // the group left
+	}
 	for _, m := range msgs {
 		p, ok := t.peers[m.GetTo()]
 		if !ok || t.closed {
 			t.Stats.MessagesDropped.Add(1)
-			t.cfg.Handler.ReportUnreachable(f, m.GetTo())
+			h.ReportUnreachable(f, m.GetTo())
 			continue
 		}
 		if m.GetType() == raftpb.MsgSnap {
-			runtime.Go(f, func(f *runtime.Fiber) { t.sendSnapshot(f, p, m) })
+			runtime.Go(f, func(f *runtime.Fiber) { t.sendSnapshot(f, p, g, m) })
 			continue
 		}
 		n := entryBytes(m)
@@ -260,10 +342,10 @@ func (t *TCP) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
 			// it stops pipelining appends to the peer and probes instead,
 			// resending what the peer lacks once it answers.
 			t.Stats.MessagesDropped.Add(1)
-			t.cfg.Handler.ReportUnreachable(f, m.GetTo())
+			h.ReportUnreachable(f, m.GetTo())
 			continue
 		}
-		p.pending = append(p.pending, m)
+		p.pending = append(p.pending, outMsg{g, m})
 		p.pendingBytes += n
 		p.wake.Notify(f)
 	}
@@ -348,19 +430,25 @@ func (t *TCP) lost(f *runtime.Fiber, p *peer, err error) {
 		p.down = true
 		t.cfg.Logger.Warn("transport: peer unreachable; retrying with backoff", "peer", p.id, "addr", p.addr, "err", err)
 	}
-	t.cfg.Handler.ReportUnreachable(f, p.id)
+	for g := range p.groups {
+		if h := t.handler(g); h != nil {
+			h.ReportUnreachable(f, p.id)
+		}
+	}
 }
 
-// writeBatch encodes batch into frames no larger than MaxFrame, all in one
-// buffer, and writes them with one call. A single message too large for a
-// frame is dropped with a log line (raft's MaxSizePerMsg should prevent it).
-func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []*raftpb.Message) error {
+// writeBatch encodes batch into frames no larger than MaxFrame (a frame
+// per run of one group's messages), all in one buffer, and writes them
+// with one call. A single message too large for a frame is dropped with a
+// log line (raft's MaxSizePerMsg should prevent it).
+func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 	buf := p.buf[:0]
 	start := 0
 	for start < len(batch) {
+		g := batch[start].group
 		end, size := start, 0
-		for end < len(batch) {
-			s := sizeOf(batch[end])
+		for end < len(batch) && batch[end].group == g {
+			s := sizeOf(batch[end].m)
 			if end > start && size+s > t.cfg.MaxFrame-16 {
 				break
 			}
@@ -369,14 +457,18 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []*raftpb.Message) error 
 		}
 		if size > t.cfg.MaxFrame-16 { // one message alone is too big
 			t.Stats.MessagesDropped.Add(1)
-			t.cfg.Logger.Error("transport: message larger than the frame limit dropped", "peer", p.id, "type", batch[start].GetType().String(), "bytes", size, "limit", t.cfg.MaxFrame)
+			t.cfg.Logger.Error("transport: message larger than the frame limit dropped", "peer", p.id, "group", g, "type", batch[start].m.GetType().String(), "bytes", size, "limit", t.cfg.MaxFrame)
 			start = end
 			continue
 		}
 		at := len(buf)
-		buf = append(buf, 0, 0, 0, 0, kindMsgs)
+		if g == 0 {
+			buf = append(buf, 0, 0, 0, 0, kindMsgs)
+		} else {
+			buf = appendGroup(append(buf, 0, 0, 0, 0, kindGroupMsgs), g)
+		}
 		var err error
-		if buf, err = EncodeMessages(buf, batch[start:end]); err != nil {
+		if buf, err = encodeOut(buf, batch[start:end]); err != nil {
 			return err
 		}
 		binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
@@ -462,7 +554,9 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 	case kind == kindRefused && len(body) > 0:
 		if body[0] == refusedRemoved {
 			t.cfg.Logger.Error("transport: a peer says this member was removed from the group", "peer", to, "addr", addr)
-			t.cfg.Handler.ReportRemoved(f, to)
+			for _, h := range t.groups {
+				h.ReportRemoved(f, to)
+			}
 		}
 		return raw, nil, fmt.Errorf("peer %x at %s refused this member: %s", to, addr, body[1:])
 	case kind != kindHelloAck:
@@ -609,7 +703,15 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 			}
 			return
 		}
-		if kind != kindMsgs {
+		var g uint32
+		switch kind {
+		case kindMsgs:
+		case kindGroupMsgs:
+			if g, body, err = splitGroup(body); err != nil {
+				t.refuse(raw, "bad group message frame", err)
+				return
+			}
+		default:
 			t.refuse(raw, "unexpected frame on a message stream", badFrame("kind %d", kind))
 			return
 		}
@@ -626,9 +728,35 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 		if t.refused[h.from] || t.closed {
 			return
 		}
-		for _, m := range msgs {
-			t.cfg.Handler.Process(f, m)
+		t.deliver(f, g, h.from, body, msgs)
+	}
+}
+
+// BodyHandler is a Handler that can take a whole frame's messages
+// undecoded: Shared's bridge to a group on another shard passes the bytes
+// on instead of encoding each message again. The body is valid only
+// during the call, and it was checked as Process's messages are.
+type BodyHandler interface {
+	Handler
+	ProcessBody(f *runtime.Fiber, from uint64, body []byte)
+}
+
+// deliver hands a checked frame of group g to its handler; a group nobody
+// here has joined is counted and dropped.
+func (t *TCP) deliver(f *runtime.Fiber, g uint32, from uint64, body []byte, msgs []*raftpb.Message) {
+	hd := t.handler(g)
+	if hd == nil {
+		if t.Stats.UnknownGroup.Add(int64(len(msgs))) == int64(len(msgs)) {
+			t.cfg.Logger.Warn("transport: messages for a group this member has not joined are dropped (logged once)", "group", g, "peer", from)
 		}
+		return
+	}
+	if bh, ok := hd.(BodyHandler); ok {
+		bh.ProcessBody(f, from, body)
+		return
+	}
+	for _, m := range msgs {
+		hd.Process(f, m)
 	}
 }
 
@@ -684,9 +812,16 @@ func isClosed(err error) bool {
 func (t *TCP) receiveSnapshot(f *runtime.Fiber, raw *runtime.Conn, c net.Conn, fr *frameReader, h hello) {
 	_ = raw.SetDeadline(time.Now().Add(t.cfg.SnapshotTimeout))
 	kind, body, err := fr.next()
-	if err != nil || kind != kindSnapHeader {
+	if err != nil || kind != kindSnapHeader && kind != kindGroupSnapHeader {
 		t.refuse(raw, "snapshot stream without a header", errors.Join(err, badFrame("kind %d", kind)))
 		return
+	}
+	var g uint32
+	if kind == kindGroupSnapHeader {
+		if g, body, err = splitGroup(body); err != nil {
+			t.refuse(raw, "bad group snapshot header", err)
+			return
+		}
 	}
 	m, size, err := decodeSnapHeader(body, t.cfg.MaxSnapshot)
 	if err != nil {
@@ -731,7 +866,13 @@ func (t *TCP) receiveSnapshot(f *runtime.Fiber, raw *runtime.Conn, c net.Conn, f
 	}
 	m.Snapshot.Data = data
 	t.Stats.SnapshotsIn.Add(1)
-	t.cfg.Handler.Process(f, m)
+	hd := t.handler(g)
+	if hd == nil {
+		t.Stats.UnknownGroup.Add(1)
+		t.refuse(raw, "snapshot for a group this member has not joined", fmt.Errorf("group %d", g))
+		return // no ack: the sender reports the snapshot failed
+	}
+	hd.Process(f, m)
 	_, _ = c.Write(appendFrame(nil, kindSnapAck, nil))
 }
 
@@ -739,9 +880,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // sendSnapshot streams one MsgSnap on a connection of its own, so a large
 // snapshot never holds up heartbeats, and reports the outcome to raft.
-func (t *TCP) sendSnapshot(f *runtime.Fiber, p *peer, m *raftpb.Message) {
+func (t *TCP) sendSnapshot(f *runtime.Fiber, p *peer, g uint32, m *raftpb.Message) {
 	status := raft.SnapshotFailure
-	defer func() { t.cfg.Handler.ReportSnapshot(f, p.id, status) }()
+	defer func() {
+		if h := t.handler(g); h != nil {
+			h.ReportSnapshot(f, p.id, status)
+		}
+	}()
 	raw, c, err := t.dial(f, p.addr, streamSnap, p.id)
 	if err != nil {
 		t.cfg.Logger.Warn("transport: snapshot not sent", "peer", p.id, "err", err)
@@ -759,9 +904,14 @@ func (t *TCP) sendSnapshot(f *runtime.Fiber, p *peer, m *raftpb.Message) {
 	}()
 	_ = raw.SetDeadline(time.Now().Add(t.cfg.SnapshotTimeout))
 	data := m.GetSnapshot().GetData()
-	hdr, err := encodeSnapHeader(m, len(data))
+	var hdr []byte
+	kind := kindSnapHeader
+	if g != 0 {
+		hdr, kind = appendGroup(nil, g), kindGroupSnapHeader
+	}
+	hdr, err = encodeSnapHeader(hdr, m, len(data))
 	if err == nil {
-		_, err = c.Write(appendFrame(nil, kindSnapHeader, hdr))
+		_, err = c.Write(appendFrame(nil, kind, hdr))
 	}
 	for off := 0; err == nil && off < len(data); off += t.cfg.SnapshotChunk {
 		_, err = c.Write(appendFrame(nil, kindSnapChunk, data[off:min(off+t.cfg.SnapshotChunk, len(data))]))
@@ -777,7 +927,7 @@ func (t *TCP) sendSnapshot(f *runtime.Fiber, p *peer, m *raftpb.Message) {
 		}
 	}
 	if err != nil {
-		t.cfg.Logger.Warn("transport: snapshot send failed", "peer", p.id, "index", m.GetSnapshot().GetMetadata().GetIndex(), "err", err)
+		t.cfg.Logger.Warn("transport: snapshot send failed", "peer", p.id, "group", g, "index", m.GetSnapshot().GetMetadata().GetIndex(), "err", err)
 		return
 	}
 	t.Stats.SnapshotsSent.Add(1)

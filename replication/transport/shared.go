@@ -1,0 +1,212 @@
+package transport
+
+import (
+	"bytes"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/writeonce/wo/runtime"
+)
+
+// Shared lets raft groups on every shard of a runtime share one TCP
+// transport: one peer port, one message connection per peer pair for all
+// of them (multi-raft, as a partitioned database runs: a group per
+// partition, each on its partition's shard). The TCP stays on its own
+// shard; a group elsewhere talks to it through two actors, one on each
+// side, carrying encoded message batches, so nothing a shard owns is
+// shared with another.
+//
+// A Shared handle may be used from any shard.
+//
+//wo:shardsafe
+type Shared struct {
+	t     *TCP
+	shard int
+	ctl   runtime.Addr[groupOut]
+}
+
+// NewShared shares t, whose shard f must be on.
+func NewShared(f *runtime.Fiber, t *TCP) *Shared {
+	return &Shared{t: t, shard: f.Shard(), ctl: runtime.SpawnOn[groupOut](f, f.Shard(), &groupCtl{t: t})}
+}
+
+// TCP is the shared transport (use it on its shard only).
+func (s *Shared) TCP() *TCP { return s.t }
+
+// Shard is the transport's shard.
+func (s *Shared) Shard() int { return s.shard }
+
+// Join makes f's shard home to group g: what the transport hears for g
+// goes to h, called on f's shard, and the Net returned is used from f's
+// shard. Group 0 is the TCP's own (Config.Handler), joined at New on its
+// shard; Join of group 0 returns the TCP itself when f is on that shard,
+// and an error otherwise.
+func (s *Shared) Join(f *runtime.Fiber, g uint32, h Handler) (Net, error) {
+	if f.Shard() == s.shard {
+		if g == 0 {
+			return s.t, nil
+		}
+		return s.t.Group(g, h), nil
+	}
+	if g == 0 {
+		return nil, fmt.Errorf("transport: group 0 lives on the transport's shard %d, not %d", s.shard, f.Shard())
+	}
+	in := runtime.SpawnOn[groupIn](f, f.Shard(), &groupInbox{h: h})
+	if _, err := runtime.OnShard(f, s.shard, 0, func(*runtime.Fiber) struct{} {
+		s.t.Group(g, &bridge{to: in})
+		return struct{}{}
+	}); err != nil {
+		return nil, fmt.Errorf("transport: join group %d: %w", g, err)
+	}
+	return &remoteNet{s: s, g: g, h: h}, nil
+}
+
+// Leave forgets group g (TCP.LeaveGroup), from any shard.
+func (s *Shared) Leave(f *runtime.Fiber, g uint32) {
+	if f.Shard() == s.shard {
+		s.t.LeaveGroup(f, g)
+		return
+	}
+	_, _ = runtime.OnShard(f, s.shard, 0, func(g2 *runtime.Fiber) struct{} {
+		s.t.LeaveGroup(g2, g)
+		return struct{}{}
+	})
+}
+
+// The operations the two actors carry.
+const (
+	opSend = iota + 1
+	opAddPeer
+	opRemovePeer
+	opProcess
+	opUnreachable
+	opSnapshot
+	opRemoved
+)
+
+// groupOut is what a group's Net asks of the transport's shard. Body is
+// an encoded batch (EncodeMessages), built for the message and owned by
+// it once sent.
+//
+//wo:shardsafe
+type groupOut struct {
+	Group uint32
+	Op    byte
+	ID    uint64
+	Addr  string
+	Body  []byte
+}
+
+// groupIn is what the transport's shard tells a group: an encoded batch
+// heard from From (copied out of the frame for the message), or a report
+// about peer ID.
+//
+//wo:shardsafe
+type groupIn struct {
+	Op     byte
+	ID     uint64
+	Status raft.SnapshotStatus
+	Body   []byte
+}
+
+// remoteNet is a group's Net on a shard other than the transport's.
+type remoteNet struct {
+	s *Shared
+	g uint32
+	h Handler
+}
+
+func (n *remoteNet) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	body, err := EncodeMessages(nil, msgs)
+	if err != nil {
+		// A message that does not encode never reaches its peer: raft
+		// hears the peer was unreachable and probes again.
+		for _, m := range msgs {
+			n.h.ReportUnreachable(f, m.GetTo())
+		}
+		return
+	}
+	runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opSend, Body: body})
+}
+
+func (n *remoteNet) AddPeer(f *runtime.Fiber, id uint64, addr string) {
+	runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opAddPeer, ID: id, Addr: addr})
+}
+
+func (n *remoteNet) RemovePeer(f *runtime.Fiber, id uint64) {
+	runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opRemovePeer, ID: id})
+}
+
+// groupCtl runs on the transport's shard: groups' sends and membership.
+type groupCtl struct{ t *TCP }
+
+func (c *groupCtl) Receive(f *runtime.Fiber, o groupOut) {
+	switch o.Op {
+	case opSend:
+		msgs, err := DecodeMessages(o.Body)
+		if err != nil { // encoded by this process: a bug, not input
+			c.t.cfg.Logger.Error("transport: a group's batch does not decode; dropped", "group", o.Group, "err", err)
+			return
+		}
+		c.t.send(f, o.Group, msgs)
+	case opAddPeer:
+		c.t.addPeer(f, o.Group, o.ID, o.Addr)
+	case opRemovePeer:
+		c.t.removePeer(f, o.Group, o.ID)
+	}
+}
+
+// bridge is, on the transport's shard, the Handler of a group on another
+// shard: it passes everything on to the group's inbox.
+type bridge struct{ to runtime.Addr[groupIn] }
+
+func (b *bridge) ProcessBody(f *runtime.Fiber, from uint64, body []byte) {
+	runtime.Send(f, b.to, groupIn{Op: opProcess, ID: from, Body: bytes.Clone(body)})
+}
+
+func (b *bridge) Process(f *runtime.Fiber, m *raftpb.Message) {
+	body, err := EncodeMessages(nil, []*raftpb.Message{m})
+	if err != nil {
+		return // decoded from the wire a moment ago: it encodes
+	}
+	runtime.Send(f, b.to, groupIn{Op: opProcess, ID: m.GetFrom(), Body: body})
+}
+
+func (b *bridge) ReportUnreachable(f *runtime.Fiber, id uint64) {
+	runtime.Send(f, b.to, groupIn{Op: opUnreachable, ID: id})
+}
+
+func (b *bridge) ReportSnapshot(f *runtime.Fiber, id uint64, s raft.SnapshotStatus) {
+	runtime.Send(f, b.to, groupIn{Op: opSnapshot, ID: id, Status: s})
+}
+
+func (b *bridge) ReportRemoved(f *runtime.Fiber, by uint64) {
+	runtime.Send(f, b.to, groupIn{Op: opRemoved, ID: by})
+}
+
+// groupInbox runs on a group's shard and calls its handler.
+type groupInbox struct{ h Handler }
+
+func (a *groupInbox) Receive(f *runtime.Fiber, in groupIn) {
+	switch in.Op {
+	case opProcess:
+		msgs, err := DecodeMessages(in.Body)
+		if err != nil { // checked on the transport's shard already
+			return
+		}
+		for _, m := range msgs {
+			a.h.Process(f, m)
+		}
+	case opUnreachable:
+		a.h.ReportUnreachable(f, in.ID)
+	case opSnapshot:
+		a.h.ReportSnapshot(f, in.ID, in.Status)
+	case opRemoved:
+		a.h.ReportRemoved(f, in.ID)
+	}
+}
