@@ -111,6 +111,12 @@ type Cluster struct {
 	// SnapshotKeep is how many entries before a snapshot raft keeps in
 	// memory for slow followers (default 1000).
 	SnapshotKeep uint64
+
+	// shared and group are set by a partitioned Open for each partition:
+	// the one transport every partition's group shares, and this
+	// partition's group on it (partition + 1).
+	shared *transport.Shared
+	group  uint32
 }
 
 // ClusterIDOf derives a cluster ID from the initial membership: FNV-1a
@@ -168,11 +174,12 @@ type Options struct {
 	Cluster Cluster
 	// Partitions is how many partitions the keyspace is hashed into (the
 	// worker's data.partitions), each its own engine, WAL (Dir/p/NNN) and
-	// one-member raft group on shard partition mod shards. It is fixed
+	// raft group on shard partition mod shards. It is fixed
 	// when the data dir is created and recorded there; reopening with
 	// another count is refused. 0 means 1: the whole database in Dir, the
-	// layout before partitions. More than 1 needs Cluster.Peers empty
-	// (multi-raft is not there yet). docs/replication.md, "Partitions".
+	// layout before partitions. With Cluster.Peers, every partition is a
+	// raft group over the same members, all on one transport (multi-raft).
+	// docs/replication.md, "Partitions".
 	Partitions int
 }
 
@@ -281,9 +288,6 @@ func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 	if n == 1 {
 		return openOne(f, opts, OwnerShard, tr, id)
 	}
-	if len(opts.Cluster.Peers) > 0 || opts.Cluster.Join {
-		return nil, fmt.Errorf("dbowner: open %s: data.partitions > 1 needs multi-raft, not yet: %d partitions are one-member groups each; run with cluster.peers empty, or with data.partitions 1 (docs/replication.md, \"Partitions\")", opts.Dir, n)
-	}
 	return openPartitions(f, opts, n, tr, id)
 }
 
@@ -377,9 +381,15 @@ func (d *DB) ClusterStatus(f *runtime.Fiber) (node.Status, error) {
 }
 
 // AddLearner adds member id, reachable at peer address addr, as a learner
-// (it replicates but does not vote). Errors wrap node.ErrConflict when id
+// (it replicates but does not vote). With partitions, this and the other
+// membership changes below are made in every partition's group, one after
+// the other; a partition where the change is already made is skipped, so
+// a retry after a partial failure finishes the rest. Errors wrap node.ErrConflict when id
 // is already a member or a conf change is in flight.
 func (d *DB) AddLearner(f *runtime.Fiber, id uint64, addr string) error {
+	if d.ps != nil {
+		return d.addLearnerPartitioned(f, id, addr)
+	}
 	return d.call(f, request{kind: reqAddLearner, op: "add learner", id: id, addr: addr}).err
 }
 
@@ -387,6 +397,9 @@ func (d *DB) AddLearner(f *runtime.Fiber, id uint64, addr string) error {
 // (no such member) or node.ErrConflict (a voter already, or not caught up
 // within node.PromoteLag entries).
 func (d *DB) Promote(f *runtime.Fiber, id uint64) error {
+	if d.ps != nil {
+		return d.promotePartitioned(f, id)
+	}
 	return d.call(f, request{kind: reqPromote, op: "promote", id: id}).err
 }
 
@@ -395,18 +408,29 @@ func (d *DB) Promote(f *runtime.Fiber, id uint64) error {
 // node.ErrUnknownMember or node.ErrConflict (id leads: transfer leadership
 // away first; id is the last voter).
 func (d *DB) Demote(f *runtime.Fiber, id uint64) error {
+	if d.ps != nil {
+		return d.demotePartitioned(f, id)
+	}
 	return d.call(f, request{kind: reqDemote, op: "demote", id: id}).err
 }
 
 // RemoveMember removes member id from the group. Errors wrap
 // node.ErrUnknownMember.
 func (d *DB) RemoveMember(f *runtime.Fiber, id uint64) error {
+	if d.ps != nil {
+		return d.removePartitioned(f, id)
+	}
 	return d.call(f, request{kind: reqRemove, op: "remove member", id: id}).err
 }
 
 // TransferLeader hands leadership to voter to (0: the most caught-up other
-// voter) and returns once this member sees it lead.
+// voter) and returns once this member sees it lead. With partitions, it
+// hands over every partition this member leads (each to its most
+// caught-up other voter when to is 0).
 func (d *DB) TransferLeader(f *runtime.Fiber, to uint64) error {
+	if d.ps != nil {
+		return d.transferPartitioned(f, to)
+	}
 	return d.call(f, request{kind: reqTransfer, op: "transfer leadership", id: to}).err
 }
 

@@ -557,6 +557,17 @@ func (o *owner) startNet(f *runtime.Fiber) error {
 	o.relay = &node.Relay{}
 	switch {
 	case o.net != nil:
+	case c.shared != nil:
+		// A partition of a partitioned member: its group rides the
+		// transport every partition shares (openPartitions).
+		net, err := c.shared.Join(f, c.group, o.relay)
+		if err != nil {
+			return err
+		}
+		o.net, o.peerAddr = net, c.PeerAddr
+		if c.Faults != nil {
+			o.net = c.Faults.Wrap(o.id, net, o.relay)
+		}
 	case len(c.Peers) > 0 || c.Join:
 		cid := c.ClusterID
 		if cid == 0 {

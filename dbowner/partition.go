@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -104,6 +106,16 @@ func HashTag(key string) string {
 type partitions struct {
 	parts []*DB
 	keys  sync.Map // table -> key field (a table's key never changes)
+	// shared is the transport every partition's raft group rides, one
+	// per member (nil for one-member groups).
+	shared   *transport.Shared
+	peerAddr string // where shared listens
+
+	// The leader balancer (balanceLeaders), started with shared.
+	balancing   bool
+	closing     atomic.Bool
+	balanceStop runtime.Signal
+	balanceDone runtime.Signal
 }
 
 func (ps *partitions) of(key engine.Value) int { return PartitionOf(key, len(ps.parts)) }
@@ -235,19 +247,34 @@ func writePartitionFile(dir string, n int) error {
 
 // openPartitions opens n partitions, partition p's owner on shard p mod
 // shards, its log in partitionDir(p), and completes any schema operation
-// a crash left applied to only some of them.
+// a crash left applied to only some of them. With peers (or joining),
+// every partition is a raft group over the same members, and one TCP
+// transport on shard 0 carries them all: partition p is group p+1 on it
+// (multi-raft, docs/replication.md, "Partitions").
 func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id uint64) (*DB, error) {
 	ps := &partitions{}
 	fail := func(err error) (*DB, error) {
 		for _, p := range ps.parts {
 			_ = p.Close(f)
 		}
+		ps.closeShared(f)
 		return nil, err
+	}
+	if c := opts.Cluster; c.Net == nil && (len(c.Peers) > 0 || c.Join) {
+		s, addr, err := startShared(f, opts, n, id)
+		if err != nil {
+			return nil, err
+		}
+		ps.shared, ps.peerAddr = s, addr
 	}
 	for p := range n {
 		po := opts
 		po.Dir = partitionDir(opts.Dir, p)
 		po.Partitions = 1
+		if ps.shared != nil {
+			po.Cluster.shared, po.Cluster.group = ps.shared, uint32(p+1)
+			po.Cluster.PeerAddr = ps.peerAddr
+		}
 		d, err := openOne(f, po, p%f.Shards(), tr, id)
 		if err != nil {
 			return fail(fmt.Errorf("dbowner: open partition %d of %d: %w", p, n, err))
@@ -258,6 +285,14 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 	d.ps = ps
 	if err := d.completeSchema(f); err != nil {
 		return fail(err)
+	}
+	if ps.shared != nil {
+		ps.balancing = true
+		every := balanceTicks * opts.Cluster.Tick
+		_, _ = runtime.OnShard(f, 0, 0, func(g *runtime.Fiber) struct{} {
+			runtime.Go(g, func(g *runtime.Fiber) { ps.balanceLeaders(g, id, every) })
+			return struct{}{}
+		})
 	}
 	return &d, nil
 }
@@ -447,12 +482,14 @@ func (d *DB) writePartitioned(f *runtime.Fiber, op, table string, b engine.Batch
 }
 
 func (d *DB) closePartitions(f *runtime.Fiber) error {
+	d.ps.stopBalance(f)
 	var errs []error
 	for p := range d.ps.parts {
 		if err := d.ps.parts[p].Close(f); err != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", p, err))
 		}
 	}
+	d.ps.closeShared(f)
 	stopped := "stopped"
 	d.state.Store(&stopped)
 	return errors.Join(errs...)

@@ -1,0 +1,253 @@
+package dbowner
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/replication/transport"
+	"github.com/writeonce/wo/runtime"
+)
+
+// PartitionedClusterID is the cluster ID of a member of n > 1 partitions
+// whose single-group ID would be cid: another ID for every partition
+// count, so that members configured with different data.partitions refuse
+// each other at the hello (each would take the other's partition groups
+// for its own), and a partitioned member never talks to a one-group one.
+func PartitionedClusterID(cid uint64, n int) uint64 {
+	if n <= 1 {
+		return cid
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%x,partitions=%d", cid, n)
+	return max(h.Sum64(), 1)
+}
+
+// startShared starts, on shard 0, the TCP transport a partitioned member's
+// groups share (one peer port, one connection per peer pair).
+func startShared(f *runtime.Fiber, opts Options, n int, id uint64) (*transport.Shared, string, error) {
+	c := opts.Cluster
+	cid := c.ClusterID
+	if cid == 0 {
+		cid = ClusterIDOf(c.Peers)
+	}
+	cid = PartitionedClusterID(cid, n)
+	type result struct {
+		s    *transport.Shared
+		addr string
+		err  error
+	}
+	r, err := runtime.OnShard(f, 0, 0, func(g *runtime.Fiber) result {
+		t, err := transport.New(g, transport.Config{ID: id, Cluster: cid, Addr: c.PeerAddr, TLS: c.TLS,
+			Handler: noGroup{}, Logger: opts.Logger, DialMap: c.DialMap})
+		if err != nil {
+			return result{err: err}
+		}
+		opts.Logger.Info("dbowner: peer transport listening", "member", fmt.Sprintf("%x", id), "addr", t.Addr().String(),
+			"cluster", fmt.Sprintf("%x", cid), "tls", c.TLS != nil, "peers", len(c.Peers), "join", c.Join, "partitions", n)
+		return result{s: transport.NewShared(g, t), addr: t.Addr().String()}
+	})
+	if err == nil {
+		err = r.err
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("dbowner: open %s: %w", opts.Dir, err)
+	}
+	return r.s, r.addr, nil
+}
+
+// closeShared closes the shared transport, once every partition's member
+// has stopped.
+func (ps *partitions) closeShared(f *runtime.Fiber) {
+	if ps.shared == nil {
+		return
+	}
+	s := ps.shared
+	ps.shared = nil
+	_, _ = runtime.OnShard(f, s.Shard(), 0, func(g *runtime.Fiber) struct{} {
+		s.TCP().Close(g)
+		return struct{}{}
+	})
+}
+
+// noGroup is group 0 of a partitioned member's transport: partitions are
+// groups 1 to n, and nothing is sent in group 0.
+type noGroup struct{}
+
+func (noGroup) Process(*runtime.Fiber, *raftpb.Message)                    {}
+func (noGroup) ReportUnreachable(*runtime.Fiber, uint64)                   {}
+func (noGroup) ReportSnapshot(*runtime.Fiber, uint64, raft.SnapshotStatus) {}
+func (noGroup) ReportRemoved(*runtime.Fiber, uint64)                       {}
+
+// memberChange makes one membership change in every partition's group,
+// in partition order. A partition where the change is already made (done,
+// asked of that partition's status before and after a failure) is
+// skipped, so a change retried after a partial failure (a timeout, a lost
+// leader) finishes the rest instead of failing on the first.
+func (d *DB) memberChange(f *runtime.Fiber, done func(node.Status) bool, do func(p *DB) error) error {
+	for p := range d.ps.parts {
+		pd := d.part(p)
+		if st, err := pd.ClusterStatus(f); err == nil && done(st) {
+			continue
+		}
+		if err := do(pd); err != nil {
+			if st, serr := pd.ClusterStatus(f); serr == nil && done(st) {
+				continue // made by an earlier try that looked failed
+			}
+			return fmt.Errorf("partition %d of %d: %w", p, len(d.ps.parts), err)
+		}
+	}
+	return nil
+}
+
+// member is id's entry in st, if any.
+func member(st node.Status, id uint64) (node.Member, bool) {
+	i := slices.IndexFunc(st.Members, func(m node.Member) bool { return m.ID == id })
+	if i < 0 {
+		return node.Member{}, false
+	}
+	return st.Members[i], true
+}
+
+func (d *DB) addLearnerPartitioned(f *runtime.Fiber, id uint64, addr string) error {
+	return d.memberChange(f, func(st node.Status) bool {
+		m, ok := member(st, id)
+		return ok && m.Addr == addr
+	}, func(p *DB) error { return p.AddLearner(f, id, addr) })
+}
+
+func (d *DB) promotePartitioned(f *runtime.Fiber, id uint64) error {
+	return d.memberChange(f, func(st node.Status) bool {
+		m, ok := member(st, id)
+		return ok && !m.Learner
+	}, func(p *DB) error { return p.Promote(f, id) })
+}
+
+func (d *DB) demotePartitioned(f *runtime.Fiber, id uint64) error {
+	return d.memberChange(f, func(st node.Status) bool {
+		m, ok := member(st, id)
+		return ok && m.Learner
+	}, func(p *DB) error { return p.Demote(f, id) })
+}
+
+func (d *DB) removePartitioned(f *runtime.Fiber, id uint64) error {
+	return d.memberChange(f, func(st node.Status) bool {
+		_, ok := member(st, id)
+		return !ok
+	}, func(p *DB) error { return p.RemoveMember(f, id) })
+}
+
+// transferPartitioned hands every partition this member leads to voter
+// to (0: each partition's most caught-up other voter): what a member
+// about to go away asks, so that no partition waits an election timeout
+// for a new leader.
+func (d *DB) transferPartitioned(f *runtime.Fiber, to uint64) error {
+	var errs []error
+	for p := range d.ps.parts {
+		pd := d.part(p)
+		st, err := pd.ClusterStatus(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", p, err))
+			continue
+		}
+		if st.Leader != d.id || to == d.id {
+			continue
+		}
+		if err := pd.TransferLeader(f, to); err != nil {
+			errs = append(errs, fmt.Errorf("partition %d of %d: %w", p, len(d.ps.parts), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PartitionStatus is each partition's view of its group (partition p at
+// index p): role, leader, term, commit and members, as ClusterStatus
+// reports for one group. A one-partition handle answers its one status.
+func (d *DB) PartitionStatus(f *runtime.Fiber) ([]node.Status, error) {
+	if d.ps == nil {
+		st, err := d.ClusterStatus(f)
+		return []node.Status{st}, err
+	}
+	out := make([]node.Status, len(d.ps.parts))
+	for p := range d.ps.parts {
+		st, err := d.part(p).ClusterStatus(f)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", p, err)
+		}
+		out[p] = st
+	}
+	return out, nil
+}
+
+// balanceTicks is how often, in raft ticks, a partitioned member looks at
+// the partitions it leads and hands each to its preferred leader.
+const balanceTicks = 20
+
+// preferredLeader spreads leaderships over the voters: partition p's
+// preferred leader is the (p mod voters)-th voter by ID. Every member
+// computes the same from the same membership, so leaders settle one per
+// voter in turn instead of wherever the first election happened (at
+// bootstrap that is every partition on the member that started first).
+func preferredLeader(st node.Status, p int) uint64 {
+	var voters []uint64
+	for _, m := range st.Members {
+		if !m.Learner {
+			voters = append(voters, m.ID)
+		}
+	}
+	if len(voters) == 0 {
+		return 0
+	}
+	slices.Sort(voters)
+	return voters[p%len(voters)]
+}
+
+// balanceLeaders runs on shard 0 while a replicated partitioned member is
+// open: every balanceTicks ticks, each partition this member leads whose
+// preferred leader is another voter, reachable and caught up with the
+// commit index, is handed to it (a leadership transfer: writes in flight
+// are proposed again to the new leader, none lost). Leaders follow the
+// membership as it changes; a voter that is down keeps none of its
+// share until it is back.
+func (ps *partitions) balanceLeaders(f *runtime.Fiber, self uint64, every time.Duration) {
+	defer ps.balanceDone.Notify(f)
+	for !ps.closing.Load() {
+		if ps.balanceStop.Wait(f, every) || ps.closing.Load() || f.Stopping() {
+			return
+		}
+		for p, part := range ps.parts {
+			if ps.closing.Load() {
+				return
+			}
+			st, err := part.ClusterStatus(f)
+			if err != nil || st.Role != node.RoleLeader {
+				continue
+			}
+			want := preferredLeader(st, p)
+			if want == 0 || want == self {
+				continue
+			}
+			if m, ok := member(st, want); !ok || !m.Reachable || m.Match < st.Commit {
+				continue
+			}
+			if err := part.TransferLeader(f, want); err != nil {
+				part.o.opts.Logger.Debug("dbowner: leader balance: transfer not made", "partition", p, "to", fmt.Sprintf("%x", want), "err", err)
+			}
+		}
+	}
+}
+
+// stopBalance stops balanceLeaders and waits for it to return.
+func (ps *partitions) stopBalance(f *runtime.Fiber) {
+	if !ps.balancing || ps.closing.Swap(true) {
+		return
+	}
+	ps.balanceStop.Notify(f)
+	ps.balanceDone.Wait(f, 0)
+}
