@@ -208,42 +208,55 @@ func preferredLeader(st node.Status, p int) uint64 {
 	return voters[p%len(voters)]
 }
 
-// balanceLeaders runs on shard 0 while a replicated partitioned member is
-// open: every balanceTicks ticks, each partition this member leads whose
-// preferred leader is another voter, reachable and caught up with the
-// commit index, is handed to it (a leadership transfer: writes in flight
-// are proposed again to the new leader, none lost). Leaders follow the
-// membership as it changes; a voter that is down keeps none of its
-// share until it is back.
-func (ps *partitions) balanceLeaders(f *runtime.Fiber, self uint64, every time.Duration) {
+// tend runs on shard 0 while a replicated partitioned member is open:
+// every balanceTicks ticks it completes a schema operation a crash left in
+// some partitions (until that is done once), and balances the leaders.
+func (ps *partitions) tend(f *runtime.Fiber, d *DB, every time.Duration) {
 	defer ps.balanceDone.Notify(f)
+	schemaDone := false
 	for !ps.closing.Load() {
 		if ps.balanceStop.Wait(f, every) || ps.closing.Load() || f.Stopping() {
 			return
 		}
-		for p, part := range ps.parts {
-			if ps.closing.Load() {
-				return
+		if !schemaDone && d.State() == "member" {
+			if err := d.completeSchema(f); err != nil {
+				d.opts().Logger.Debug("dbowner: completing the schema waits", "err", err)
+			} else {
+				schemaDone = true
 			}
-			st, err := part.ClusterStatus(f)
-			if err != nil || st.Role != node.RoleLeader {
-				continue
-			}
-			want := preferredLeader(st, p)
-			if want == 0 || want == self {
-				continue
-			}
-			if m, ok := member(st, want); !ok || !m.Reachable || m.Match < st.Commit {
-				continue
-			}
-			if err := part.TransferLeader(f, want); err != nil {
-				part.o.opts.Logger.Debug("dbowner: leader balance: transfer not made", "partition", p, "to", fmt.Sprintf("%x", want), "err", err)
-			}
+		}
+		ps.balanceLeaders(f, d.id)
+	}
+}
+
+// balanceLeaders hands each partition this member leads whose preferred
+// leader is another voter, reachable and caught up with the commit index,
+// to it (a leadership transfer: writes in flight are proposed again to
+// the new leader, none lost). Leaders follow the membership as it
+// changes; a voter that is down keeps none of its share until it is back.
+func (ps *partitions) balanceLeaders(f *runtime.Fiber, self uint64) {
+	for p, part := range ps.parts {
+		if ps.closing.Load() {
+			return
+		}
+		st, err := part.ClusterStatus(f)
+		if err != nil || st.Role != node.RoleLeader {
+			continue
+		}
+		want := preferredLeader(st, p)
+		if want == 0 || want == self {
+			continue
+		}
+		if m, ok := member(st, want); !ok || !m.Reachable || m.Match < st.Commit {
+			continue
+		}
+		if err := part.TransferLeader(f, want); err != nil {
+			part.o.opts.Logger.Debug("dbowner: leader balance: transfer not made", "partition", p, "to", fmt.Sprintf("%x", want), "err", err)
 		}
 	}
 }
 
-// stopBalance stops balanceLeaders and waits for it to return.
+// stopBalance stops tend and waits for it to return.
 func (ps *partitions) stopBalance(f *runtime.Fiber) {
 	if !ps.balancing || ps.closing.Swap(true) {
 		return

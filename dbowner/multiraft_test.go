@@ -169,14 +169,17 @@ func TestPartitionsReplicate(t *testing.T) {
 		if err := dbs[0].Promote(f, lo.Cluster.ID); err != nil {
 			t.Fatalf("promote in every partition: %v", err)
 		}
-		sts, err := learner.PartitionStatus(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for p, st := range sts {
-			if st.Voters != 4 {
-				t.Fatalf("partition %d after the promotion: %d voters (%+v)", p, st.Voters, st.Members)
-			}
+		// Promote answers once the change is applied on the member asked;
+		// the new member applies it when it hears of the commit.
+		for _, db := range []*dbowner.DB{dbs[0], learner} {
+			waitFor(t, f, "four voters in every partition", func() bool {
+				for _, st := range mustStatus(t, f, db) {
+					if st.Voters != 4 {
+						return false
+					}
+				}
+				return true
+			})
 		}
 		if _, err := learner.Insert(f, "kv", kv("from-the-new-member", 1)); err != nil {
 			t.Fatalf("write on the new member: %v", err)
@@ -188,10 +191,15 @@ func TestPartitionsReplicate(t *testing.T) {
 		if err := dbs[0].RemoveMember(f, lo.Cluster.ID); err != nil {
 			t.Fatalf("remove from every partition: %v", err)
 		}
-		for p, st := range mustStatus(t, f, dbs[1]) {
-			if _, ok := memberOf(st, lo.Cluster.ID); ok {
-				t.Fatalf("partition %d still lists the removed member: %+v", p, st.Members)
-			}
+		for _, db := range dbs {
+			waitFor(t, f, "the member gone from every partition", func() bool {
+				for _, st := range mustStatus(t, f, db) {
+					if _, ok := memberOf(st, lo.Cluster.ID); ok {
+						return false
+					}
+				}
+				return true
+			})
 		}
 		if _, err := dbs[1].Insert(f, "kv", kv("after-remove", 1)); err != nil {
 			t.Fatalf("write after the removal: %v", err)

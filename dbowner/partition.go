@@ -283,17 +283,22 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 	}
 	d := *ps.parts[0]
 	d.ps = ps
-	if err := d.completeSchema(f); err != nil {
-		return fail(err)
+	if ps.shared == nil {
+		if err := d.completeSchema(f); err != nil {
+			return fail(err)
+		}
+		return &d, nil
 	}
-	if ps.shared != nil {
-		ps.balancing = true
-		every := balanceTicks * opts.Cluster.Tick
-		_, _ = runtime.OnShard(f, 0, 0, func(g *runtime.Fiber) struct{} {
-			runtime.Go(g, func(g *runtime.Fiber) { ps.balanceLeaders(g, id, every) })
-			return struct{}{}
-		})
-	}
+	// Replicated partitions complete a schema operation in the
+	// background, once they have a quorum: a member must open without
+	// one (its peers may be starting too), and a joining member has
+	// nothing to complete until it is added.
+	ps.balancing = true
+	every := balanceTicks * opts.Cluster.Tick
+	_, _ = runtime.OnShard(f, 0, 0, func(g *runtime.Fiber) struct{} {
+		runtime.Go(g, func(g *runtime.Fiber) { ps.tend(g, &d, every) })
+		return struct{}{}
+	})
 	return &d, nil
 }
 
@@ -314,8 +319,12 @@ func (d *DB) schemas(f *runtime.Fiber, p int) (map[string]engine.Schema, error) 
 // completeSchema makes every partition have every table and index some
 // partition has: a CreateTable or CreateIndex is applied to the
 // partitions one after the other, so a crash between two leaves it in
-// some; Open finishes it before it returns, so no reader sees a table in
-// one partition and not in another once the database is open.
+// some. Open finishes it before it returns, so no reader sees a table in
+// one partition and not in another once the database is open; with
+// replicated partitions it is finished in the background once the
+// partitions have a quorum (tend), and another member may have finished
+// it first: a table or index that exists by the time the change applies
+// is what was wanted.
 func (d *DB) completeSchema(f *runtime.Fiber) error {
 	all := make([]map[string]engine.Schema, len(d.ps.parts))
 	union := map[string]engine.Schema{}
@@ -356,7 +365,7 @@ func (d *DB) completeSchema(f *runtime.Fiber) error {
 				continue
 			}
 			d.opts().Logger.Warn("dbowner: open: completing a schema operation a crash left in some partitions", "partition", p, "table", t)
-			if _, err := d.part(p).Tx(f, b); err != nil {
+			if _, err := d.part(p).Tx(f, b); err != nil && !errors.Is(err, engine.ErrTableExists) && !errors.Is(err, engine.ErrIndexExists) {
 				return fmt.Errorf("dbowner: open: partition %d: complete table %q: %w", p, t, err)
 			}
 		}

@@ -384,12 +384,6 @@ func TestPartitionCountFixed(t *testing.T) {
 		if r, err := db.Get(f, "kv", engine.String("a")); err != nil || r.Get("v").Int() != 1 {
 			t.Errorf("old layout reopened: %+v, %v", r, err)
 		}
-		// Multi-raft is not there yet.
-		_, err = dbowner.Open(f, dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger, Partitions: 2,
-			Cluster: dbowner.Cluster{Peers: map[uint64]string{1: "127.0.0.1:1"}, ID: 1}})
-		if err == nil || !strings.Contains(err.Error(), "data.partitions > 1 needs multi-raft, not yet") {
-			t.Errorf("partitions with peers: %v, want a refusal", err)
-		}
 		return 0
 	})
 	if ents, _ := filepath.Glob(old + "/PARTITIONS"); len(ents) != 0 {

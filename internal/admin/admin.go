@@ -27,8 +27,9 @@ type DB interface {
 	// State is adminapi.StateJoining, StateMember, StateRemoved or
 	// StateStopped; safe from any goroutine.
 	State() string
-	// ClusterStatus is this member's view of the group (any fiber).
-	ClusterStatus(f *runtime.Fiber) (node.Status, error)
+	// PartitionStatus is this member's view of each partition's group
+	// (any fiber): one status for a database of one partition.
+	PartitionStatus(f *runtime.Fiber) ([]node.Status, error)
 	AddLearner(f *runtime.Fiber, id uint64, addr string) error
 	Promote(f *runtime.Fiber, id uint64) error
 	// Demote makes voter id a learner (nil for a learner already).
@@ -225,7 +226,8 @@ type call struct {
 // successful one (or for opStatus), the group's status.
 type answer struct {
 	err       error // of the membership change
-	status    node.Status
+	status    node.Status   // partition 0's
+	parts     []node.Status // every partition's, with more than one
 	statusErr error
 	backup    dbowner.Backup // opBackup
 	// Read by call after the reply, from any goroutine.
@@ -257,10 +259,21 @@ func (b *bridge) Receive(f *runtime.Fiber, c call) {
 			return
 		}
 		if ans.err == nil && c.op != opRemove {
-			ans.status, ans.statusErr = b.db.ClusterStatus(f)
+			ans.setStatus(b.db.PartitionStatus(f))
 		}
 		c.reply.Send(f, ans)
 	})
+}
+
+// setStatus keeps what PartitionStatus answered.
+func (a *answer) setStatus(sts []node.Status, err error) {
+	a.statusErr = err
+	if len(sts) > 0 {
+		a.status = sts[0]
+	}
+	if len(sts) > 1 {
+		a.parts = sts
+	}
 }
 
 // cluster maps the answer's status onto the wire shape. A member that is
@@ -283,6 +296,10 @@ func (a answer) cluster() (adminapi.Cluster, error) {
 	}
 	c.Leader, c.Term, c.Commit, c.Applied = adminapi.ID(st.Leader), st.Term, st.Commit, st.Applied
 	c.Voters, c.Reachable = st.Voters, st.Reachable
+	for _, p := range a.parts {
+		c.Partitions = append(c.Partitions, adminapi.PartitionStatus{Role: string(p.Role), Leader: adminapi.ID(p.Leader),
+			Term: p.Term, Commit: p.Commit, Applied: p.Applied})
+	}
 	for _, m := range st.Members {
 		c.Members = append(c.Members, member(m, st.ID))
 	}

@@ -59,6 +59,11 @@ func (d *fakeDB) setState(s string) { d.state.Store(&s) }
 func (d *fakeDB) Self() uint64      { return d.self }
 func (d *fakeDB) State() string     { return *d.state.Load() }
 
+func (d *fakeDB) PartitionStatus(f *runtime.Fiber) ([]node.Status, error) {
+	st, err := d.ClusterStatus(f)
+	return []node.Status{st}, err
+}
+
 func (d *fakeDB) ClusterStatus(f *runtime.Fiber) (node.Status, error) {
 	if d.State() == adminapi.StateStopped {
 		return node.Status{}, errors.New("wal: fsync failed: input/output error")

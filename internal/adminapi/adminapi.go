@@ -106,6 +106,33 @@ type Cluster struct {
 	// (the files are looked at again first, as a handshake would); nil when
 	// peer TLS is off.
 	PeerTLS *PeerTLS `json:"peer_tls,omitempty"`
+	// Partitions is each partition's raft group as this member sees it
+	// (partition p at index p), present when the database has more than
+	// one (data.partitions); the fields above are then partition 0's,
+	// and Members is every partition's membership (a change is made in
+	// all of them).
+	Partitions []PartitionStatus `json:"partitions,omitempty"`
+}
+
+// PartitionStatus is one partition's group as a member sees it.
+type PartitionStatus struct {
+	Role    string `json:"role"`
+	Leader  ID     `json:"leader"`
+	Term    uint64 `json:"term"`
+	Commit  uint64 `json:"commit"`
+	Applied uint64 `json:"applied"`
+}
+
+// LeadersByMember counts the partitions each member leads, as c says
+// (partitions without a known leader are left out).
+func (c Cluster) LeadersByMember() map[ID]int {
+	out := map[ID]int{}
+	for _, p := range c.Partitions {
+		if p.Leader != 0 {
+			out[p.Leader]++
+		}
+	}
+	return out
 }
 
 // PeerTLS is the peer port's certificate material as loaded: what an

@@ -220,13 +220,49 @@ func (c *Cluster) MemberByID(id adminapi.ID) *Member {
 }
 
 // WaitCaughtUp waits until m has applied everything the leader had
-// committed when the wait began.
+// committed when the wait began; with partitions, in every partition
+// everything any running member knew committed.
 func (c *Cluster) WaitCaughtUp(ctx context.Context, m *Member) error {
 	_, lv, err := c.Leader(ctx)
 	if err != nil {
 		return err
 	}
-	return m.WaitApplied(ctx, lv.Commit)
+	if len(lv.Partitions) == 0 {
+		return m.WaitApplied(ctx, lv.Commit)
+	}
+	goal := make([]uint64, len(lv.Partitions))
+	for _, o := range c.Running() {
+		if v, err := o.clusterWithin(ctx, 5*time.Second); err == nil && len(v.Partitions) == len(goal) {
+			for p, ps := range v.Partitions {
+				goal[p] = max(goal[p], ps.Commit)
+			}
+		}
+	}
+	var last adminapi.Cluster
+	var lastErr error
+	for {
+		v, err := m.clusterWithin(ctx, 5*time.Second)
+		if err == nil && appliedAll(v, goal) {
+			return nil
+		}
+		last, lastErr = v, err
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("%s: partitions applied %+v, waiting for commits %v (last error: %v): %w", m, last.Partitions, goal, lastErr, err)
+		}
+	}
+}
+
+// appliedAll reports whether v has applied goal[p] in every partition p.
+func appliedAll(v adminapi.Cluster, goal []uint64) bool {
+	if len(v.Partitions) != len(goal) {
+		return false
+	}
+	for p, g := range goal {
+		if v.Partitions[p].Applied < g {
+			return false
+		}
+	}
+	return true
 }
 
 // WaitApplied waits until m's applied index reaches index.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,7 +219,18 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 	}
 	l.waitAcks(ctx, 200, time.Minute)
 	stopLoad()
+	answered, pendingPuts, lists := l.verify(t, ctx, c)
+	t.Logf("%d leader kills in %s: %d writes acknowledged (%d fresh keys checked on %d members), %d register operations answered, %d writes unanswered, %d requests without a definite answer; new leader serving after a kill: %v",
+		n, time.Since(start).Round(time.Second), l.acks.Load(), len(l.fresh), lists, answered, pendingPuts, l.errs.Load(), elections)
+}
 
+// verify ends a load: every member caught up, every acknowledged fresh
+// key on every member (listed linearizably), every register's final value
+// read on every member closing the history, each member's local state
+// agreeing with it, and the history checked (load.check). It returns
+// check's counts and how many members were compared.
+func (l *load) verify(t *testing.T, ctx context.Context, c *Cluster) (answered, pendingPuts, members int) {
+	t.Helper()
 	// Everyone caught up; every acknowledged fresh key is on every member,
 	// read linearizably, and the members' local states agree.
 	for _, m := range c.Members() {
@@ -269,7 +281,101 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 			}
 		}
 	}
-	answered, pendingPuts := l.check(t, 2*time.Minute)
-	t.Logf("%d leader kills in %s: %d writes acknowledged (%d fresh keys checked on %d members), %d register operations answered, %d writes unanswered, %d requests without a definite answer; new leader serving after a kill: %v",
-		n, time.Since(start).Round(time.Second), l.acks.Load(), len(l.fresh), len(lists), answered, pendingPuts, l.errs.Load(), elections)
+	answered, pendingPuts = l.check(t, 2*time.Minute)
+	return answered, pendingPuts, len(lists)
+}
+
+var partKills = flag.Int("part.kills", 0, "SIGKILLs in TestPartitionsKilledUnderLoad (default WO_PART_KILLS or 3)")
+
+// The same load against three members of four partitions each (multi-
+// raft: every partition a raft group over the three, leaders spread over
+// them): the member leading the most partitions is SIGKILLed, 3 times (or
+// WO_PART_KILLS / -part.kills); each time every partition it led elects a
+// leader of a later term on another member and writes go on, and it comes
+// back (on the other backend) and catches up in every partition. Registers
+// and fresh keys fall in every partition; the fresh keys are listed across
+// partitions. No acknowledged write is missing anywhere, and the history
+// is linearizable.
+func TestPartitionsKilledUnderLoad(t *testing.T) {
+	n := *partKills
+	if n == 0 {
+		n = intEnv(t, "WO_PART_KILLS", 3)
+	}
+	const parts = 4
+	x := newMixed(t)
+	c := Start(t, Options{Setup: x.set, Env: []string{fmt.Sprintf("WO_PARTITIONS=%d", parts)}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*90*time.Second+3*time.Minute)
+	defer cancel()
+	start := time.Now()
+
+	// A view from any running member that knows a leader in every
+	// partition.
+	view := func() (adminapi.Cluster, bool) {
+		for _, m := range c.Running() {
+			v, err := m.clusterWithin(ctx, 5*time.Second)
+			if err == nil && len(v.Partitions) == parts && len(v.LeadersByMember()) > 0 &&
+				!slices.ContainsFunc(v.Partitions, func(p adminapi.PartitionStatus) bool { return p.Leader == 0 }) {
+				return v, true
+			}
+		}
+		return adminapi.Cluster{}, false
+	}
+	var v adminapi.Cluster
+	if !within(ctx, time.Minute, func() (ok bool) { v, ok = view(); return ok && len(v.LeadersByMember()) == 3 }) {
+		t.Fatalf("leaders not spread over the three members within a minute: %+v", v.Partitions)
+	}
+
+	l := &load{c: c, h: NewHistory()}
+	stopLoad := l.start(ctx, writers)
+	defer stopLoad()
+	for k := range n {
+		if !l.waitAcks(ctx, 200, time.Minute) {
+			t.Fatalf("kill %d: fewer than 200 writes acknowledged in a minute", k)
+		}
+		v, ok := view()
+		if !ok {
+			t.Fatalf("kill %d: no member knows a leader in every partition", k)
+		}
+		var victim adminapi.ID
+		for id, led := range v.LeadersByMember() {
+			if victim == 0 || led > v.LeadersByMember()[victim] {
+				victim = id
+			}
+		}
+		old := c.MemberByID(victim)
+		if old == nil {
+			t.Fatalf("kill %d: no member has ID %s", k, victim)
+		}
+		must(t, old.Kill())
+		// Every partition the victim led gets a leader of a later term.
+		var nv adminapi.Cluster
+		if !within(ctx, time.Minute, func() bool {
+			var ok bool
+			if nv, ok = view(); !ok {
+				return false
+			}
+			for p, ps := range v.Partitions {
+				if ps.Leader == victim && (nv.Partitions[p].Leader == victim || nv.Partitions[p].Term <= ps.Term) {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("kill %d: the partitions %s led have no new leader within a minute: before %+v, now %+v", k, old, v.Partitions, nv.Partitions)
+		}
+		if !l.waitAcks(ctx, 50, time.Minute) {
+			t.Fatalf("kill %d: 50 writes not acknowledged within a minute of killing %s", k, old)
+		}
+		backend := x.flip(old)
+		must(t, old.Start())
+		must(t, old.WaitReady(ctx))
+		must(t, c.WaitCaughtUp(ctx, old))
+		t.Logf("kill %d: %s killed leading %d of %d partitions; leaders after: %v; back (%s) and caught up; %d writes acknowledged so far",
+			k, old, v.LeadersByMember()[victim], parts, nv.LeadersByMember(), backend, l.acks.Load())
+	}
+	l.waitAcks(ctx, 200, time.Minute)
+	stopLoad()
+	answered, pendingPuts, members := l.verify(t, ctx, c)
+	t.Logf("%d kills in %s at %d partitions: %d writes acknowledged (%d fresh keys checked on %d members), %d register operations answered, %d writes unanswered, %d requests without a definite answer",
+		n, time.Since(start).Round(time.Second), parts, l.acks.Load(), len(l.fresh), members, answered, pendingPuts, l.errs.Load())
 }

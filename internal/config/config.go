@@ -253,7 +253,7 @@ var settings = []setting{
 			return nil
 		}},
 	{Key: keys.Partitions, def: "1", kind: kindInt,
-		help: "`partitions` the keyspace is hashed into, each its own log and raft group on shard partition mod shards; fixed when the data dir is created (another count is refused at start); more than 1 needs cluster.peers empty until multi-raft lands (docs/replication.md, Partitions)",
+		help: "`partitions` the keyspace is hashed into, each its own log and raft group on shard partition mod shards; fixed when the data dir is created (another count is refused at start); with cluster.peers every partition is a raft group over the members, all on the one peer port, and every member must have the same count (docs/replication.md, Partitions)",
 		apply: func(c *Config, s string) error {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 || n > dbowner.MaxPartitions {

@@ -160,9 +160,9 @@ type member struct{ state atomic.Pointer[string] }
 
 func (m *member) Self() uint64  { return 2<<48 | 7 }
 func (m *member) State() string { return *m.state.Load() }
-func (m *member) ClusterStatus(*runtime.Fiber) (node.Status, error) {
-	return node.Status{ID: m.Self(), Role: node.RoleFollower, Leader: 1<<48 | 1, Term: 5, Commit: 90, Applied: 88, Voters: 3, Reachable: 3,
-		Members: []node.Member{{ID: 1<<48 | 1, Addr: "a:1"}, {ID: m.Self(), Addr: "b:1"}, {ID: 3<<48 | 1, Addr: "c:1"}}}, nil
+func (m *member) PartitionStatus(*runtime.Fiber) ([]node.Status, error) {
+	return []node.Status{{ID: m.Self(), Role: node.RoleFollower, Leader: 1<<48 | 1, Term: 5, Commit: 90, Applied: 88, Voters: 3, Reachable: 3,
+		Members: []node.Member{{ID: 1<<48 | 1, Addr: "a:1"}, {ID: m.Self(), Addr: "b:1"}, {ID: 3<<48 | 1, Addr: "c:1"}}}}, nil
 }
 func (m *member) AddLearner(*runtime.Fiber, uint64, string) error { return nil }
 func (m *member) Promote(*runtime.Fiber, uint64) error            { return nil }
