@@ -225,7 +225,7 @@ type call struct {
 // answer is what the fiber found: the operation's error and, after a
 // successful one (or for opStatus), the group's status.
 type answer struct {
-	err       error // of the membership change
+	err       error         // of the membership change
 	status    node.Status   // partition 0's
 	parts     []node.Status // every partition's, with more than one
 	statusErr error
