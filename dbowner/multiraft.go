@@ -133,14 +133,55 @@ func (d *DB) demotePartitioned(f *runtime.Fiber, id uint64) error {
 	return d.memberChange(f, func(st node.Status) bool {
 		m, ok := member(st, id)
 		return ok && m.Learner
-	}, func(p *DB) error { return p.Demote(f, id) })
+	}, func(p *DB) error {
+		if err := handOff(f, p, id); err != nil {
+			return err
+		}
+		return p.Demote(f, id)
+	})
 }
 
 func (d *DB) removePartitioned(f *runtime.Fiber, id uint64) error {
 	return d.memberChange(f, func(st node.Status) bool {
 		_, ok := member(st, id)
 		return !ok
-	}, func(p *DB) error { return p.RemoveMember(f, id) })
+	}, func(p *DB) error {
+		if err := handOff(f, p, id); err != nil {
+			return err
+		}
+		return p.RemoveMember(f, id)
+	})
+}
+
+// handOff moves partition p's leadership away from id if id leads it, to
+// the member asked (when it is another voter) or else another voter: a
+// member demoted or removed from a partition it leads would leave that
+// partition without a leader for an election timeout (and a leader is
+// refused demotion). The leader balancer may hand it back before the
+// change lands; then the change still applies, at the cost of that one
+// election.
+func handOff(f *runtime.Fiber, p *DB, id uint64) error {
+	st, err := p.ClusterStatus(f)
+	if err != nil || st.Leader != id {
+		return err
+	}
+	var to uint64
+	for _, m := range st.Members {
+		if m.Learner || m.ID == id {
+			continue
+		}
+		if m.ID == st.ID {
+			to = m.ID
+			break
+		}
+		if to == 0 {
+			to = m.ID
+		}
+	}
+	if to == 0 {
+		return nil // id is the last voter: the change itself says so
+	}
+	return p.TransferLeader(f, to)
 }
 
 // transferPartitioned hands every partition this member leads to voter
