@@ -36,12 +36,17 @@
 // the data dir is created and recorded in it) the keyspace is hashed
 // (PartitionOf: FNV-1a of the key, or of its {hash tag}) into n
 // partitions, each what this package describes for the whole database — an
-// engine, a WAL (Dir/p/NNN) and a one-member raft group — with its owner on
-// shard p mod shards. The handle routes a keyed call to its key's
+// engine, a WAL (Dir/p/NNN) and a raft group — with its owner on shard p
+// mod shards. The handle routes a keyed call to its key's
 // partition, merges a Query's pages in order (same paging, its own
 // cursor), applies CreateTable and CreateIndex to every partition before
 // it answers, and refuses a transaction over several partitions with
-// ErrCrossPartition. n > 1 needs Cluster.Peers empty for now.
+// ErrCrossPartition. With Cluster.Peers every partition is a raft group
+// over the same members (multi-raft): one TCP transport on shard 0
+// carries every group (partition p is group p+1 on it,
+// transport.Shared), membership changes are made in every group, and a
+// balancer on shard 0 hands each partition to its preferred leader (the
+// (p mod voters)-th voter), so leaders spread over the members.
 // docs/replication.md, "Partitions".
 //
 // # Group commit and durability

@@ -14,6 +14,12 @@
 // messages that lie about their sender close that one connection with a log
 // line; nothing a peer sends can crash the member.
 //
+// One transport carries any number of raft groups (multi-raft): group 0
+// is the TCP's own Net; TCP.Group adds others on its shard, and Shared
+// lets groups on other shards use it through two actors. Every group
+// shares the one message connection per peer pair; frames of groups
+// other than 0 carry the group number.
+//
 // Members authenticate each other with mutual TLS (crypto/tls over the fiber
 // connection; OpenTLS reads the PEM files named in the settings, and reads
 // them again when they change, at the next handshake: the key pair and the
