@@ -9,15 +9,21 @@
 #   put  durable replicated writes (overwrites of random keys of 1000)
 #   get  linearizable reads (etcd: the client's default Get, a ReadIndex;
 #        wo: a plain GET, a ReadIndex)
+# Beside them, 3 wo workers of PARTITIONS partitions each (multi-raft: a
+# raft group per partition over the three, issue 27), "wop".
 # Then a one-member wo (a single worker, no --peers: a one-member raft
 # group) against the single worker from before replication (BASE_REF, built
-# from git), same load, both on one endpoint.
+# from git), and a one-member wo of PARTITIONS partitions ("onep"), same
+# load, each on one endpoint.
 #
 #   hack/bench-replication.sh [seconds per run, default 10] [runs, default 3]
 #
 # Environment: ETCD (an etcd binary; default: built or reused by
 # hack/envtest-binaries.sh), BASE_REF (default 977e848, main before issue
-# 13 was wired), VALUE_SIZE (default 256), CLIENTS (default 64).
+# 13 was wired), VALUE_SIZE (default 256), CLIENTS (default 64),
+# PARTITIONS (default 4), PIN (1: every server on CPU 1, the load generator
+# on CPU 0, as docs/benchmarks.md asks; default off, as the figures before
+# issue 27 were taken).
 # Prints each run, then medians and ratios (wo / etcd, one-member / base).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +32,9 @@ RUNS=${2:-3}
 VALUE_SIZE=${VALUE_SIZE:-256}
 CLIENTS=${CLIENTS:-64}
 BASE_REF=${BASE_REF:-977e848}
+PARTITIONS=${PARTITIONS:-4}
+srv=(); cli=()
+if [[ ${PIN:-0} == 1 ]]; then srv=(taskset -c 1); cli=(taskset -c 0); fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-replication.XXXXXX")
 pids=()
@@ -64,24 +73,30 @@ for i in 0 1 2; do
   ETCD_EPS+="${ETCD_EPS:+,}127.0.0.1:$((23790 + i))"
 done
 
-# --- wo: 3 members, data 18180-18182, ops 19190-19192, peer 17180-17182 ---
-peers=""
-for i in 0 1 2; do peers+="${peers:+,}$i=127.0.0.1:$((17180 + i))"; done
-WO_EPS=""
-for i in 0 1 2; do
-  "$tmp/worker" --config /dev/null --data-dir "$tmp/wo$i" --peers "$peers" --ordinal "$i" --peer-addr "127.0.0.1:$((17180 + i))" \
-    --http-addr "127.0.0.1:$((18180 + i))" --ops-addr "127.0.0.1:$((19190 + i))" --chat-addr 127.0.0.1:0 \
-    --log-level warn >"$tmp/wo$i.log" 2>&1 &
-  pids+=($!)
-  WO_EPS+="${WO_EPS:+,}http://127.0.0.1:$((18180 + i))"
-done
+# --- wo: 3 members, data 18180-18182, ops 19190-19192, peer 17180-17182;
+# --- wop (partitioned): data 18183-18185, ops 19193-19195, peer 17183-17185
+start_wo() { # name first-port-offset partitions: sets EPS
+  local peers="" i
+  for i in 0 1 2; do peers+="${peers:+,}$i=127.0.0.1:$((17180 + $2 + i))"; done
+  EPS=""
+  for i in 0 1 2; do
+    "${srv[@]}" "$tmp/worker" --config /dev/null --data-dir "$tmp/$1$i" --peers "$peers" --ordinal "$i" --peer-addr "127.0.0.1:$((17180 + $2 + i))" \
+      --http-addr "127.0.0.1:$((18180 + $2 + i))" --ops-addr "127.0.0.1:$((19190 + $2 + i))" --chat-addr 127.0.0.1:0 \
+      --partitions "$3" --log-level warn >"$tmp/$1$i.log" 2>&1 &
+    pids+=($!)
+    EPS+="${EPS:+,}http://127.0.0.1:$((18180 + $2 + i))"
+  done
+}
+start_wo wo 0 1; WO_EPS=$EPS
+start_wo wop 3 "$PARTITIONS"; WOP_EPS=$EPS
 for i in 0 1 2; do
   wait_url "http://127.0.0.1:$((23790 + i))/health"
   wait_url "http://127.0.0.1:$((19190 + i))/readyz"
+  wait_url "http://127.0.0.1:$((19193 + i))/readyz"
 done
 
 bench() { # system endpoints op
-  "$tmp/benchrepl" -system "$1" -endpoints "$2" -op "$3" -clients "$CLIENTS" -duration "${DUR}s" -value-size "$VALUE_SIZE"
+  "${cli[@]}" "$tmp/benchrepl" -system "$1" -endpoints "$2" -op "$3" -clients "$CLIENTS" -duration "${DUR}s" -value-size "$VALUE_SIZE"
 }
 field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 declare -A OPS P99
@@ -93,18 +108,18 @@ record() { # name line
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 "$tmp/benchrepl" -system etcd -endpoints "$ETCD_EPS" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"
-"$tmp/benchrepl" -system wo -endpoints "$WO_EPS" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"
+for eps in "$WO_EPS" "$WOP_EPS"; do "$tmp/benchrepl" -system wo -endpoints "$eps" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"; done
 
-echo "bench-replication: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; 13-byte keys, ${VALUE_SIZE}-byte values; $("$ETCD" --version | head -1)"
+echo "bench-replication: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; 13-byte keys, ${VALUE_SIZE}-byte values; wop: $PARTITIONS partitions; pinned: ${PIN:-0}; $("$ETCD" --version | head -1)"
 for i in $(seq "$RUNS"); do
   echo "run $i (load $(cut -d' ' -f1 /proc/loadavg))"
   for op in put get; do
-    # Alternate which system goes first, so neither always gets the
-    # quieter half of a run.
-    if (( i % 2 )); then order="etcd wo"; else order="wo etcd"; fi
+    # Rotate which system goes first, so none always gets the quieter
+    # part of a run.
+    case $((i % 3)) in 1) order="etcd wo wop" ;; 2) order="wo wop etcd" ;; *) order="wop etcd wo" ;; esac
     for sys in $order; do
-      eps=$ETCD_EPS; [[ $sys == wo ]] && eps=$WO_EPS
-      record "$sys-$op" "$(bench "$sys" "$eps" "$op")"
+      case $sys in etcd) eps=$ETCD_EPS ;; wo) eps=$WO_EPS ;; wop) eps=$WOP_EPS ;; esac
+      record "$sys-$op" "$(bench "${sys%p}" "$eps" "$op")"
     done
   done
 done
@@ -113,34 +128,39 @@ wait 2>/dev/null || true
 pids=()
 
 # --- one member: the worker of this tree without --peers vs the base -------
-"$tmp/worker" --config /dev/null --data-dir "$tmp/one" --http-addr 127.0.0.1:18190 --ops-addr 127.0.0.1:19199 --chat-addr 127.0.0.1:0 \
+"${srv[@]}" "$tmp/worker" --config /dev/null --data-dir "$tmp/one" --http-addr 127.0.0.1:18190 --ops-addr 127.0.0.1:19199 --chat-addr 127.0.0.1:0 \
   --log-level warn >"$tmp/one.log" 2>&1 &
 pids+=($!)
-"$tmp/worker-base" --config /dev/null --data-dir "$tmp/base" --http-addr 127.0.0.1:18191 --ops-addr 127.0.0.1:19198 --chat-addr 127.0.0.1:0 \
+"${srv[@]}" "$tmp/worker-base" --config /dev/null --data-dir "$tmp/base" --http-addr 127.0.0.1:18191 --ops-addr 127.0.0.1:19198 --chat-addr 127.0.0.1:0 \
   --log-level warn >"$tmp/base.log" 2>&1 &
 pids+=($!)
-wait_url http://127.0.0.1:19199/readyz
-wait_url http://127.0.0.1:19198/readyz
-"$tmp/benchrepl" -system wo -endpoints http://127.0.0.1:18190 -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"
-"$tmp/benchrepl" -system wo -endpoints http://127.0.0.1:18191 -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"
+"${srv[@]}" "$tmp/worker" --config /dev/null --data-dir "$tmp/onep" --partitions "$PARTITIONS" --http-addr 127.0.0.1:18192 --ops-addr 127.0.0.1:19197 --chat-addr 127.0.0.1:0 \
+  --log-level warn >"$tmp/onep.log" 2>&1 &
+pids+=($!)
+for p in 19199 19198 19197; do wait_url "http://127.0.0.1:$p/readyz"; done
+for port in 18190 18191 18192; do "$tmp/benchrepl" -system wo -endpoints "http://127.0.0.1:$port" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"; done
 for i in $(seq "$RUNS"); do
   echo "one-member run $i (load $(cut -d' ' -f1 /proc/loadavg))"
   for op in put get; do
-    if (( i % 2 )); then order="one base"; else order="base one"; fi
+    case $((i % 3)) in 1) order="one base onep" ;; 2) order="base onep one" ;; *) order="onep one base" ;; esac
     for w in $order; do
-      port=18190; [[ $w == base ]] && port=18191
+      case $w in one) port=18190 ;; base) port=18191 ;; onep) port=18192 ;; esac
       record "$w-$op" "$(bench wo "http://127.0.0.1:$port" "$op")"
     done
   done
 done
 
 echo
-echo "medians (ops/s; p99 ms):"
+echo "medians (ops/s; p99 ms; ratio: the median of the runs' ratios):"
 for op in put get; do
-  for pair in "wo etcd" "one base"; do
+  for pair in "wo etcd" "wop etcd" "wop wo" "one base" "onep one"; do
     read -r a b <<<"$pair"
     ao=$(median <<<"${OPS[$a-$op]}"); bo=$(median <<<"${OPS[$b-$op]}")
     ap=$(median <<<"${P99[$a-$op]}"); bp=$(median <<<"${P99[$b-$op]}")
-    printf "  %-3s %-4s %9.0f (p99 %7.2f)  %-4s %9.0f (p99 %7.2f)  ratio %.2fx\n" "$op" "$a" "$ao" "$ap" "$b" "$bo" "$bp" "$(bc -l <<<"$ao/$bo")"
+    # The median of the runs' ratios (each run measures both), not the
+    # ratio of the medians.
+    r=$(paste -d' ' <(tr ' ' '\n' <<<"${OPS[$a-$op]}" | grep -v '^$') <(tr ' ' '\n' <<<"${OPS[$b-$op]}" | grep -v '^$') |
+      awk '{printf "%s ", $1/$2}' | median)
+    printf "  %-3s %-4s %9.0f (p99 %7.2f)  %-4s %9.0f (p99 %7.2f)  ratio %.2fx\n" "$op" "$a" "$ao" "$ap" "$b" "$bo" "$bp" "$r"
   done
 done
