@@ -110,3 +110,6 @@ func (d *DB) RaftMemoryFirstIndex() uint64 {
 	first, _ := d.o.rlog.ms.FirstIndex()
 	return first
 }
+
+// MemberOf is id's entry in a status (multiraft.go's member).
+var MemberOf = member

@@ -194,7 +194,7 @@ func TestPartitionsReplicate(t *testing.T) {
 		for _, db := range dbs {
 			waitFor(t, f, "the member gone from every partition", func() bool {
 				for _, st := range mustStatus(t, f, db) {
-					if _, ok := memberOf(st, lo.Cluster.ID); ok {
+					if _, ok := dbowner.MemberOf(st, lo.Cluster.ID); ok {
 						return false
 					}
 				}
@@ -215,12 +215,4 @@ func mustStatus(t *testing.T, f *runtime.Fiber, db *dbowner.DB) []node.Status {
 		t.Fatal(err)
 	}
 	return sts
-}
-
-func memberOf(st node.Status, id uint64) (node.Member, bool) {
-	i := slices.IndexFunc(st.Members, func(m node.Member) bool { return m.ID == id })
-	if i < 0 {
-		return node.Member{}, false
-	}
-	return st.Members[i], true
 }
