@@ -122,8 +122,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || (has(self.resources.limits) && 'memory' in self.resources.limits)",message="pinning: exclusive needs resources.limits.memory as well: a pod is Guaranteed, and gets exclusive cores, only when it has both CPU and memory limits",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.requests) || ((!('cpu' in self.resources.requests) || (has(self.resources.limits) && 'cpu' in self.resources.limits && quantity(string(self.resources.requests['cpu'])).compareTo(quantity(string(self.resources.limits['cpu']))) == 0)) && (!('memory' in self.resources.requests) || (has(self.resources.limits) && 'memory' in self.resources.limits && quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) == 0)))",message="pinning: exclusive needs resources.requests equal to resources.limits for cpu and memory (or requests left out, which makes them equal): only a Guaranteed pod gets exclusive cores",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.voters) || !has(self.replicas) || self.replicas < 3 || self.voters <= self.replicas",message="voters cannot be more than replicas: every voter is a pod. Scale replicas up first, or lower voters (with fewer than 3 replicas any voters is accepted: the group then runs the largest odd number of voters the pods allow, 1 for 1 or 2 pods)",fieldPath=".voters"
-// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !(e.name in ['WO_SHARDS', 'WO_PIN', 'WO_IO', 'WO_REDUCTIONS', 'WO_DATA_DIR', 'WO_PEERS', 'WO_ORDINAL', 'WO_CLUSTER_STATE', 'WO_PEER_ADDR', 'WO_PEER_CERT', 'WO_PEER_KEY', 'WO_PEER_CA', 'WO_ADMIN_TOKEN_FILE']))",message="env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS, WO_DATA_DIR or the replication settings (WO_PEERS, WO_ORDINAL, WO_CLUSTER_STATE, WO_PEER_ADDR, WO_PEER_CERT, WO_PEER_KEY, WO_PEER_CA, WO_ADMIN_TOKEN_FILE): the operator derives them from resources, pinning, io, reductions, storage and the raft group it manages",fieldPath=".env"
-// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, e.name != 'WO_PARTITIONS' || (has(e.value) && e.value == '1'))",message="env WO_PARTITIONS above 1 cannot run under the operator: its workers are always members of a raft group (cluster.peers), and partitions do not replicate yet, so such a worker refuses to start (docs/replication.md, Partitions)",fieldPath=".env"
+// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !(e.name in ['WO_SHARDS', 'WO_PIN', 'WO_IO', 'WO_REDUCTIONS', 'WO_DATA_DIR', 'WO_PARTITIONS', 'WO_PEERS', 'WO_ORDINAL', 'WO_CLUSTER_STATE', 'WO_PEER_ADDR', 'WO_PEER_CERT', 'WO_PEER_KEY', 'WO_PEER_CA', 'WO_ADMIN_TOKEN_FILE']))",message="env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS, WO_DATA_DIR, WO_PARTITIONS or the replication settings (WO_PEERS, WO_ORDINAL, WO_CLUSTER_STATE, WO_PEER_ADDR, WO_PEER_CERT, WO_PEER_KEY, WO_PEER_CA, WO_ADMIN_TOKEN_FILE): the operator derives them from resources, pinning, io, reductions, storage, partitions and the raft group it manages (set spec.partitions, not WO_PARTITIONS)",fieldPath=".env"
 type WorkerSpec struct {
 	// Replicas is the number of worker pods. It is the /scale subresource's
 	// spec path, so `kubectl scale` and a HorizontalPodAutoscaler set it.
@@ -179,6 +178,22 @@ type WorkerSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Reductions *int32 `json:"reductions,omitempty"`
+
+	// Partitions is the number of database partitions (WO_PARTITIONS,
+	// data.partitions): each is a raft group of its own over the same pods,
+	// and the workers spread the partitions' leaders over the voters, so
+	// more partitions let every voter, not only one leader, take writes.
+	// It is fixed when a pod's data directory is created, so it cannot
+	// change: a pod started with another count refuses to start. At most
+	// 999 (dbowner.MaxPartitions: partition directories have three
+	// digits).
+	//
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=999
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="partitions cannot change: the count is fixed when each pod's data directory is created, and a pod started with another count refuses to start. To change it, back up the database and restore it into a new Worker with the new count (docs/operations.md: Backup, Kubernetes restore steps)"
+	// +optional
+	Partitions *int32 `json:"partitions,omitempty"`
 
 	// Storage is each pod's data volume (the WAL and snapshots), mounted at
 	// /var/lib/wo. A StatefulSet cannot change its volume claim templates,
@@ -384,11 +399,18 @@ type WorkerStatus struct {
 	// +optional
 	Voters int32 `json:"voters,omitempty"`
 
-	// Leader is the pod whose member leads the raft group; empty when no
-	// member knows a leader.
+	// Leader is the pod whose member leads the raft group (partition 0's
+	// with partitions); empty when no member knows a leader.
 	//
 	// +optional
 	Leader string `json:"leader,omitempty"`
+
+	// Partitions is the number of database partitions the members run, as
+	// the leader reports them (1 without partitions); 0 before a leader
+	// answered. members[].leads says where their leaders are.
+	//
+	// +optional
+	Partitions int32 `json:"partitions,omitempty"`
 
 	// Bootstrapped records that pod 0 created the raft group. From then on
 	// the operator renders cluster.state = "existing" into worker.toml, so
@@ -440,6 +462,13 @@ type MemberStatus struct {
 	// Reachable is whether the leader hears from the member (the pod itself
 	// for a joining pod: whether the operator reached its admin API).
 	Reachable bool `json:"reachable"`
+	// Leads is the number of partitions the member leads, as the members
+	// themselves report it; set only when the database has more than one
+	// partition (the workers balance the leaders over the voters, so at
+	// rest each voter leads partitions/voters of them, give or take one).
+	//
+	// +optional
+	Leads int32 `json:"leads,omitempty"`
 }
 
 // Worker is a fleet of wo worker pods: a StatefulSet with a volume per pod,
@@ -454,6 +483,7 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Voters",type=integer,JSONPath=`.status.voters`,description="Raft voters in the group"
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`,description="Pod leading the raft group"
 // +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.status.shards`,description="Shards per pod (WO_SHARDS)"
+// +kubebuilder:printcolumn:name="Partitions",type=integer,JSONPath=`.status.partitions`,description="Database partitions, each a raft group (WO_PARTITIONS)",priority=1
 // +kubebuilder:printcolumn:name="Pinning",type=string,JSONPath=`.spec.pinning`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Worker struct {

@@ -68,12 +68,21 @@ func TestGeneratedCRD(t *testing.T) {
 		sc.StatusReplicasPath != ".status.replicas" || sc.LabelSelectorPath == nil || *sc.LabelSelectorPath != ".status.selector" {
 		t.Errorf("subresources %+v", v.Subresources)
 	}
-	var cols []string
+	// Partitions is a -o wide column (priority 1): the default table
+	// stays as it was.
+	var cols, wide []string
 	for _, c := range v.AdditionalPrinterColumns {
-		cols = append(cols, c.Name)
+		if c.Priority == 0 {
+			cols = append(cols, c.Name)
+		} else {
+			wide = append(wide, c.Name)
+		}
 	}
 	if got, want := cols, []string{"Replicas", "Ready", "Voters", "Leader", "Shards", "Pinning", "Age"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("printer columns %v, want %v", got, want)
+	}
+	if got, want := wide, []string{"Partitions"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("wide printer columns %v, want %v", got, want)
 	}
 	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
 	if n := len(spec.XValidations); n < 6 {

@@ -209,6 +209,11 @@ func (in *WorkerSpec) DeepCopyInto(out *WorkerSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.Partitions != nil {
+		in, out := &in.Partitions, &out.Partitions
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Storage != nil {
 		in, out := &in.Storage, &out.Storage
 		*out = new(StorageSpec)

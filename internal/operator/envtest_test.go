@@ -411,13 +411,22 @@ func TestCELRulesRejectBadSpecs(t *testing.T) {
 		{"env sets WO_SHARDS", func(w *wov1.Worker) {
 			w.Spec.Env = []corev1.EnvVar{{Name: "WO_SHARDS", Value: "64"}}
 		}, "env must not set WO_SHARDS"},
-		{"env sets WO_PARTITIONS above 1", func(w *wov1.Worker) {
+		{"env sets WO_PARTITIONS", func(w *wov1.Worker) {
 			w.Spec.Env = []corev1.EnvVar{{Name: "EXTRA", Value: "1"}, {Name: "WO_PARTITIONS", Value: "8"}}
-		}, "env WO_PARTITIONS above 1 cannot run under the operator"},
+		}, "set spec.partitions, not WO_PARTITIONS"},
+		{"env sets WO_PARTITIONS to 1", func(w *wov1.Worker) {
+			w.Spec.Env = []corev1.EnvVar{{Name: "WO_PARTITIONS", Value: "1"}}
+		}, "env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS, WO_DATA_DIR, WO_PARTITIONS"},
 		{"env sets WO_PARTITIONS from a field", func(w *wov1.Worker) {
 			w.Spec.Env = []corev1.EnvVar{{Name: "WO_PARTITIONS", ValueFrom: &corev1.EnvVarSource{
 				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['p']"}}}}
-		}, "env WO_PARTITIONS above 1 cannot run under the operator"},
+		}, "set spec.partitions, not WO_PARTITIONS"},
+		{"zero partitions", func(w *wov1.Worker) {
+			w.Spec.Partitions = ptr.To(int32(0))
+		}, "spec.partitions: Invalid value: 0: spec.partitions in body should be greater than or equal to 1"},
+		{"1000 partitions", func(w *wov1.Worker) {
+			w.Spec.Partitions = ptr.To(int32(1000))
+		}, "spec.partitions: Invalid value: 1000: spec.partitions in body should be less than or equal to 999"},
 		{"Localhost seccomp without a profile", func(w *wov1.Worker) {
 			w.Spec.Seccomp = &wov1.SeccompSpec{Type: wov1.SeccompLocalhost}
 		}, "seccomp.localhostProfile is required when seccomp.type is Localhost"},
@@ -452,8 +461,10 @@ func TestCELRulesRejectBadSpecs(t *testing.T) {
 	zero := newWorker(ns, "good-zero-replicas", "1", wov1.PinningNone)
 	zero.Spec.Replicas = ptr.To(int32(0))
 	onePartition := newWorker(ns, "good-one-partition", "1", wov1.PinningNone)
-	onePartition.Spec.Env = []corev1.EnvVar{{Name: "WO_PARTITIONS", Value: "1"}}
-	good = append(good, eq, zero, onePartition)
+	onePartition.Spec.Partitions = ptr.To(int32(1))
+	maxPartitions := newWorker(ns, "good-999-partitions", "1", wov1.PinningNone)
+	maxPartitions.Spec.Partitions = ptr.To(int32(999))
+	good = append(good, eq, zero, onePartition, maxPartitions)
 	for _, w := range good {
 		if err := k8s.Create(ctx, w); err != nil {
 			t.Errorf("%s refused: %v", w.Name, err)
@@ -471,6 +482,84 @@ func TestCELRulesRejectBadSpecs(t *testing.T) {
 	}}
 	if err := k8s.Create(ctx, u); err != nil {
 		t.Errorf("integer cpu refused: %v", err)
+	}
+}
+
+// TestPartitionsImmutable: spec.partitions defaults to 1 and cannot change
+// once stored, neither to another count nor by leaving the field out (which
+// defaults it to 1 again); other fields of a partitioned Worker still can.
+// The refusal says why and what to do instead.
+func TestPartitionsImmutable(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, operatorConfig)
+	ctx := context.Background()
+
+	plain := newWorker(ns, "plain", "1", wov1.PinningNone)
+	plain.Spec.Replicas = ptr.To(int32(0)) // no pods needed
+	createWorker(t, plain)
+	if p := plain.Spec.Partitions; p == nil || *p != 1 {
+		t.Fatalf("spec.partitions defaulted to %v, want 1", p)
+	}
+	parted := newWorker(ns, "parted", "1", wov1.PinningNone)
+	parted.Spec.Replicas = ptr.To(int32(0))
+	parted.Spec.Partitions = ptr.To(int32(4))
+	createWorker(t, parted)
+
+	// update applies change to the stored Worker and updates it, retrying
+	// a conflict with the operator's status writes.
+	update := func(name string, change func(w *wov1.Worker)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var w wov1.Worker
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &w); err != nil {
+				return err
+			}
+			change(&w)
+			return k8s.Update(ctx, &w)
+		})
+	}
+	const want = "partitions cannot change: the count is fixed when each pod's data directory is created"
+	for _, tc := range []struct {
+		name, worker string
+		change       func(w *wov1.Worker)
+	}{
+		{"1 to 4", "plain", func(w *wov1.Worker) { w.Spec.Partitions = ptr.To(int32(4)) }},
+		{"4 to 8", "parted", func(w *wov1.Worker) { w.Spec.Partitions = ptr.To(int32(8)) }},
+		{"4 to 1", "parted", func(w *wov1.Worker) { w.Spec.Partitions = ptr.To(int32(1)) }},
+		{"4 to unset", "parted", func(w *wov1.Worker) { w.Spec.Partitions = nil }},
+	} {
+		err := update(tc.worker, tc.change)
+		if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "docs/operations.md") {
+			t.Errorf("%s: error %v, want Invalid with %q and where to read about backups", tc.name, err, want)
+		}
+	}
+	// The same count written again, and another field, are accepted.
+	if err := update("parted", func(w *wov1.Worker) {
+		w.Spec.Partitions = ptr.To(int32(4))
+		w.Spec.Replicas = ptr.To(int32(1))
+	}); err != nil {
+		t.Errorf("replicas of a partitioned Worker: %v", err)
+	}
+	var got wov1.Worker
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(parted), &got); err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Spec.Partitions; p == nil || *p != 4 || *got.Spec.Replicas != 1 {
+		t.Errorf("stored partitions %v replicas %v, want 4 and 1", p, got.Spec.Replicas)
+	}
+	// The operator renders the count into the pods.
+	sts := getStatefulSet(t, ns, "parted")
+	eventually(t, "WO_PARTITIONS=4 in the pod template", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil {
+			return err
+		}
+		if v := containerEnv(sts)["WO_PARTITIONS"]; v != "4" {
+			return fmt.Errorf("WO_PARTITIONS %q", v)
+		}
+		return nil
+	})
+	if v, ok := containerEnv(getStatefulSet(t, ns, "plain"))["WO_PARTITIONS"]; ok {
+		t.Errorf("a one-partition Worker's pods get WO_PARTITIONS=%s", v)
 	}
 }
 

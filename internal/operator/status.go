@@ -69,6 +69,9 @@ func ComputeStatus(w *wov1.Worker, sts *appsv1.StatefulSet, shards int, m *membe
 	}
 	if m != nil {
 		st.Members, st.Leader, st.Voters, st.Draining, st.Bootstrapped = m.Members, m.Leader, m.Voters, m.Draining, m.Bootstrapped
+		if m.Partitions > 0 { // 0: no leader answered; keep what was seen last
+			st.Partitions = m.Partitions
+		}
 		q := m.Quorum
 		set(q.Type, q.Status, q.Reason, q.Message)
 	}

@@ -154,6 +154,9 @@ type Decision struct {
 	// InStep is true when every desired pod is a member and the voters are
 	// what the spec asks for.
 	InStep bool
+	// Partitions is the number of database partitions the leader reports
+	// (1 without partitions; 0 without a leader's view).
+	Partitions int32
 }
 
 // SpecVoters is spec.voters with its default.
@@ -267,6 +270,7 @@ func (g *groupView) describe(out *Decision) {
 		maxOrdinal = max(maxOrdinal, m.Ordinal)
 	}
 	g.voters, g.target = out.Voters, out.TargetVoters
+	out.Partitions = int32(max(1, len(L.Partitions)))
 	out.Members = memberStatuses(w, L, g.members, g.views)
 
 	if desired == 0 {
@@ -296,10 +300,11 @@ func (g *groupView) describe(out *Decision) {
 }
 
 // nextStep is the first step that applies, in this order: a replaced
-// pod's old ID removed, the scale-down, the scale-up, a promotion, a
+// pod's old ID removed, a change some partitions missed made again, the
+// scale-down, the scale-up, a promotion, a
 // demotion. ok is false when none does.
 func (g *groupView) nextStep(out Decision) (Action, bool) {
-	for _, step := range []func() (Action, bool){g.replacedPod, func() (Action, bool) { return g.scaleDown(out.Leader) }, g.scaleUp, g.promotion} {
+	for _, step := range []func() (Action, bool){g.replacedPod, g.unevenPartitions, func() (Action, bool) { return g.scaleDown(out.Leader) }, g.scaleUp, g.promotion} {
 		if a, ok := step(); ok {
 			return a, true
 		}
@@ -330,6 +335,57 @@ func (g *groupView) replacedPod() (Action, bool) {
 		}
 		return Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
 			Reason: fmt.Sprintf("pod %s came back as a new member %s (its volume was replaced): removing its old ID %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID)}, true
+	}
+	return Action{}, false
+}
+
+// unevenPartitions finds a membership change that partition 0 made and
+// another partition did not, and asks for it again. The configuration the
+// planner reasons about is partition 0's (the admin API's members), and a
+// worker makes each change in every partition in turn, partition 0 first:
+// a change cut short (a promotion refused because the learner still lags
+// in a later partition, a timeout) leaves partition 0 done and the rest
+// not, which partition 0 alone would call finished. The worker skips the
+// partitions where a change is made, so asking again finishes the rest.
+// What shows it is the member's own view of each partition: a voter of
+// partition 0 that is a learner in another (a promotion cut short), a
+// learner of partition 0 that votes in another (a demotion cut short), a
+// member of partition 0 still joining (an addition cut short: the worker
+// is joining until every partition has added it; a just-added learner
+// looks the same for the moment before it hears from the leader, and
+// asking again then changes nothing). Pods the scale-down removes are
+// left to it. A removal cut short does not show here (a removed member
+// answers for none of its partitions): the reconciler repeats a failed
+// removal itself.
+func (g *groupView) unevenPartitions() (Action, bool) {
+	if len(g.L.Partitions) < 2 {
+		return Action{}, false
+	}
+	w := g.w
+	for i := len(g.members) - 1; i >= 0; i-- { // lowest ordinal first
+		m := g.members[i]
+		v, ok := g.views[m.Ordinal]
+		if !ok || v.Err != nil || v.Cluster.Self != m.ID || int32(m.Ordinal) >= g.desired {
+			continue
+		}
+		pod := render.PodName(w, m.Ordinal)
+		if v.Cluster.State == adminapi.StateJoining {
+			return Action{Kind: ActionAddLearner, ID: m.ID, Ordinal: m.Ordinal,
+				Reason: fmt.Sprintf("pod %s is a member of partition 0 but still joining: adding it again so that every partition has it (partitions that have it are skipped)", pod)}, true
+		}
+		if v.Cluster.State != adminapi.StateMember {
+			continue
+		}
+		for p, ps := range v.Cluster.Partitions {
+			switch {
+			case m.Role == adminapi.RoleVoter && ps.Role == adminapi.RoleLearner:
+				return Action{Kind: ActionPromote, ID: m.ID, Ordinal: m.Ordinal,
+					Reason: fmt.Sprintf("pod %s votes in partition 0 but is a learner in partition %d: promoting it again (partitions where it votes are skipped)", pod, p)}, true
+			case m.Role == adminapi.RoleLearner && ps.Role != adminapi.RoleLearner && ps.Role != "":
+				return Action{Kind: ActionDemote, ID: m.ID, Ordinal: m.Ordinal,
+					Reason: fmt.Sprintf("pod %s is a learner in partition 0 but a %s in partition %d: demoting it again (partitions where it is a learner are skipped)", pod, ps.Role, p)}, true
+			}
+		}
 	}
 	return Action{}, false
 }
@@ -641,15 +697,51 @@ func carryDraining(w *wov1.Worker, now []string, stsReplicas, desired int32) ([]
 	return out, del
 }
 
+// partitionLeaders counts, for a database of n > 1 partitions, the
+// partitions each member leads, as the members themselves say: a member
+// that reports itself leader of a partition leads it, and of two that do
+// (an old leader not yet told of the new term) the higher term wins. The
+// members' own word, rather than one member's view of every leader, so
+// that a count is never a rumour a slow follower still believes. nil for
+// one partition.
+func partitionLeaders(views map[int]PodView, n int) map[adminapi.ID]int32 {
+	if n < 2 {
+		return nil
+	}
+	type claim struct {
+		id   adminapi.ID
+		term uint64
+	}
+	best := make([]claim, n)
+	for _, v := range views {
+		if v.Err != nil || v.Cluster.State != adminapi.StateMember {
+			continue
+		}
+		for p, ps := range v.Cluster.Partitions {
+			if p < n && ps.Role == "leader" && ps.Term >= best[p].term {
+				best[p] = claim{v.Cluster.Self, ps.Term}
+			}
+		}
+	}
+	out := map[adminapi.ID]int32{}
+	for _, c := range best {
+		if c.id != 0 {
+			out[c.id]++
+		}
+	}
+	return out
+}
+
 // memberStatuses is status.members: the configuration as the leader sees
 // it, each member's applied index from its own view, then the pods that
 // wait to join or hold a removed member.
 func memberStatuses(w *wov1.Worker, L adminapi.Cluster, members []adminapi.Member, views map[int]PodView) []wov1.MemberStatus {
 	var out []wov1.MemberStatus
 	seen := map[adminapi.ID]bool{}
+	leads := partitionLeaders(views, len(L.Partitions))
 	for _, m := range members {
 		seen[m.ID] = true
-		ms := wov1.MemberStatus{Pod: render.PodName(w, m.Ordinal), ID: m.ID.String(), Role: m.Role, Reachable: m.Reachable || m.ID == L.Self}
+		ms := wov1.MemberStatus{Pod: render.PodName(w, m.Ordinal), ID: m.ID.String(), Role: m.Role, Reachable: m.Reachable || m.ID == L.Self, Leads: leads[m.ID]}
 		if v, ok := views[m.Ordinal]; ok && v.Err == nil && v.Cluster.Self == m.ID {
 			ms.Applied = v.Cluster.Applied
 		}

@@ -550,3 +550,92 @@ func (g *modelGroup) apply(t *testing.T, a Action) {
 		g.members[i].Match = g.commit
 	}
 }
+
+// partitioned gives every pod's view n partitions: leads[p] is the ordinal
+// that reports itself leader of partition p; the others follow, as
+// learners where their partition 0 role is learner.
+func partitioned(views []PodView, leads []int) []PodView {
+	for i := range views {
+		c := &views[i].Cluster
+		if views[i].Err != nil || c.State != adminapi.StateMember {
+			continue
+		}
+		c.Partitions = nil
+		for _, l := range leads {
+			ps := adminapi.PartitionStatus{Role: "follower", Term: 3}
+			if c.Role == "learner" {
+				ps.Role = "learner"
+			}
+			if views[i].Ordinal == l {
+				ps.Role = "leader"
+			}
+			c.Partitions = append(c.Partitions, ps)
+		}
+	}
+	return views
+}
+
+// With partitions, the status counts the partitions each member leads (by
+// the members' own word, the newest term winning), and a change partition
+// 0 made but another partition did not (a promotion refused for a learner
+// that lags there, an addition or a demotion cut short) is asked for
+// again before anything else, since partition 0's configuration alone
+// would call it done.
+func TestDecidePartitions(t *testing.T) {
+	g := group{leader: 0, commit: 50, members: []adminapi.Member{voter(0, true), voter(1, true), voter(2, true)}, pods: 3}
+	views := partitioned(g.views(), []int{0, 1, 2, 0})
+	// Pod 2 still believes it leads partition 0 (an old term): pod 0's
+	// claim, in a newer term, counts.
+	views[2].Cluster.Partitions[0].Role, views[2].Cluster.Partitions[0].Term = "leader", 1
+	m := Decide(Input{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: views})
+	if m.Partitions != 4 || m.Next.Kind != ActionNone || !m.InStep {
+		t.Fatalf("partitions %d next %v in step %t, want 4, none, in step", m.Partitions, m.Next, m.InStep)
+	}
+	for i, want := range []int32{2, 1, 1} {
+		if m.Members[i].Leads != want {
+			t.Errorf("%s leads %d, want %d", m.Members[i].Pod, m.Members[i].Leads, want)
+		}
+	}
+	// One partition: no counts, and partitions 1.
+	if m := Decide(Input{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: g.views()}); m.Partitions != 1 || m.Members[0].Leads != 0 {
+		t.Errorf("one partition: partitions %d, leads %d", m.Partitions, m.Members[0].Leads)
+	}
+
+	// A promotion cut short: pod 1 votes in partition 0, is a learner in
+	// partition 3.
+	views = partitioned(g.views(), []int{0, 0, 0, 0})
+	views[1].Cluster.Partitions[3].Role = "learner"
+	m = Decide(Input{Worker: worker(3, 3), StatefulSetReplicas: 3, Pods: views})
+	if a := m.Next; a.Kind != ActionPromote || a.ID != id(1, 1) || a.Via != 0 || !strings.Contains(a.Reason, "partition 3") || m.InStep {
+		t.Errorf("promotion cut short: next %+v in step %t, want promote chat-1 again", a, m.InStep)
+	}
+
+	// A demotion cut short: pod 2 is a learner in partition 0, a follower
+	// in partition 1.
+	g2 := group{leader: 0, commit: 50, members: []adminapi.Member{voter(0, true), voter(1, true), voter(2, true), learner(3, 50)}, pods: 4}
+	views = partitioned(g2.views(), []int{0, 0, 0, 0})
+	views[3].Cluster.Partitions[1].Role = "follower"
+	m = Decide(Input{Worker: worker(4, 3), StatefulSetReplicas: 4, Pods: views})
+	if a := m.Next; a.Kind != ActionDemote || a.ID != id(3, 7) {
+		t.Errorf("demotion cut short: next %+v, want demote chat-3 again", a)
+	}
+
+	// An addition cut short: pod 2 is in partition 0's configuration but
+	// still joining; it is added again rather than promoted (which would
+	// fail in the partitions that lack it).
+	g3 := group{leader: 0, commit: 50, members: []adminapi.Member{voter(0, true), learner(1, 50)}, pods: 2}
+	views = partitioned(g3.views(), []int{0, 0, 0, 0})
+	views[1].Cluster = adminapi.Cluster{Self: id(1, 7), State: adminapi.StateJoining}
+	m = Decide(Input{Worker: worker(2, 3), StatefulSetReplicas: 2, Pods: views})
+	if a := m.Next; a.Kind != ActionAddLearner || a.ID != id(1, 7) {
+		t.Errorf("addition cut short: next %+v, want add chat-1 again", a)
+	}
+
+	// A pod the scale-down removes is left to it, uneven or not.
+	views = partitioned(g.views(), []int{0, 0, 0, 0})
+	views[2].Cluster.Partitions[3].Role = "learner"
+	m = Decide(Input{Worker: worker(2, 3), StatefulSetReplicas: 3, Pods: views})
+	if a := m.Next; a.Kind != ActionRemove || a.ID != id(2, 1) {
+		t.Errorf("scale-down of an uneven member: next %+v, want remove chat-2", a)
+	}
+}

@@ -237,6 +237,50 @@ func TestRenderIsDeterministic(t *testing.T) {
 	}
 }
 
+// spec.partitions is rendered into worker.toml and the environment only
+// above 1: a Worker without the field (or at 1) keeps exactly the pod
+// template it had before the field existed, so upgrading the operator rolls
+// no pods, while 4 renders data.partitions = 4 and WO_PARTITIONS=4.
+func TestRenderPartitions(t *testing.T) {
+	partitionsEnv := func(objs *render.Objects) (string, bool) {
+		for _, e := range objs.StatefulSet.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "WO_PARTITIONS" {
+				return e.Value, true
+			}
+		}
+		return "", false
+	}
+	unset := optest.MustRender(t, optest.Worker("2"))
+	one := optest.Worker("2")
+	one.Spec.Partitions = ptr.To(int32(1))
+	oneObjs := optest.MustRender(t, one)
+	for name, objs := range map[string]*render.Objects{"unset": unset, "1": oneObjs} {
+		if v, ok := partitionsEnv(objs); ok {
+			t.Errorf("partitions %s: WO_PARTITIONS=%s rendered, want none", name, v)
+		}
+		if toml := objs.ConfigMap.Data[render.ConfigFile]; strings.Contains(toml, "partitions") {
+			t.Errorf("partitions %s: worker.toml names partitions:\n%s", name, toml)
+		}
+	}
+	if a, b := unset.StatefulSet.Annotations[render.AnnotationDesiredHash], oneObjs.StatefulSet.Annotations[render.AnnotationDesiredHash]; a != b {
+		t.Errorf("partitions 1 hashes %s, unset %s: the same Worker would roll its pods", b, a)
+	}
+
+	four := optest.Worker("2")
+	four.Spec.Partitions = ptr.To(int32(4))
+	objs := optest.MustRender(t, four)
+	if v, ok := partitionsEnv(objs); !ok || v != "4" {
+		t.Errorf("partitions 4: WO_PARTITIONS=%q (rendered %t), want 4", v, ok)
+	}
+	toml := objs.ConfigMap.Data[render.ConfigFile]
+	if !strings.Contains(toml, "\n[data]\npartitions = 4\n") {
+		t.Errorf("worker.toml lacks [data] partitions = 4:\n%s", toml)
+	}
+	if unset.StatefulSet.Spec.Template.Annotations[render.AnnotationConfigHash] == objs.StatefulSet.Spec.Template.Annotations[render.AnnotationConfigHash] {
+		t.Error("partitions 4 left the pod template's config hash as it was")
+	}
+}
+
 func TestRenderErrors(t *testing.T) {
 	w := optest.Worker("1")
 	w.Spec.Image = ""

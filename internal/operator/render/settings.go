@@ -51,6 +51,26 @@ func runtimeSettings(w *wov1.Worker, shards int) []Setting {
 	return out
 }
 
+// Partitions is spec.partitions with its default (1).
+func Partitions(w *wov1.Worker) int {
+	if p := w.Spec.Partitions; p != nil && *p > 1 {
+		return int(*p)
+	}
+	return 1
+}
+
+// partitionsSettings is data.partitions, rendered only above 1: 1 is the
+// worker's own default, so a Worker that does not partition (every Worker
+// made before spec.partitions existed) keeps the worker.toml and the
+// environment it had, and with them its pods' template hash: adding the
+// field does not roll anyone's pods.
+func partitionsSettings(w *wov1.Worker) []Setting {
+	if n := Partitions(w); n > 1 {
+		return []Setting{{keys.Partitions, n}}
+	}
+	return nil
+}
+
 // The replication settings every pod shares: pod 0 alone as the initial
 // group, the peer port, and the mounted CA bundle and admin token file.
 func peersSetting(w *wov1.Worker) Setting { return Setting{keys.Peers, InitialPeers(w)} }
@@ -68,7 +88,8 @@ func FileSettings(w *wov1.Worker, shards int, bootstrapped bool) []Setting {
 	if bootstrapped {
 		state = "existing"
 	}
-	out := append(runtimeSettings(w, shards),
+	out := append(runtimeSettings(w, shards), partitionsSettings(w)...)
+	out = append(out,
 		peersSetting(w), Setting{keys.ClusterState, state},
 		peerAddrSetting, peerCASetting,
 		adminTokenSetting)
@@ -123,6 +144,9 @@ func RenderEnv(w *wov1.Worker, shards int) []corev1.EnvVar {
 		env = append(env, s.envVar())
 	}
 	env = append(env, Setting{keys.DataDir, DataDir}.envVar())
+	for _, s := range partitionsSettings(w) {
+		env = append(env, s.envVar())
+	}
 	env = append(env, RenderPeerEnv(w)...)
 	for _, s := range clientTLSSettings(w) {
 		env = append(env, s.envVar())

@@ -31,6 +31,7 @@ func TestWorkerLoadsRenderedConfig(t *testing.T) {
 		w := optest.Worker("2")
 		w.Spec.Pinning = wov1.PinningExclusive
 		w.Spec.Reductions = ptr.To(int32(500))
+		w.Spec.Partitions = ptr.To(int32(4))
 		objs, err := render.Render(w, render.Options{}, render.Cluster{Bootstrapped: bootstrapped})
 		if err != nil {
 			t.Fatal(err)
@@ -63,6 +64,7 @@ func TestWorkerLoadsRenderedConfig(t *testing.T) {
 			{keys.Pin, string(cfg.Pin), "on"},
 			{keys.Reductions, cfg.Reductions, 500},
 			{keys.DataDir, cfg.DataDir, render.DataDir},
+			{keys.Partitions, cfg.Partitions, 4},
 			{keys.ClusterState, cfg.ClusterState, state},
 			{keys.PeerAddr, cfg.PeerAddr, ":7080"},
 			{keys.PeerCert, cfg.PeerCert, render.PeerTLSDir + "/" + pod + ".crt"},
