@@ -86,7 +86,11 @@ func (noGroup) ReportSnapshot(*runtime.Fiber, uint64, raft.SnapshotStatus) {}
 func (noGroup) ReportRemoved(*runtime.Fiber, uint64)                       {}
 
 // memberChange makes one membership change in every partition's group,
-// in partition order. A partition where the change is already made (done,
+// in partition order, partition 0 first: the operator's planner reads
+// partition 0's configuration and relies on that order (a change cut
+// short shows as partition 0 changed and a later one not, which it
+// repairs from each member's view of every partition: internal/operator/
+// membership, unevenPartitions). A partition where the change is already made (done,
 // asked of that partition's status before and after a failure) is
 // skipped, so a change retried after a partial failure (a timeout, a lost
 // leader) finishes the rest instead of failing on the first.
