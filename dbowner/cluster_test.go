@@ -41,7 +41,7 @@ func waitFor(t *testing.T, f *runtime.Fiber, what string, cond func() bool) {
 		}
 		runtime.Sleep(f, 10*time.Millisecond)
 	}
-	t.Fatalf("gave up waiting for %s", what)
+	failf(t, "gave up waiting for %s", what)
 }
 
 // TestThreeMembers runs a group of three databases (each its own data dir

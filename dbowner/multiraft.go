@@ -100,15 +100,29 @@ func (d *DB) memberChange(f *runtime.Fiber, done func(node.Status) bool, do func
 		if st, err := pd.ClusterStatus(f); err == nil && done(st) {
 			continue
 		}
-		if err := do(pd); err != nil {
-			if st, serr := pd.ClusterStatus(f); serr == nil && done(st) {
-				continue // made by an earlier try that looked failed
+		for try := 1; ; try++ {
+			err := do(pd)
+			if err == nil {
+				break
 			}
-			return fmt.Errorf("partition %d of %d: %w", p, len(d.ps.parts), err)
+			if st, serr := pd.ClusterStatus(f); serr == nil && done(st) {
+				break // made by an earlier try that looked failed
+			}
+			// A conf change raft dropped without a word (proposed while
+			// its partition's leadership moved, which the leader
+			// balancer does, or before a new leader applied its
+			// predecessor's entries) is answered by the timeout; it was
+			// not applied, so proposing it again is safe.
+			if !errors.Is(err, ErrNoQuorum) || try == memberChangeTries {
+				return fmt.Errorf("partition %d of %d: %w", p, len(d.ps.parts), err)
+			}
 		}
 	}
 	return nil
 }
+
+// memberChangeTries bounds the proposals of one change in one partition.
+const memberChangeTries = 3
 
 // member is id's entry in st, if any.
 func member(st node.Status, id uint64) (node.Member, bool) {

@@ -41,7 +41,7 @@ func TestPartitionsReplicate(t *testing.T) {
 		o := dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger, Partitions: parts,
 			WAL: wal.Options{SnapshotEveryBytes: 16 << 10},
 			Cluster: dbowner.Cluster{Peers: peers, PeerAddr: addrs[i], Faults: faults,
-				RequestTimeout: time.Second, Tick: 20 * time.Millisecond, SnapshotKeep: 10}}
+				RequestTimeout: 5 * time.Second, Tick: 20 * time.Millisecond, SnapshotKeep: 10}}
 		if i < len(ids) {
 			o.Cluster.ID = ids[i]
 		}
@@ -52,18 +52,18 @@ func TestPartitionsReplicate(t *testing.T) {
 		for i := range dbs {
 			db, err := dbowner.Open(f, opts(i))
 			if err != nil {
-				t.Fatal(err)
+				failf(t, "%v", err)
 			}
 			defer db.Close(f)
 			dbs[i] = db
 		}
 		if p := dbs[0].Partitions(); p != parts {
-			t.Fatalf("Partitions() = %d", p)
+			failf(t, "Partitions() = %d", p)
 		}
 		leaders := func(db *dbowner.DB) []uint64 {
 			sts, err := db.PartitionStatus(f)
 			if err != nil {
-				t.Fatal(err)
+				failf(t, "%v", err)
 			}
 			out := make([]uint64, len(sts))
 			for p, st := range sts {
@@ -81,7 +81,7 @@ func TestPartitionsReplicate(t *testing.T) {
 		t.Logf("leaders by partition: %x", leaders(dbs[0]))
 
 		if err := dbs[1].CreateTable(f, kvSchema); err != nil {
-			t.Fatal(err)
+			failf(t, "%v", err)
 		}
 		var keys []string
 		seen := map[int]bool{}
@@ -89,26 +89,26 @@ func TestPartitionsReplicate(t *testing.T) {
 			k := fmt.Sprintf("k%03d", i)
 			seen[dbowner.PartitionOf(engine.String(k), parts)] = true
 			if _, err := dbs[i%3].Insert(f, "kv", kv(k, int64(i))); err != nil {
-				t.Fatalf("insert %s on member %d: %v", k, i%3, err)
+				failf(t, "insert %s on member %d: %v", k, i%3, err)
 			}
 			keys = append(keys, k)
 		}
 		for i, k := range keys {
 			r, err := dbs[(i+1)%3].Get(f, "kv", engine.String(k))
 			if err != nil || r.Get("v").Int() != int64(i) {
-				t.Fatalf("linearizable read of %s on member %d: %+v, %v", k, (i+1)%3, r, err)
+				failf(t, "linearizable read of %s on member %d: %+v, %v", k, (i+1)%3, r, err)
 			}
 		}
 		res, err := dbs[2].Query(f, engine.Query{Table: "kv"})
 		if err != nil {
-			t.Fatal(err)
+			failf(t, "%v", err)
 		}
 		var got []string
 		for _, r := range res.Records {
 			got = append(got, r.Get("k").Str())
 		}
 		if !slices.Equal(got, keys) {
-			t.Fatalf("list across partitions on member 2: %v, want %v", got, keys)
+			failf(t, "list across partitions on member 2: %v, want %v", got, keys)
 		}
 
 		// Member 0 cut off: every partition refuses it a quorum; the two
@@ -116,18 +116,18 @@ func TestPartitionsReplicate(t *testing.T) {
 		// elect another leader).
 		faults.Partition([]uint64{ids[0]}, []uint64{ids[1], ids[2]})
 		if _, err := dbs[0].Insert(f, "kv", kv("cut", 1)); !errors.Is(err, dbowner.ErrNoQuorum) {
-			t.Fatalf("write on the cut-off member: %v, want ErrNoQuorum", err)
+			failf(t, "write on the cut-off member: %v, want ErrNoQuorum", err)
 		}
 		var after []string
 		for i := range 60 {
 			k := fmt.Sprintf("m%03d", i)
 			if _, err := dbs[1+i%2].Insert(f, "kv", kv(k, int64(i))); err != nil {
-				t.Fatalf("insert %s on the majority: %v", k, err)
+				failf(t, "insert %s on the majority: %v", k, err)
 			}
 			after = append(after, k)
 		}
 		if l := leaders(dbs[1]); slices.Contains(l, ids[0]) {
-			t.Fatalf("the cut-off member still leads a partition, as member 1 sees it: %x", l)
+			failf(t, "the cut-off member still leads a partition, as member 1 sees it: %x", l)
 		}
 		faults.Heal()
 		waitFor(t, f, "member 0 to catch up in every partition", func() bool {
@@ -145,18 +145,18 @@ func TestPartitionsReplicate(t *testing.T) {
 		lo.Cluster.Join = true
 		learner, err := dbowner.Open(f, lo)
 		if err != nil {
-			t.Fatal(err)
+			failf(t, "%v", err)
 		}
 		defer learner.Close(f)
 		if st := learner.State(); st != "joining" {
-			t.Fatalf("a joining member's state: %q", st)
+			failf(t, "a joining member's state: %q", st)
 		}
 		if err := dbs[2].AddLearner(f, lo.Cluster.ID, addrs[3]); err != nil {
-			t.Fatal(err)
+			failf(t, "%v", err)
 		}
 		// Asked again (a retry), every partition already has it: nil.
 		if err := dbs[1].AddLearner(f, lo.Cluster.ID, addrs[3]); err != nil {
-			t.Fatalf("adding it again: %v, want nil (done in every partition)", err)
+			failf(t, "adding it again: %v, want nil (done in every partition)", err)
 		}
 		waitFor(t, f, "the learner to catch up in every partition", func() bool {
 			for _, k := range append(keys, after...) {
@@ -167,7 +167,7 @@ func TestPartitionsReplicate(t *testing.T) {
 			return learner.State() == "member"
 		})
 		if err := dbs[0].Promote(f, lo.Cluster.ID); err != nil {
-			t.Fatalf("promote in every partition: %v", err)
+			failf(t, "promote in every partition: %v", err)
 		}
 		// Promote answers once the change is applied on the member asked;
 		// the new member applies it when it hears of the commit.
@@ -182,14 +182,14 @@ func TestPartitionsReplicate(t *testing.T) {
 			})
 		}
 		if _, err := learner.Insert(f, "kv", kv("from-the-new-member", 1)); err != nil {
-			t.Fatalf("write on the new member: %v", err)
+			failf(t, "write on the new member: %v", err)
 		}
 		// With four voters the balancer gives the new member partition 3
 		// (3 mod 4). Removed from every partition, it hands that
 		// leadership over first.
 		waitFor(t, f, "the new member to lead partition 3", func() bool { return leaders(dbs[0])[3] == lo.Cluster.ID })
 		if err := dbs[0].RemoveMember(f, lo.Cluster.ID); err != nil {
-			t.Fatalf("remove from every partition: %v", err)
+			failf(t, "remove from every partition: %v", err)
 		}
 		for _, db := range dbs {
 			waitFor(t, f, "the member gone from every partition", func() bool {
@@ -202,7 +202,7 @@ func TestPartitionsReplicate(t *testing.T) {
 			})
 		}
 		if _, err := dbs[1].Insert(f, "kv", kv("after-remove", 1)); err != nil {
-			t.Fatalf("write after the removal: %v", err)
+			failf(t, "write after the removal: %v", err)
 		}
 		return 0
 	})
@@ -212,7 +212,17 @@ func mustStatus(t *testing.T, f *runtime.Fiber, db *dbowner.DB) []node.Status {
 	t.Helper()
 	sts, err := db.PartitionStatus(f)
 	if err != nil {
-		t.Fatal(err)
+		failf(t, "%v", err)
 	}
 	return sts
+}
+
+// failf fails the test and ends its fiber by a panic, which the runtime
+// catches and reports in its exit code (run checks it): t.Fatal in a fiber
+// would end the shard's thread instead, and the runtime would wait for it
+// until the test binary's timeout.
+func failf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Errorf(format, args...)
+	panic(fmt.Sprintf("test failed: "+format, args...))
 }
