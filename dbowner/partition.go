@@ -111,7 +111,8 @@ type partitions struct {
 	shared   *transport.Shared
 	peerAddr string // where shared listens
 
-	// The leader balancer (balanceLeaders), started with shared.
+	// tend (schema completion and the leader balancer), started with
+	// shared, and its stop.
 	balancing   bool
 	closing     atomic.Bool
 	balanceStop runtime.Signal
