@@ -19,7 +19,7 @@ import (
 	"github.com/writeonce/wo/internal/adminapi"
 )
 
-var kills = flag.Int("repl.kills", 0, "leader SIGKILLs in TestLeaderKilledUnderLoad (default WO_REPL_KILLS or 20)")
+var kills = flag.Int("repl.kills", 0, "leader SIGKILLs in TestLeaderKilledUnderLoad (default WO_REPL_KILLS or 12)")
 
 const (
 	writers  = 64
@@ -162,7 +162,7 @@ func (l *load) waitAcks(ctx context.Context, n int64, d time.Duration) bool {
 	return within(ctx, d, func() bool { return l.acks.Load() >= goal })
 }
 
-// The leader is SIGKILLed under 64 clients, again and again (20 times, or
+// The leader is SIGKILLed under 64 clients, again and again (12 times, or
 // WO_REPL_KILLS / -repl.kills): each time a new leader is elected and
 // acknowledges writes, and the old one restarts from its data dir (on the
 // other I/O backend) and catches up. At the end no acknowledged write is
@@ -172,7 +172,7 @@ func (l *load) waitAcks(ctx context.Context, n int64, d time.Duration) bool {
 func TestLeaderKilledUnderLoad(t *testing.T) {
 	n := *kills
 	if n == 0 {
-		n = intEnv(t, "WO_REPL_KILLS", 20)
+		n = intEnv(t, "WO_REPL_KILLS", 12)
 	}
 	x := newMixed(t)
 	c := Start(t, Options{Setup: x.set})
