@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,18 +58,7 @@ func TestRealWorkersPartitioned(t *testing.T) {
 		l.beginStep(s.name)
 		stepStart := time.Now()
 		runKubectl(t, "-n", ns, "scale", "worker/"+w.Name, "--replicas="+strconv.Itoa(s.replicas))
-		eventually(t, s.name, func() error {
-			got := getWorker(t, w)
-			var roles []string
-			for _, m := range got.Status.Members {
-				roles = append(roles, strings.TrimPrefix(m.Pod, w.Name+"-")+":"+m.Role)
-			}
-			slices.Sort(roles)
-			if !slices.Equal(roles, s.want) || len(got.Status.Draining) != 0 || k.running() != len(s.want) || len(k.endpoints()) != len(s.want) {
-				return fmt.Errorf("members %v draining %v pods %d ready %d", roles, got.Status.Draining, k.running(), len(k.endpoints()))
-			}
-			return nil
-		})
+		waitMembers(t, s.name, w, k, s.want)
 		// Every pod leads some partition once the balancer settled (with
 		// one pod, it leads all four).
 		eventually(t, s.name+": 4 partitions, leaders on every pod", func() error {

@@ -625,18 +625,7 @@ func TestRealWorkersFollowKubectlScale(t *testing.T) {
 		} else {
 			runKubectl(t, append([]string{"-n", ns}, s.change...)...)
 		}
-		eventually(t, s.name, func() error {
-			got := getWorker(t, w)
-			var roles []string
-			for _, m := range got.Status.Members {
-				roles = append(roles, strings.TrimPrefix(m.Pod, w.Name+"-")+":"+m.Role)
-			}
-			slices.Sort(roles)
-			if !slices.Equal(roles, s.want) || len(got.Status.Draining) != 0 || k.running() != len(s.want) || len(k.endpoints()) != len(s.want) {
-				return fmt.Errorf("members %v draining %v pods %d ready %d", roles, got.Status.Draining, k.running(), len(k.endpoints()))
-			}
-			return nil
-		})
+		waitMembers(t, s.name, w, k, s.want)
 		t.Logf("%s: kubectl %s done after %s", s.name, strings.Join(s.change, " "), time.Since(stepStart).Round(time.Millisecond))
 		if s.after != nil {
 			s.after()
@@ -794,5 +783,24 @@ func moveLeader(t *testing.T, k *procKubelet, ord int) {
 			return fmt.Errorf("transfer to pod %d: %w", ord, err)
 		}
 		return fmt.Errorf("pod %d was %s, transfer asked", ord, v.Role)
+	})
+}
+
+// waitMembers waits until the Worker's status lists exactly want (each
+// "ordinal:role", sorted), nothing is draining, and as many pods run and
+// are ready as want names.
+func waitMembers(t *testing.T, step string, w *wov1.Worker, k *procKubelet, want []string) {
+	t.Helper()
+	eventually(t, step, func() error {
+		got := getWorker(t, w)
+		var roles []string
+		for _, m := range got.Status.Members {
+			roles = append(roles, strings.TrimPrefix(m.Pod, w.Name+"-")+":"+m.Role)
+		}
+		slices.Sort(roles)
+		if !slices.Equal(roles, want) || len(got.Status.Draining) != 0 || k.running() != len(want) || len(k.endpoints()) != len(want) {
+			return fmt.Errorf("members %v draining %v pods %d ready %d", roles, got.Status.Draining, k.running(), len(k.endpoints()))
+		}
+		return nil
 	})
 }
