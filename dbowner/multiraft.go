@@ -86,16 +86,26 @@ func (noGroup) ReportSnapshot(*runtime.Fiber, uint64, raft.SnapshotStatus) {}
 func (noGroup) ReportRemoved(*runtime.Fiber, uint64)                       {}
 
 // memberChange makes one membership change in every partition's group,
-// in partition order, partition 0 first: the operator's planner reads
-// partition 0's configuration and relies on that order (a change cut
-// short shows as partition 0 changed and a later one not, which it
-// repairs from each member's view of every partition: internal/operator/
-// membership, unevenPartitions). A partition where the change is already made (done,
-// asked of that partition's status before and after a failure) is
-// skipped, so a change retried after a partial failure (a timeout, a lost
-// leader) finishes the rest instead of failing on the first.
-func (d *DB) memberChange(f *runtime.Fiber, done func(node.Status) bool, do func(p *DB) error) error {
-	for p := range d.ps.parts {
+// one partition after the other. The operator's planner reads partition
+// 0's configuration, and the order is what lets it see a change cut
+// short: an addition, promotion or demotion goes partition 0 first (cut
+// short, partition 0 has it and a later partition not, which the planner
+// repairs from each member's own view of every partition:
+// internal/operator/membership, unevenPartitions); a removal goes
+// partition 0 last (zeroLast), because a removed member has no view to
+// repair from: cut short, the member is still in partition 0's
+// configuration, and the planner asks for the removal again. A partition
+// where the change is already made (done, asked of that partition's
+// status before and after a failure) is skipped, so a change retried
+// after a partial failure (a timeout, a lost leader) finishes the rest
+// instead of failing on the first.
+func (d *DB) memberChange(f *runtime.Fiber, zeroLast bool, done func(node.Status) bool, do func(p *DB) error) error {
+	n := len(d.ps.parts)
+	for i := range n {
+		p := i
+		if zeroLast {
+			p = (i + 1) % n
+		}
 		pd := d.part(p)
 		if st, err := pd.ClusterStatus(f); err == nil && done(st) {
 			continue
@@ -134,21 +144,21 @@ func member(st node.Status, id uint64) (node.Member, bool) {
 }
 
 func (d *DB) addLearnerPartitioned(f *runtime.Fiber, id uint64, addr string) error {
-	return d.memberChange(f, func(st node.Status) bool {
+	return d.memberChange(f, false, func(st node.Status) bool {
 		m, ok := member(st, id)
 		return ok && m.Addr == addr
 	}, func(p *DB) error { return p.AddLearner(f, id, addr) })
 }
 
 func (d *DB) promotePartitioned(f *runtime.Fiber, id uint64) error {
-	return d.memberChange(f, func(st node.Status) bool {
+	return d.memberChange(f, false, func(st node.Status) bool {
 		m, ok := member(st, id)
 		return ok && !m.Learner
 	}, func(p *DB) error { return p.Promote(f, id) })
 }
 
 func (d *DB) demotePartitioned(f *runtime.Fiber, id uint64) error {
-	return d.memberChange(f, func(st node.Status) bool {
+	return d.memberChange(f, false, func(st node.Status) bool {
 		m, ok := member(st, id)
 		return ok && m.Learner
 	}, func(p *DB) error {
@@ -160,7 +170,7 @@ func (d *DB) demotePartitioned(f *runtime.Fiber, id uint64) error {
 }
 
 func (d *DB) removePartitioned(f *runtime.Fiber, id uint64) error {
-	return d.memberChange(f, func(st node.Status) bool {
+	return d.memberChange(f, true, func(st node.Status) bool {
 		_, ok := member(st, id)
 		return !ok
 	}, func(p *DB) error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,15 +77,6 @@ type Reconciler struct {
 	// reconciles counts finished Reconcile calls; tests wait on it to know
 	// a restarted operator has looked at a Worker.
 	reconciles atomic.Int64
-	// unfinished holds, by Worker UID, a removal from a partitioned group
-	// that failed (a membership.Action). A worker removes a member from
-	// each partition in turn, partition 0 first, and the planner sees only
-	// partition 0's configuration, where the member is then gone; the
-	// other partitions would keep it, a voter that never answers again.
-	// So the operator repeats the removal until it succeeds (the worker
-	// skips the partitions it is out of) before any other step. It is
-	// memory only: an operator restarted in between forgets it.
-	unfinished sync.Map
 }
 
 // Reconciles returns how many Reconcile calls have finished.
@@ -163,13 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The status above already names what is about to happen (a draining
 	// pod is listed before its member is removed), so an operator that
 	// stops after the step finds it recorded.
-	if done, err := r.finishRemoval(ctx, &w, m, res.token); err != nil || !done {
-		if err != nil {
-			logger.Error(err, "finishing a removal failed")
-		}
-		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
-	}
-	if err := r.step(ctx, &w, m.Next, m.Partitions > 1, res.token); err != nil {
+	if err := r.step(ctx, &w, m.Next, res.token); err != nil {
 		logger.Error(err, "membership step failed", "step", m.Next.Kind.String())
 		return ctrl.Result{RequeueAfter: ProgressInterval}, nil
 	}
@@ -189,8 +173,7 @@ const (
 )
 
 // step performs the membership step and records it as an event.
-// partitioned says the database has more than one partition.
-func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a membership.Action, partitioned bool, token string) error {
+func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a membership.Action, token string) error {
 	switch a.Kind {
 	case membership.ActionNone:
 		return nil
@@ -207,9 +190,6 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a membership.Acti
 			r.event(w, nil, corev1.EventTypeNormal, "PromotionWaits", "Membership", err.Error())
 			return nil
 		}
-		if a.Kind == membership.ActionRemove && partitioned {
-			r.unfinished.Store(w.UID, a)
-		}
 		r.event(w, nil, corev1.EventTypeWarning, "MembershipStepFailed", "Membership", err.Error())
 		return err
 	}
@@ -220,35 +200,6 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a membership.Acti
 	}[a.Kind]
 	r.event(w, nil, corev1.EventTypeNormal, reason, "Membership", a.Reason)
 	return nil
-}
-
-// finishRemoval repeats a removal from a partitioned group that failed
-// (see Reconciler.unfinished) through the current leader. done is true
-// when there is nothing left to finish, so the planner's next step may be
-// taken; false while the removal still fails or waits for a leader.
-func (r *Reconciler) finishRemoval(ctx context.Context, w *wov1.Worker, m *membership.Decision, token string) (done bool, err error) {
-	v, ok := r.unfinished.Load(w.UID)
-	if !ok {
-		return true, nil
-	}
-	a := v.(membership.Action)
-	via, ok := render.OrdinalOf(w, m.Leader)
-	if !m.HaveView || !ok {
-		return false, nil // no leader to propose it to yet
-	}
-	a.Via = via
-	err = r.act(ctx, w, a, token)
-	if statusCode(err) == http.StatusNotFound {
-		err = nil // a member in no partition: nothing was left
-	}
-	if err != nil {
-		r.event(w, nil, corev1.EventTypeWarning, "MembershipStepFailed", "Membership", "finishing the removal from every partition: "+err.Error())
-		return false, err
-	}
-	r.unfinished.Delete(w.UID)
-	r.event(w, nil, corev1.EventTypeNormal, "MemberRemoved", "Membership",
-		fmt.Sprintf("finished removing %s (pod %s) from every partition", a.ID, render.PodName(w, a.Ordinal)))
-	return true, nil
 }
 
 // statusCode is the HTTP status of an admin API error answer; 0 for any

@@ -342,7 +342,8 @@ func (g *groupView) replacedPod() (Action, bool) {
 // unevenPartitions finds a membership change that partition 0 made and
 // another partition did not, and asks for it again. The configuration the
 // planner reasons about is partition 0's (the admin API's members), and a
-// worker makes each change in every partition in turn, partition 0 first:
+// worker makes an addition, promotion or demotion in every partition in
+// turn, partition 0 first:
 // a change cut short (a promotion refused because the learner still lags
 // in a later partition, a timeout) leaves partition 0 done and the rest
 // not, which partition 0 alone would call finished. The worker skips the
@@ -355,8 +356,9 @@ func (g *groupView) replacedPod() (Action, bool) {
 // looks the same for the moment before it hears from the leader, and
 // asking again then changes nothing). Pods the scale-down removes are
 // left to it. A removal cut short does not show here (a removed member
-// answers for none of its partitions): the reconciler repeats a failed
-// removal itself.
+// answers for none of its partitions); the worker removes partition 0
+// last, so such a member is still in partition 0's configuration and the
+// scale-down asks for its removal again.
 func (g *groupView) unevenPartitions() (Action, bool) {
 	if len(g.L.Partitions) < 2 {
 		return Action{}, false
