@@ -327,7 +327,7 @@ func (ps *partitions) balanceLeaders(f *runtime.Fiber, self uint64) {
 
 // stopBalance stops tend and waits for it to return.
 func (ps *partitions) stopBalance(f *runtime.Fiber) {
-	if !ps.balancing || ps.closing.Swap(true) {
+	if ps.shared == nil || ps.closing.Swap(true) { // tend never ran
 		return
 	}
 	ps.balanceStop.Notify(f)

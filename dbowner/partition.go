@@ -111,9 +111,8 @@ type partitions struct {
 	shared   *transport.Shared
 	peerAddr string // where shared listens
 
-	// tend (schema completion and the leader balancer), started with
-	// shared, and its stop.
-	balancing   bool
+	// tend (schema completion and the leader balancer) runs while shared
+	// is set; closing and the signals stop it.
 	closing     atomic.Bool
 	balanceStop runtime.Signal
 	balanceDone runtime.Signal
@@ -294,7 +293,6 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 	// background, once they have a quorum: a member must open without
 	// one (its peers may be starting too), and a joining member has
 	// nothing to complete until it is added.
-	ps.balancing = true
 	every := balanceTicks * opts.Cluster.Tick
 	_, _ = runtime.OnShard(f, 0, 0, func(g *runtime.Fiber) struct{} {
 		runtime.Go(g, func(g *runtime.Fiber) { ps.tend(g, &d, every) })

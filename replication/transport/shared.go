@@ -63,18 +63,6 @@ func (s *Shared) Join(f *runtime.Fiber, g uint32, h Handler) (Net, error) {
 	return &remoteNet{s: s, g: g, h: h}, nil
 }
 
-// Leave forgets group g (TCP.LeaveGroup), from any shard.
-func (s *Shared) Leave(f *runtime.Fiber, g uint32) {
-	if f.Shard() == s.shard {
-		s.t.LeaveGroup(f, g)
-		return
-	}
-	_, _ = runtime.OnShard(f, s.shard, 0, func(g2 *runtime.Fiber) struct{} {
-		s.t.LeaveGroup(g2, g)
-		return struct{}{}
-	})
-}
-
 // The operations the two actors carry.
 const (
 	opSend = iota + 1

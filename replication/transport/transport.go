@@ -236,20 +236,6 @@ func (t *TCP) Group(g uint32, h Handler) Net {
 	return groupNet{t, g}
 }
 
-// LeaveGroup forgets group g: its messages are dropped from now on, and it
-// no longer holds any peer. Call it on the transport's shard.
-func (t *TCP) LeaveGroup(f *runtime.Fiber, g uint32) {
-	if g == 0 {
-		return
-	}
-	delete(t.groups, g)
-	for id, p := range t.peers {
-		if p.groups[g] {
-			t.removePeer(f, g, id)
-		}
-	}
-}
-
 // groupNet is group g's Net on the transport.
 type groupNet struct {
 	t *TCP
