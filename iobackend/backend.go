@@ -90,6 +90,27 @@ func AsMultishot(b Backend) MultishotRecver {
 	return m
 }
 
+// Pender is a Backend that can tell without a syscall whether a Wait(0)
+// would have work, so that its owner may spin on its own inbox with I/O in
+// flight and still see a completion the moment it is posted (the io_uring
+// backend: its completion ring is shared memory). The epoll backend cannot
+// (only epoll_wait says what is ready) and is not one.
+type Pender interface {
+	Backend
+	// Pending reports whether operations wait to be submitted, completions
+	// wait to be reaped (in the completion ring, on the kernel's overflow
+	// list, made in user space, or held as task work the kernel runs only
+	// when the thread enters it), or a wake was seen. Owner thread only.
+	Pending() bool
+}
+
+// AsPender returns b as a Pender, or nil when b cannot tell without a
+// syscall.
+func AsPender(b Backend) Pender {
+	p, _ := b.(Pender)
+	return p
+}
+
 // Backend is one shard's event loop: readiness, timeouts, cross-thread wake-ups,
 // socket operations in completion form and durable file writes. A Backend is owned
 // by one OS thread, the one that opened it (a goroutine that opens one must hold

@@ -860,6 +860,21 @@ func (b *uringBackend) checkOverflow() error {
 
 func (b *uringBackend) takeReady(out []Completion) int { return takeReady(&b.ready, out) }
 
+// Pending implements Pender: every reason the loop of Wait has to enter
+// the kernel or to return at once, read from user-space state and the
+// rings' shared words. A multishot RECV's data arriving while the owner
+// spins shows here as IORING_SQ_TASKRUN (the deferred task work that will
+// post its CQE) or, without the task-work flags, as the CQ tail moving.
+func (b *uringBackend) Pending() bool {
+	if b.closed {
+		return true // the rings are unmapped; Wait says ErrClosed
+	}
+	return len(b.ready) > 0 || b.pendingWake || b.pendingSQEs() > 0 ||
+		b.plan.hasHeld() || len(b.plan.released) > 0 ||
+		atomic.LoadUint32(b.cqTail) != atomic.LoadUint32(b.cqHead) ||
+		b.taskrunPending() || b.cqOverflowed()
+}
+
 // ---- Close ----
 
 // closeDrainTimeout bounds how long Close waits for cancelled operations to

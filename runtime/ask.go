@@ -289,7 +289,9 @@ func askRemote[M, T any](f *Fiber, c *actorCell[M], timeout time.Duration, mk fu
 	a := askCallFor[M, T](f)
 	a.c, a.msg = c, mk(Reply[T]{w: &a.w, gen: a.gen})
 	c.sendAsk(f, a)
+	f.sh.replyWaits++ // the shard spins for the reply (spinForInbox)
 	v, err := endAsk(f, &a.w, timeout)
+	f.sh.replyWaits--
 	if a.w.state == replied || a.w.state == failed {
 		// Delivered and done with: drop the request's references now
 		// rather than at the fiber's next Ask.

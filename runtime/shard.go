@@ -40,6 +40,16 @@ type shard struct {
 	cqes []iobackend.Completion
 	// ms is be when it has multishot receive (recvstream.go), else nil.
 	ms iobackend.MultishotRecver
+	// pend is be when it can tell without a syscall whether it has work
+	// (io_uring), else nil: then the shard spins on its inbox only with
+	// no I/O in flight (spinForInbox).
+	pend iobackend.Pender
+	// replyWaits counts this shard's fibers parked on a cross-shard Ask, and
+	// mailAt is when mail from other shards last came (rt.now()): while
+	// either says mail is expected, an idle shard with I/O in flight spins
+	// for it (spinForInbox, expectingMail).
+	replyWaits int
+	mailAt     int64
 
 	// open fiber sockets (net.go), closed at shutdown.
 	sockets map[*netFD]struct{}
@@ -278,6 +288,7 @@ func (sh *shard) run(started chan<- error) {
 	}
 	sh.be = be
 	sh.ms = iobackend.AsMultishot(be)
+	sh.pend = iobackend.AsPender(be)
 	started <- nil
 	<-sh.rt.startGate
 	if sh.id == 0 && !sh.rt.stopping.Load() {
@@ -334,10 +345,15 @@ func (sh *shard) loop() {
 // not missed.
 func (sh *shard) poll(timeout time.Duration) {
 	if timeout != 0 && sh.spinForInbox(timeout) {
-		// Mail came while spinning. Nothing is in flight (the spin is
-		// skipped otherwise), so the backend has nothing to report: going
-		// into it would only cost a syscall on epoll.
-		return
+		if sh.io.inFlight == 0 {
+			// Mail came while spinning and nothing is in flight, so
+			// the backend has nothing to report: going into it would
+			// only cost a syscall on epoll.
+			return
+		}
+		// Mail or a completion came: reap without blocking (on
+		// io_uring no syscall unless the backend has work).
+		timeout = 0
 	}
 	if timeout != 0 {
 		sh.sleeping.Store(true)
@@ -375,24 +391,41 @@ const (
 )
 
 // spinForInbox polls the inbox for a short while before the shard goes to
-// sleep, and reports whether mail arrived. A wake-up through the kernel costs
-// an eventfd write on the sender and tens of microseconds of scheduler latency
-// here; a request/reply between shards is usually answered well within the
-// spin, so neither side sleeps. While spinning the sleeping flag stays down,
-// so senders write no eventfd. The spin is bounded (Config.IdleSpin) and
-// skipped when a timer is due sooner, and when the shard has I/O in flight:
-// its submissions reach the kernel only in the backend's Wait, and their
-// completions are seen only there, so spinning would delay them (a socket
-// echo on an otherwise idle shard dropped from 20k to 5k round trips/s with
-// the spin in the way).
+// sleep, and reports whether mail arrived or the backend has work. A
+// wake-up through the kernel costs an eventfd write on the sender and tens
+// of microseconds of scheduler latency here; a request/reply between shards
+// is usually answered well within the spin, so neither side sleeps. While
+// spinning the sleeping flag stays down, so senders write no eventfd. The
+// spin is bounded (Config.IdleSpin) and skipped when a timer is due sooner.
+//
+// With I/O in flight the shard spins only on a backend that says without a
+// syscall whether it has work (iobackend.Pender: io_uring, whose completion
+// ring is shared memory), and stops the moment it has: submissions reach the
+// kernel and completions are reaped only in the backend's Wait, so a spin
+// blind to them would delay them (a socket echo on an otherwise idle shard
+// dropped from 20k to 5k round trips/s with such a spin in the way). A
+// worker's shards always have I/O in flight (a listener, connections), so
+// without this every cross-shard call in the service slept and was woken
+// through the kernel: 36 µs a round trip against 2 µs between spinning
+// shards (BenchmarkCrossShardAsk/wo-2-shards-io-in-flight). On epoll the
+// shard still sleeps at once when I/O is in flight.
 func (sh *shard) spinForInbox(timeout time.Duration) bool {
 	spin := sh.rt.cfg.IdleSpin
-	if spin <= 0 || (timeout > 0 && timeout < spin) || len(sh.rt.shards) == 1 || sh.io.inFlight > 0 {
+	if spin <= 0 || (timeout > 0 && timeout < spin) || len(sh.rt.shards) == 1 {
 		return false
+	}
+	io := sh.io.inFlight > 0
+	if io {
+		if sh.pend == nil || !sh.expectingMail() {
+			return false
+		}
+		if sh.pend.Pending() {
+			return true
+		}
 	}
 	deadline := sh.rt.now() + int64(spin)
 	for i := 0; ; i++ {
-		if sh.hasMail() || sh.rt.stopping.Load() {
+		if sh.hasMail() || sh.rt.stopping.Load() || (io && sh.pend.Pending()) {
 			return true
 		}
 		if i%64 == 63 && sh.rt.now() > deadline {
@@ -401,13 +434,34 @@ func (sh *shard) spinForInbox(timeout time.Duration) bool {
 	}
 }
 
+// expectingMail reports whether a message from another shard is likely
+// soon: a fiber here waits for a cross-shard reply, or mail came within
+// mailWindow. Only then does a shard with I/O in flight spin before it
+// sleeps: a shard serving sockets alone (an echo, a connection's reads) gains
+// nothing from a spin but its CPU, and on a machine whose cores it shares
+// with its clients it takes theirs (NetEcho at 100 connections, p99 1.3–2×
+// with an unconditional spin).
+func (sh *shard) expectingMail() bool {
+	return sh.replyWaits > 0 || sh.rt.now()-sh.mailAt < int64(mailWindow)
+}
+
+// mailWindow is how long after cross-shard mail a shard keeps expecting
+// more: a request stream between shards (a database's callers on the
+// other shards) arrives more often than this, a stray message does not
+// keep a shard spinning.
+const mailWindow = time.Millisecond
+
 // drainInbox delivers what the other shards' rings and the outside inbox
 // hold. Rings are read in shard order; each keeps its producer's order.
 func (sh *shard) drainInbox() {
+	n := 0
 	for i := range sh.in {
 		if r := sh.in[i].r.Load(); r != nil {
-			r.drain(sh)
+			n += r.drain(sh)
 		}
+	}
+	if n > 0 {
+		sh.mailAt = sh.rt.now()
 	}
 	if sh.inbox.pending.Load() == 0 {
 		return

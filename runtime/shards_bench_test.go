@@ -140,6 +140,27 @@ func BenchmarkCrossShardAsk(b *testing.B) {
 			reportCPU(b, cpu0)
 		})
 	})
+	// The service's path: each shard also has an accept in flight, as a
+	// worker's shards always do (a listener, connections). A shard with
+	// I/O in flight cannot tell its inbox from its completions without
+	// asking the backend, so this measures what a database call from a
+	// non-owner shard costs in the worker.
+	b.Run("wo-2-shards-io-in-flight", func(b *testing.B) {
+		bench(b, 2, func(f *Fiber) {
+			stop := acceptInFlight(b, f, 0)
+			defer stop()
+			stop1 := acceptInFlight(b, f, 1)
+			defer stop1()
+			c := SpawnOn[counterMsg](f, 1, &counter{})
+			b.ResetTimer()
+			cpu0 := runtimetest.CPUTime()
+			for i := 0; i < b.N; i++ {
+				Ask(f, c, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} })
+			}
+			b.StopTimer()
+			reportCPU(b, cpu0)
+		})
+	})
 	b.Run("baseline-goroutine-chan", func(b *testing.B) { chanRoundTrips(b, false) })
 	// The two baselines above and below cross nothing: Go runs a woken
 	// goroutine on the waker's P (runnext), so both ends of the channel
@@ -300,4 +321,32 @@ func chanRoundTrips(b *testing.B, crossCore bool) {
 	unpin()
 	close(req)
 	<-done
+}
+
+// acceptInFlight keeps an accept in flight on shard i (a listener on
+// loopback nobody dials) until the returned func closes it.
+func acceptInFlight(b *testing.B, f *Fiber, i int) func() {
+	b.Helper()
+	l, err := OnShard(f, i, 0, func(g *Fiber) *Listener {
+		l, err := Listen(g, "tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil
+		}
+		Go(g, func(h *Fiber) {
+			for {
+				c, err := l.Accept(h)
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		})
+		return l
+	})
+	if err != nil || l == nil {
+		b.Fatalf("listen on shard %d: %v", i, err)
+	}
+	return func() {
+		_, _ = OnShard(f, i, 0, func(*Fiber) error { return l.Close() })
+	}
 }
