@@ -90,22 +90,24 @@ func AsMultishot(b Backend) MultishotRecver {
 	return m
 }
 
-// Pender is a Backend that can tell without a syscall whether a Wait(0)
-// would have work, so that its owner may spin on its own inbox with I/O in
-// flight and still see a completion the moment it is posted (the io_uring
-// backend: its completion ring is shared memory). The epoll backend cannot
-// (only epoll_wait says what is ready) and is not one.
+// Pender is a Backend that can tell cheaply whether a Wait(0) would have
+// work, so that its owner may spin on its own inbox with I/O in flight and
+// still see a completion soon after it is posted: io_uring reads its
+// completion ring (shared memory, no syscall); epoll polls its epoll fd
+// once in many calls.
 type Pender interface {
 	Backend
 	// Pending reports whether operations wait to be submitted, completions
 	// wait to be reaped (in the completion ring, on the kernel's overflow
-	// list, made in user space, or held as task work the kernel runs only
-	// when the thread enters it), or a wake was seen. Owner thread only.
+	// list, made in user space, held as task work the kernel runs only
+	// when the thread enters it, or ready in the epoll set), or a wake was
+	// seen (and true on a closed backend, whose Wait says so). epoll may
+	// answer false for work that came a few microseconds ago. Owner
+	// thread only.
 	Pending() bool
 }
 
-// AsPender returns b as a Pender, or nil when b cannot tell without a
-// syscall.
+// AsPender returns b as a Pender, or nil.
 func AsPender(b Backend) Pender {
 	p, _ := b.(Pender)
 	return p

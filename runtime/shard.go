@@ -40,9 +40,9 @@ type shard struct {
 	cqes []iobackend.Completion
 	// ms is be when it has multishot receive (recvstream.go), else nil.
 	ms iobackend.MultishotRecver
-	// pend is be when it can tell without a syscall whether it has work
-	// (io_uring), else nil: then the shard spins on its inbox only with
-	// no I/O in flight (spinForInbox).
+	// pend is be when it can tell cheaply whether it has work (both
+	// backends; a test's fake may not), else nil: then the shard spins on
+	// its inbox only with no I/O in flight (spinForInbox).
 	pend iobackend.Pender
 	// replyWaits counts this shard's fibers parked on a cross-shard Ask, and
 	// mailAt is when mail from other shards last came (rt.now()): while
@@ -398,17 +398,17 @@ const (
 // spinning the sleeping flag stays down, so senders write no eventfd. The
 // spin is bounded (Config.IdleSpin) and skipped when a timer is due sooner.
 //
-// With I/O in flight the shard spins only on a backend that says without a
-// syscall whether it has work (iobackend.Pender: io_uring, whose completion
-// ring is shared memory), and stops the moment it has: submissions reach the
+// With I/O in flight the shard spins only on a backend that says cheaply
+// whether it has work (iobackend.Pender: io_uring reads its completion
+// ring, epoll polls its epoll fd every few microseconds), and only while it
+// expects mail (expectingMail), and stops once the backend has work: submissions reach the
 // kernel and completions are reaped only in the backend's Wait, so a spin
 // blind to them would delay them (a socket echo on an otherwise idle shard
 // dropped from 20k to 5k round trips/s with such a spin in the way). A
 // worker's shards always have I/O in flight (a listener, connections), so
 // without this every cross-shard call in the service slept and was woken
 // through the kernel: 36 µs a round trip against 2 µs between spinning
-// shards (BenchmarkCrossShardAsk/wo-2-shards-io-in-flight). On epoll the
-// shard still sleeps at once when I/O is in flight.
+// shards (BenchmarkCrossShardAsk/wo-2-shards-io-in-flight).
 func (sh *shard) spinForInbox(timeout time.Duration) bool {
 	spin := sh.rt.cfg.IdleSpin
 	if spin <= 0 || (timeout > 0 && timeout < spin) || len(sh.rt.shards) == 1 {
