@@ -50,6 +50,9 @@ type shard struct {
 	// for it (spinForInbox, expectingMail).
 	replyWaits int
 	mailAt     int64
+	// cpuShare: is this thread's CPU shared with other runnable threads
+	// (contention.go).
+	cpuShare contention
 
 	// open fiber sockets (net.go), closed at shutdown.
 	sockets map[*netFD]struct{}
@@ -272,6 +275,8 @@ func (sh *shard) run(started chan<- error) {
 	// never leaks to an unrelated goroutine.
 	runtime.LockOSThread()
 	sh.tid = unix.Gettid()
+	sh.cpuShare.open(sh.tid)
+	defer sh.cpuShare.close()
 	if sh.cpu >= 0 {
 		var set unix.CPUSet
 		set.Set(sh.cpu)
@@ -416,7 +421,7 @@ func (sh *shard) spinForInbox(timeout time.Duration) bool {
 	}
 	io := sh.io.inFlight > 0
 	if io {
-		if sh.pend == nil || !sh.expectingMail() {
+		if sh.pend == nil || !sh.expectingMail() || sh.cpuShare.shared(sh.rt.now()) {
 			return false
 		}
 		if sh.pend.Pending() {
