@@ -196,7 +196,7 @@ func (n *Node) mustShard(f *runtime.Fiber) {
 // reads belong to the driver).
 func (n *Node) Status(f *runtime.Fiber) Status {
 	n.mustShard(f)
-	st := Status{ID: n.cfg.ID, Leader: n.lead, Term: n.term, Commit: n.commit, Applied: n.applied, Removed: n.removed}
+	st := Status{ID: n.cfg.ID, Leader: n.lead, Term: n.term, Commit: n.commit, Applied: n.applied, Removed: n.removed, Quiesced: n.quiesced}
 	switch n.role {
 	case raft.StateLeader:
 		st.Role = RoleLeader

@@ -63,6 +63,13 @@ func (n *Node) push(f *runtime.Fiber, w work) {
 		return
 	}
 	n.work = append(n.work, w)
+	if w.kind != workStep && w.kind != workUnreachable {
+		// A message is judged when the driver steps it, in order
+		// (handle): a quiescing heartbeat must not rouse the group. A
+		// peer found unreachable is not news to a quiet group: its
+		// leader left a member it had not heard from behind.
+		n.rouse(f)
+	}
 	if w.kind == workSubmit {
 		if wt := n.waits.get(w.id); wt != nil && wt.kind == waitEntry && wt.cc == nil {
 			n.group.queued++
@@ -200,9 +207,18 @@ func (n *Node) stepCompletions(f *runtime.Fiber) error {
 
 func (n *Node) tick(f *runtime.Fiber) {
 	n.tickDue = false
-	n.ticks++
-	n.rn.Tick()
 	n.expire(f, time.Now())
+	if n.quiesced {
+		// Raft's clock stops, and the member's with it: what it heard
+		// before the group went quiet does not age (Status.Reachable).
+		n.quietTick(f)
+		return
+	}
+	n.ticks++
+	if !n.maybeQuiesce(f) {
+		n.rn.Tick()
+	}
+	n.active = false
 	// A leader that dropped proposals (a transfer that ended without a
 	// new leader, the uncommitted limit) takes them on a later tick.
 	if n.waits.held > 0 && n.leaderKnown() {
@@ -212,8 +228,13 @@ func (n *Node) tick(f *runtime.Fiber) {
 
 // leaderKnown: this member knows a leader it can hand proposals and reads
 // to (raft drops them, silently for a read, while it campaigns).
+//
+// A follower roused from quiet has not yet heard that its leader is still
+// there (quiesce.go, confirming): until it does, it holds what it would
+// forward, instead of losing it to a leader that died while the group was
+// quiet.
 func (n *Node) leaderKnown() bool {
-	return n.lead != raft.None && n.role != raft.StateCandidate && n.role != raft.StatePreCandidate
+	return n.lead != raft.None && n.role != raft.StateCandidate && n.role != raft.StatePreCandidate && !n.confirming
 }
 
 func (n *Node) fail(err error) {
@@ -355,8 +376,19 @@ func (n *Node) handle(f *runtime.Fiber, w work) error {
 		if !transport.Relayed(w.msg.GetType()) {
 			n.heard[w.msg.GetFrom()] = n.ticks
 		}
+		quiesce := isQuiesce(w.msg)
+		if !quiesce && (w.msg.GetType() != raftpb.MsgHeartbeatResp || isPing(w.msg)) {
+			n.rouse(f)
+		}
+		n.heardLeader(w.msg)
 		if err := n.rn.Step(w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			n.log.Debug("node: message not stepped", "type", w.msg.GetType().String(), "from", w.msg.GetFrom(), "err", err)
+		}
+		switch {
+		case quiesce:
+			n.quiesceFollower(w.msg)
+		case isPing(w.msg):
+			n.answerPing(f, w.msg)
 		}
 	case workUnreachable:
 		n.rn.ReportUnreachable(w.id)
@@ -399,6 +431,14 @@ func (n *Node) stepOne(f *runtime.Fiber, w *waiter) {
 // caller's bytes.
 func (n *Node) stepEntries(f *runtime.Fiber, ws []*waiter) {
 	if len(ws) == 0 {
+		return
+	}
+	if n.confirming {
+		// Not to a leader that may have died while the group was quiet
+		// (leaderKnown).
+		for _, w := range ws {
+			n.waits.setState(w, waitHeld)
+		}
 		return
 	}
 	ents := make([]*raftpb.Entry, len(ws))
@@ -456,6 +496,10 @@ func (n *Node) noteSoftState(ss *raft.SoftState) {
 	if ss == nil {
 		return
 	}
+	if ss.Lead != n.lead || ss.RaftState != raft.StateFollower {
+		// Whoever leads now made itself known this term.
+		n.confirming = false
+	}
 	if ss.Lead != n.lead {
 		n.log.Info("node: leader changed", "leader", fmt.Sprintf("%x", ss.Lead), "was", fmt.Sprintf("%x", n.lead))
 		for _, w := range n.waits.collect(waitRead, func(w *waiter) bool { return w.state == waitStepped && !w.known }) {
@@ -505,6 +549,9 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 			apply = m
 		default:
 			out = append(out, m)
+			if t := m.GetType(); t != raftpb.MsgHeartbeat && t != raftpb.MsgHeartbeatResp {
+				n.rouse(f)
+			}
 		}
 	}
 	if len(out) > 0 {

@@ -225,6 +225,7 @@ type lateNet struct {
 	inner transport.Net
 	peers map[uint64]string
 	msgs  []*raftpb.Message
+	sent  int // messages the node sent (its shard only)
 }
 
 func (l *lateNet) set(f *runtime.Fiber, inner transport.Net) {
@@ -239,6 +240,7 @@ func (l *lateNet) set(f *runtime.Fiber, inner transport.Net) {
 }
 
 func (l *lateNet) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
+	l.sent += len(msgs)
 	if l.inner == nil {
 		l.msgs = append(l.msgs, msgs...)
 		return

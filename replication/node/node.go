@@ -66,11 +66,15 @@ type Config struct {
 	// are (a joining member's way to answer the leader).
 	Peers map[uint64]string
 
-	Tick            time.Duration // one raft tick; default 100ms
-	ElectionTicks   int           // default 10
-	HeartbeatTicks  int           // default 1
-	MaxSizePerMsg   uint64        // default 1 MiB
-	MaxInflightMsgs int           // default 256
+	Tick           time.Duration // one raft tick; default 100ms
+	ElectionTicks  int           // default 10
+	HeartbeatTicks int           // default 1
+	// NoQuiesce keeps the group ticking when idle (quiesce.go): for tests
+	// of message-level behaviour that a quiet follower's hold on its
+	// calls would change. The worker never sets it.
+	NoQuiesce       bool
+	MaxSizePerMsg   uint64 // default 1 MiB
+	MaxInflightMsgs int    // default 256
 	// SnapshotEntries takes a snapshot (and compacts the log) every this
 	// many applied entries; 0 never does.
 	SnapshotEntries uint64
@@ -158,6 +162,9 @@ type Status struct {
 	// election timeout, itself included: what a "no quorum" answer names.
 	Reachable int
 	Voters    int
+	// Quiesced: the group is idle and this member is not ticking raft
+	// (quiesce.go).
+	Quiesced bool
 }
 
 // Node is one raft member: a raft.RawNode owned by one driver fiber on one
@@ -201,6 +208,17 @@ type Node struct {
 	ticks       uint64            // ticks so far
 	heard       map[uint64]uint64 // member -> tick of its last message
 	quietUntil  uint64            // no campaignAlone before this tick
+	// quiesced: the group is idle and raft is not ticked (quiesce.go);
+	// active: something happened since the last tick.
+	quiesced bool
+	active   bool
+	// confirming: a follower roused from quiet asked its leader for a
+	// sign of life (a ping) and has not had one yet.
+	confirming bool
+	// A quiet leader's: the members it left behind, and its ticks since
+	// it went quiet (quietTick).
+	behind     []uint64
+	quietTicks uint64
 
 	snap  snapState   // apply.go
 	group groupCommit // driver.go

@@ -70,7 +70,9 @@ func TestLeaderChangeRelaysProposalsAndReads(t *testing.T) {
 		// leader: an election timeout of 50 ticks (1-2 s) is longer than
 		// the exchange takes on a loaded machine, and only delays the first
 		// election.
-		g.cfg = func(c *Config) { c.ElectionTicks = 50 }
+		// Quiet, the follower would hold its calls until it heard from
+		// a leader (quiesce.go) instead of sending them to the old one.
+		g.cfg = func(c *Config) { c.ElectionTicks, c.NoQuiesce = 50, true }
 		defer g.stopAll()
 		g.bootstrap(3)
 		old := g.leader()
