@@ -298,7 +298,7 @@ func (a answer) cluster() (adminapi.Cluster, error) {
 	c.Voters, c.Reachable = st.Voters, st.Reachable
 	for _, p := range a.parts {
 		c.Partitions = append(c.Partitions, adminapi.PartitionStatus{Role: string(p.Role), Leader: adminapi.ID(p.Leader),
-			Term: p.Term, Commit: p.Commit, Applied: p.Applied})
+			Term: p.Term, Commit: p.Commit, Applied: p.Applied, Quiesced: p.Quiesced})
 	}
 	for _, m := range st.Members {
 		c.Members = append(c.Members, member(m, st.ID))

@@ -121,6 +121,9 @@ type PartitionStatus struct {
 	Term    uint64 `json:"term"`
 	Commit  uint64 `json:"commit"`
 	Applied uint64 `json:"applied"`
+	// Quiesced: the partition's group is idle and this member is not
+	// ticking it (docs/replication.md, "An idle group goes quiet").
+	Quiesced bool `json:"quiesced,omitempty"`
 }
 
 // LeadersByMember counts the partitions each member leads, as c says

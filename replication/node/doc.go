@@ -38,6 +38,12 @@
 // voter a learner in a simple change); it refuses the leader and the last
 // voter. TransferLeader asks the leader to hand over.
 //
+// An idle group goes quiet (quiesce.go): its leader sends one quiescing
+// heartbeat and stops ticking raft, and so do its followers, until work or
+// a message rouses it; a roused follower holds what it would forward until
+// its leader answers a ping or another is elected. Many groups per process
+// (dbowner's partitions) then cost nothing at rest.
+//
 // Storage is an interface so the WAL can implement it; MemStorage (raft's
 // MemoryStorage plus a fake durable log that survives a simulated crash) is
 // what the tests use today.
