@@ -129,16 +129,7 @@ func BenchmarkCrossShardSend(b *testing.B) {
 // parks until the reply; one op is one round trip.
 func BenchmarkCrossShardAsk(b *testing.B) {
 	b.Run("wo-2-shards", func(b *testing.B) {
-		bench(b, 2, func(f *Fiber) {
-			c := SpawnOn[counterMsg](f, 1, &counter{})
-			b.ResetTimer()
-			cpu0 := runtimetest.CPUTime()
-			for i := 0; i < b.N; i++ {
-				Ask(f, c, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} })
-			}
-			b.StopTimer()
-			reportCPU(b, cpu0)
-		})
+		bench(b, 2, func(f *Fiber) { askRoundTrips(b, f) })
 	})
 	// The service's path: each shard also has an accept in flight, as a
 	// worker's shards always do (a listener, connections). A shard with
@@ -151,14 +142,7 @@ func BenchmarkCrossShardAsk(b *testing.B) {
 			defer stop()
 			stop1 := acceptInFlight(b, f, 1)
 			defer stop1()
-			c := SpawnOn[counterMsg](f, 1, &counter{})
-			b.ResetTimer()
-			cpu0 := runtimetest.CPUTime()
-			for i := 0; i < b.N; i++ {
-				Ask(f, c, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} })
-			}
-			b.StopTimer()
-			reportCPU(b, cpu0)
+			askRoundTrips(b, f)
 		})
 	})
 	b.Run("baseline-goroutine-chan", func(b *testing.B) { chanRoundTrips(b, false) })
@@ -349,4 +333,17 @@ func acceptInFlight(b *testing.B, f *Fiber, i int) func() {
 	return func() {
 		_, _ = OnShard(f, i, 0, func(*Fiber) error { return l.Close() })
 	}
+}
+
+// askRoundTrips is the measured loop of BenchmarkCrossShardAsk: b.N Asks
+// from f (on shard 0) of a counter on shard 1.
+func askRoundTrips(b *testing.B, f *Fiber) {
+	c := SpawnOn[counterMsg](f, 1, &counter{})
+	b.ResetTimer()
+	cpu0 := runtimetest.CPUTime()
+	for i := 0; i < b.N; i++ {
+		Ask(f, c, 0, func(r Reply[int]) counterMsg { return counterMsg{add: 1, query: r} })
+	}
+	b.StopTimer()
+	reportCPU(b, cpu0)
 }
