@@ -378,7 +378,11 @@ func (n *Node) handle(f *runtime.Fiber, w work) error {
 		}
 		quiesce := isQuiesce(w.msg)
 		if !quiesce && (w.msg.GetType() != raftpb.MsgHeartbeatResp || isPing(w.msg)) {
-			n.rouse(f)
+			if n.fromLeader(w.msg) {
+				n.quiesced, n.active = false, true // no need to ask it if it is there
+			} else {
+				n.rouse(f)
+			}
 		}
 		n.heardLeader(w.msg)
 		if err := n.rn.Step(w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {

@@ -109,11 +109,17 @@ func (n *Node) answerPing(f *runtime.Fiber, m *raftpb.Message) {
 	}})
 }
 
+// fromLeader reports whether m comes from the leader this member follows,
+// in its term or a later one.
+func (n *Node) fromLeader(m *raftpb.Message) bool {
+	return n.lead != raft.None && m.GetFrom() == n.lead && m.GetTerm() >= n.rn.BasicStatus().GetTerm()
+}
+
 // heardLeader ends a follower's confirming once a message from its leader,
 // in its term, was stepped (or another leader took over: noteSoftState
 // resets the leader, and the new one is heard from the same way).
 func (n *Node) heardLeader(m *raftpb.Message) {
-	if !n.confirming || m.GetFrom() != n.lead || m.GetTerm() < n.rn.BasicStatus().GetTerm() {
+	if !n.confirming || !n.fromLeader(m) {
 		return
 	}
 	n.confirming = false
@@ -138,8 +144,8 @@ func (n *Node) maybeQuiesce(f *runtime.Fiber) bool {
 	}
 	// Every member raft heard from lately must hold the whole log; one it
 	// has not (down, cut off) is left behind, as long as a quorum of
-	// voters is caught up: it campaigns when it comes back, and its votes
-	// rouse the group, which then catches it up.
+	// voters is caught up: the quiet leader reminds it once per election
+	// timeout (quietTick), and when it answers, raft catches it up.
 	idle, caughtUp := true, 0
 	var to, behind []uint64
 	match := map[uint64]uint64{}
