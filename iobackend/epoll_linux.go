@@ -570,8 +570,6 @@ func (b *epollBackend) drainWake() {
 
 func (b *epollBackend) takeReady(out []Completion) int { return takeReady(&b.ready, out) }
 
-// Wait runs epoll_wait with the timeout rounded up to whole milliseconds (so a
-// short timeout never turns into a busy poll).
 // Pending implements Pender with one poll(2) of the epoll fd, which is
 // readable while events are ready and gives none of them away, in every
 // epollPendingEvery calls: a syscall costs a microsecond or two here and a
@@ -595,6 +593,8 @@ func (b *epollBackend) Pending() bool {
 
 const epollPendingEvery = 256
 
+// Wait runs epoll_wait with the timeout rounded up to whole milliseconds (so a
+// short timeout never turns into a busy poll).
 func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err error) {
 	if b.closed {
 		return 0, fmt.Errorf("iobackend: wait: %w", ErrClosed)
