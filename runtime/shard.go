@@ -419,16 +419,17 @@ func (sh *shard) spinForInbox(timeout time.Duration) bool {
 	if spin <= 0 || (timeout > 0 && timeout < spin) || len(sh.rt.shards) == 1 {
 		return false
 	}
+	now := sh.rt.now()
 	io := sh.io.inFlight > 0
 	if io {
-		if sh.pend == nil || !sh.expectingMail() || sh.cpuShare.shared(sh.rt.now()) {
+		if sh.pend == nil || !sh.expectingMail(now) || sh.cpuShare.shared(now) {
 			return false
 		}
 		if sh.pend.Pending() {
 			return true
 		}
 	}
-	deadline := sh.rt.now() + int64(spin)
+	deadline := now + int64(spin)
 	for i := 0; ; i++ {
 		if sh.hasMail() || sh.rt.stopping.Load() || (io && sh.pend.Pending()) {
 			return true
@@ -446,8 +447,8 @@ func (sh *shard) spinForInbox(timeout time.Duration) bool {
 // nothing from a spin but its CPU, and on a machine whose cores it shares
 // with its clients it takes theirs (NetEcho at 100 connections, p99 1.3–2×
 // with an unconditional spin).
-func (sh *shard) expectingMail() bool {
-	return sh.replyWaits > 0 || sh.rt.now()-sh.mailAt < int64(mailWindow)
+func (sh *shard) expectingMail(now int64) bool {
+	return sh.replyWaits > 0 || now-sh.mailAt < int64(mailWindow)
 }
 
 // mailWindow is how long after cross-shard mail a shard keeps expecting

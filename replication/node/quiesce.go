@@ -87,26 +87,10 @@ func (n *Node) rouse(f *runtime.Fiber) {
 // answerPing, on the leader: a heartbeat to the follower that pinged, now
 // rather than at the next tick.
 func (n *Node) answerPing(f *runtime.Fiber, m *raftpb.Message) {
-	if n.role != raft.StateLeader {
+	if n.role != raft.StateLeader || m.GetTerm() != n.rn.BasicStatus().GetTerm() {
 		return
 	}
-	st := n.rn.BasicStatus()
-	if m.GetTerm() != st.GetTerm() {
-		return
-	}
-	commit := st.GetCommit()
-	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id == m.GetFrom() {
-			commit = min(commit, pr.Match)
-		}
-	})
-	n.cfg.Net.Send(f, []*raftpb.Message{{
-		Type:   raftpb.MsgHeartbeat.Enum(),
-		To:     new(m.GetFrom()),
-		From:   new(n.cfg.ID),
-		Term:   new(st.GetTerm()),
-		Commit: new(commit),
-	}})
+	n.heartbeat(f, []uint64{m.GetFrom()}, 0)
 }
 
 // fromLeader reports whether m comes from the leader this member follows,
@@ -148,12 +132,10 @@ func (n *Node) maybeQuiesce(f *runtime.Fiber) bool {
 	// timeout (quietTick), and when it answers, raft catches it up.
 	idle, caughtUp := true, 0
 	var to, behind []uint64
-	match := map[uint64]uint64{}
 	n.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
 		self := id == n.cfg.ID
 		if !self {
 			to = append(to, id)
-			match[id] = pr.Match
 			if !pr.RecentActive {
 				behind = append(behind, id)
 				return
@@ -168,28 +150,34 @@ func (n *Node) maybeQuiesce(f *runtime.Fiber) bool {
 	if !idle || caughtUp <= len(n.confState.GetVoters())/2 {
 		return false
 	}
-	n.sendQuiesce(f, to, st.GetTerm(), commit, match)
+	n.heartbeat(f, to, quiesceHint)
 	n.quiesced, n.behind, n.quietTicks = true, behind, 0
 	return true
 }
 
-// sendQuiesce sends quiescing heartbeats. Each carries the commit index
+// heartbeat sends members to a leader's heartbeat of this term, marked
+// with hint (quiesceHint; 0: a plain one). Each carries the commit index
 // only as far as its member's log is known to go, as raft's own
 // heartbeats do: a follower told of a commit past its last index panics.
-func (n *Node) sendQuiesce(f *runtime.Fiber, to []uint64, term, commit uint64, match map[uint64]uint64) {
+func (n *Node) heartbeat(f *runtime.Fiber, to []uint64, hint uint64) {
 	if len(to) == 0 {
 		return
 	}
+	st := n.rn.BasicStatus()
+	commit := st.GetCommit()
+	match := make(map[uint64]uint64, len(to))
+	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })
 	msgs := make([]*raftpb.Message, len(to))
 	for i, id := range to {
 		msgs[i] = &raftpb.Message{
-			Type:       raftpb.MsgHeartbeat.Enum(),
-			To:         new(id),
-			From:       new(n.cfg.ID),
-			Term:       new(term),
-			Commit:     new(min(commit, match[id])),
-			Reject:     new(true),
-			RejectHint: new(uint64(quiesceHint)),
+			Type:   raftpb.MsgHeartbeat.Enum(),
+			To:     new(id),
+			From:   new(n.cfg.ID),
+			Term:   new(st.GetTerm()),
+			Commit: new(min(commit, match[id])),
+		}
+		if hint != 0 {
+			msgs[i].Reject, msgs[i].RejectHint = new(true), new(hint)
 		}
 	}
 	n.cfg.Net.Send(f, msgs)
@@ -206,10 +194,7 @@ func (n *Node) quietTick(f *runtime.Fiber) {
 	if n.role != raft.StateLeader || len(n.behind) == 0 || n.quietTicks%uint64(n.cfg.ElectionTicks) != 0 {
 		return
 	}
-	st := n.rn.BasicStatus()
-	match := map[uint64]uint64{}
-	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })
-	n.sendQuiesce(f, n.behind, st.GetTerm(), st.GetCommit(), match)
+	n.heartbeat(f, n.behind, quiesceHint)
 }
 
 // quiesceFollower, after a quiescing heartbeat was stepped: go quiet if

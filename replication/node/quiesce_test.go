@@ -23,6 +23,16 @@ func (g *group) allQuiet(ids ...uint64) bool {
 	return true
 }
 
+// appliedOn reports whether key k has value v on every member of ids.
+func (g *group) appliedOn(k, v string, ids ...uint64) bool {
+	for _, id := range ids {
+		if got, _ := g.members[id].sm.get(k); got != v {
+			return false
+		}
+	}
+	return true
+}
+
 // An idle group stops ticking and sends nothing; a write, a linearizable
 // read, and the loss of its leader each rouse it, and it goes quiet again
 // once idle (quiesce.go).
@@ -60,14 +70,7 @@ func TestAnIdleGroupGoesQuiet(t *testing.T) {
 			}
 		}
 		g.mustPropose(follower, "b=2")
-		g.waitFor("b applied everywhere", func() bool {
-			for _, id := range ids {
-				if v, _ := g.members[id].sm.get("b"); v != "2" {
-					return false
-				}
-			}
-			return true
-		})
+		g.waitFor("b applied everywhere", func() bool { return g.appliedOn("b", "2", ids...) })
 		g.waitFor("quiet again after the write", func() bool { return g.allQuiet(ids...) })
 
 		// A linearizable read on a quiet follower: a ReadIndex round.
@@ -85,14 +88,7 @@ func TestAnIdleGroupGoesQuiet(t *testing.T) {
 		if nl := g.leader(rest...); nl == lead {
 			fatalf(t, "the stopped member %d still leads", lead)
 		}
-		g.waitFor("c applied on both survivors", func() bool {
-			for _, id := range rest {
-				if v, _ := g.members[id].sm.get("c"); v != "3" {
-					return false
-				}
-			}
-			return true
-		})
+		g.waitFor("c applied on both survivors", func() bool { return g.appliedOn("c", "3", rest...) })
 		g.waitFor("the survivors quiet", func() bool { return g.allQuiet(rest...) })
 	})
 }
