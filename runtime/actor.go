@@ -76,31 +76,34 @@ type actorCell[M any] struct {
 // its messages for the actor in stage[its id], which only that shard
 // touches, and hands the stage's whole slice over under mu when it flushes
 // (at the end of its tick, or when the stage holds half a ring): one lock
-// per batch, not per message, and no copy — the receiver reads the very
-// slice the sender wrote. (Appending each batch into one shared slice, as
-// this did before, copied every message once more and grew that slice
-// under the lock whenever the actor fell behind; growing it was 60% of a
-// stream of cross-shard Sends' CPU.) Only the first batch after a drain
-// sends a notice (a remoteItem naming the cell, no payload) to the actor's
-// shard, which then moves everything into the mailbox and hands the emptied
-// slices back in free, where the senders' next stages come from. Each
-// sender's messages keep their order.
+// per batch, not per message, and no copy — the actor reads the very slice
+// the sender wrote (mailbox.go). (Appending each batch into one shared
+// slice, as this did before, copied every message once more and grew that
+// slice under the lock whenever the actor fell behind; growing it was 60%
+// of a stream of cross-shard Sends' CPU.) Only the first batch after a
+// drain sends a notice (a remoteItem naming the cell, no payload) to the
+// actor's shard, which then moves the batches into its inbound and hands
+// the batches read since the last drain back in free, where the senders'
+// next stages come from. Each sender's messages keep their order.
+//
+// A batch holds plain messages, no askRef: a request to another shard
+// travels by itself (sendAsk), never in a batch.
 type remoteMail[M any] struct {
 	mu      sync.Mutex
-	batches [][]mail[M] // flushed, oldest first
-	free    [][]mail[M] // emptied by the receiver, for the senders' next stages
-	// Only the actor's shard touches these outside the lock's swaps: the
-	// batches list it drained last time, and the emptied batches it hands
-	// back at its next drain (one lock a drain).
-	spare   [][]mail[M]
-	emptied [][]mail[M]
+	batches [][]M // flushed, oldest first
+	free    [][]M // read by the actor, for the senders' next stages
+	// Only the actor's shard touches these outside the lock's swap: the
+	// batches list it drained last time, and the drained batches it reads
+	// in place.
+	spare [][]M
+	in    inbound[M]
 	// queued: a notice is on its way to the actor's shard. Stored under
 	// mu; a request arriving by itself (deliverAsk) loads it without.
 	queued atomic.Bool
 	stage  []staged[M]
 }
 
-// maxFreeBatches bounds the emptied batches an actor keeps for its senders:
+// maxFreeBatches bounds the read batches an actor keeps for its senders:
 // as many entries as an idle mailbox keeps (maxIdleMailbox), so a backlog
 // of that size streams without allocating and a burst beyond it does not
 // pin memory.
@@ -112,13 +115,8 @@ const minStageBatch = 16
 
 // staged is one sending shard's mail for one remote actor, not yet flushed.
 type staged[M any] struct {
-	items  []mail[M]
+	items  []M
 	listed bool // in the sending shard's staged list
-}
-
-type mail[M any] struct {
-	msg M
-	ask askRef
 }
 
 func (c *actorCell[M]) remote() *remoteMail[M] {
@@ -190,6 +188,9 @@ func Send[M any](f *Fiber, to Addr[M], msg M) {
 	sendMail(f, to, msg, askRef{})
 }
 
+// sendMail is Send, and a same-shard Ask's request (ask set): a request to
+// another shard goes by itself (askRemote), so what is staged for another
+// shard is never a request.
 func sendMail[M any](f *Fiber, to Addr[M], msg M, ask askRef) {
 	f.charge(1)
 	c := to.c
@@ -210,9 +211,9 @@ func sendMail[M any](f *Fiber, to Addr[M], msg M, ask askRef) {
 	rx := c.remote()
 	st := &rx.stage[sh.id]
 	if st.items == nil {
-		st.items = make([]mail[M], 0, minStageBatch)
+		st.items = make([]M, 0, minStageBatch)
 	}
-	st.items = append(st.items, mail[M]{msg: msg, ask: ask})
+	st.items = append(st.items, msg)
 	if len(st.items) >= maxOutboxBatch {
 		c.flushStaged(sh)
 	} else if !st.listed {
@@ -241,6 +242,7 @@ func (c *actorCell[M]) flushStaged(sh *shard) {
 		st.items = st.items[:0]
 		return
 	}
+	full := len(st.items) >= maxOutboxBatch
 	rx.mu.Lock()
 	rx.batches = append(rx.batches, st.items)
 	st.items = nil
@@ -254,6 +256,12 @@ func (c *actorCell[M]) flushStaged(sh *shard) {
 	rx.mu.Unlock()
 	if notify {
 		sh.sendRemote(c.sh, remoteItem{to: c, msg: rxNotice{}})
+	}
+	if st.items == nil && full {
+		// A stream that outruns the actor (nothing read back yet): its
+		// next batch will be full too, so it is made whole rather than
+		// grown from minStageBatch by doubling.
+		st.items = make([]M, 0, maxOutboxBatch)
 	}
 }
 
@@ -279,24 +287,17 @@ func (c *actorCell[M]) schedule() {
 	}
 }
 
-// enqueueBatch is enqueue for a batch from another shard: the mailbox grown
-// once, the actor queued once.
-func (c *actorCell[M]) enqueueBatch(b []mail[M]) {
+// enqueueBatch is enqueue for a batch from another shard: the batch joins
+// the mailbox uncopied, and the actor is queued once.
+func (c *actorCell[M]) enqueueBatch(in *inbound[M], b []M) {
 	if c.state == actorDead {
 		c.sh.rt.dropped.Add(uint64(len(b)))
-		for i := range b {
-			b[i].ask.fail(c.sh)
-		}
+		clear(b)
+		in.readOut(b)
 		return
 	}
-	c.mbox.reserve(len(b)) // one grow at most; each push below then only checks
-	for i := range b {
-		c.mbox.push(b[i].msg)
-		if b[i].ask.w != nil {
-			c.askers = append(c.askers, b[i].ask)
-		}
-	}
 	if len(b) > 0 {
+		in.push(b, c.mbox.len())
 		c.schedule()
 	}
 }
@@ -347,27 +348,25 @@ func (c *actorCell[M]) deliverAsk(msg M, ask askRef) {
 	c.enqueue(msg, ask)
 }
 
-// drainRemote moves every message waiting in rx into the mailbox. A notice
+// drainRemote moves every batch waiting in rx into the mailbox, and hands
+// the batches read since the last drain back to the senders. A notice
 // still on its way afterwards finds nothing, which is harmless.
 func (c *actorCell[M]) drainRemote(rx *remoteMail[M]) {
+	in := &rx.in
 	rx.mu.Lock()
 	batches := rx.batches
 	rx.batches, rx.spare = rx.spare[:0], nil
-	for i, b := range rx.emptied {
-		if len(rx.free) < maxFreeBatches {
+	for i, b := range in.done {
+		if cap(b) >= minStageBatch && len(rx.free) < maxFreeBatches {
 			rx.free = append(rx.free, b)
 		}
-		rx.emptied[i] = nil
+		in.done[i] = nil
 	}
 	rx.queued.Store(false)
 	rx.mu.Unlock()
-	rx.emptied = rx.emptied[:0]
+	in.done = in.done[:0]
 	for i, b := range batches {
-		c.enqueueBatch(b)
-		clear(b)
-		if cap(b) >= minStageBatch && cap(b) <= maxOutboxBatch {
-			rx.emptied = append(rx.emptied, b[:0])
-		}
+		c.enqueueBatch(in, b)
 		batches[i] = nil
 	}
 	rx.spare = batches[:0]
@@ -388,8 +387,19 @@ func (c *actorCell[M]) runTurn(f *Fiber) {
 	sh := c.sh
 	c.state = actorRunning
 	sh.running.Store(c.kind)
-	for c.mbox.len() > 0 && c.state == actorRunning {
-		msg, _ := c.mbox.pop()
+	for c.state == actorRunning {
+		// Loaded at every message: a Receive that parked may have let
+		// another shard's first batch in.
+		in := c.inbound()
+		if c.waiting(in) == 0 {
+			break
+		}
+		var msg M
+		if in != nil && in.segs.n > 0 {
+			msg = c.nextMessage(in)
+		} else {
+			msg, _ = c.mbox.pop() // inlined: a same-shard Send's path
+		}
 		c.receive(f, msg)
 		if f.unwinding {
 			return
@@ -399,17 +409,22 @@ func (c *actorCell[M]) runTurn(f *Fiber) {
 			break
 		}
 	}
+	in := c.inbound()
 	switch {
 	case c.state == actorDead:
 		// Mail that was waiting when the actor died is dropped like mail
 		// that arrives later.
-		sh.rt.dropped.Add(uint64(c.mbox.len()))
+		dropped := c.mbox.len()
 		c.mbox.reset()
+		if in != nil {
+			dropped += in.drop()
+		}
+		sh.rt.dropped.Add(uint64(dropped))
 		for _, a := range c.askers {
 			a.fail(sh)
 		}
 		c.askers = nil
-	case c.mbox.len() > 0:
+	case c.waiting(in) > 0:
 		c.state = actorQueued
 		sh.readyActors.push(c)
 	default:
