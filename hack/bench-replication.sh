@@ -58,6 +58,15 @@ wait_url() { # url: until it answers 200
   echo "bench-replication: $1 never answered 200" >&2
   return 1
 }
+wait_leaders() { # ops-url: until every partition's group has a leader (readiness does not wait for one)
+  for _ in $(seq 600); do
+    body=$(curl -s --max-time 2 "$1/admin/cluster" || true)
+    [[ $body == *'"leader":'* && $body != *'"leader":"0000000000000000"'* ]] && return 0
+    sleep 0.1
+  done
+  echo "bench-replication: $1/admin/cluster never showed a leader in every partition" >&2
+  return 1
+}
 
 # --- etcd: 3 members, client ports 23790-23792, peer ports 23800-23802 ----
 cluster=""
@@ -93,6 +102,8 @@ for i in 0 1 2; do
   wait_url "http://127.0.0.1:$((23790 + i))/health"
   wait_url "http://127.0.0.1:$((19190 + i))/readyz"
   wait_url "http://127.0.0.1:$((19193 + i))/readyz"
+  wait_leaders "http://127.0.0.1:$((19190 + i))"
+  wait_leaders "http://127.0.0.1:$((19193 + i))"
 done
 
 bench() { # system endpoints op
@@ -138,6 +149,7 @@ pids+=($!)
   --log-level warn >"$tmp/onep.log" 2>&1 &
 pids+=($!)
 for p in 19199 19198 19197; do wait_url "http://127.0.0.1:$p/readyz"; done
+for p in 19199 19197; do wait_leaders "http://127.0.0.1:$p"; done
 for port in 18190 18191 18192; do "$tmp/benchrepl" -system wo -endpoints "http://127.0.0.1:$port" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"; done
 for i in $(seq "$RUNS"); do
   echo "one-member run $i (load $(cut -d' ' -f1 /proc/loadavg))"
