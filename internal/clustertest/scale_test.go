@@ -2,7 +2,9 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -61,9 +63,18 @@ func TestPartitionsScaleUnderLoad(t *testing.T) {
 			}) {
 				t.Fatalf("%s never said it was joining: %+v %v", m, jv, err)
 			}
-			leader, _, err := c.Leader(ctx)
-			must(t, err)
-			if _, err := leader.Admin().AddLearner(ctx, jv.Self, m.PeerAddr); err != nil {
+			// Retried while the answer is 503: under this load a change
+			// in four groups can outlast the admin API's request timeout,
+			// and a retry finishes what the last one began (as the
+			// operator does).
+			if !within(ctx, time.Minute, func() bool {
+				var leader *Member
+				if leader, _, err = c.Leader(ctx); err == nil {
+					_, err = leader.Admin().AddLearner(ctx, jv.Self, m.PeerAddr)
+				}
+				var se *adminapi.StatusError
+				return err == nil || !errors.As(err, &se) || se.Code != http.StatusServiceUnavailable
+			}) || err != nil {
 				t.Fatalf("add %s as a learner: %v", m, err)
 			}
 			must(t, m.WaitReady(ctx))

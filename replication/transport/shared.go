@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -65,7 +66,8 @@ func (s *Shared) Join(f *runtime.Fiber, g uint32, h Handler) (Net, error) {
 
 // The operations the two actors carry.
 const (
-	opSend = iota + 1
+	opSend   = iota + 1 // decoded by the transport: snapshots
+	opSendTo            // messages to one peer, encoded as a frame body
 	opAddPeer
 	opRemovePeer
 	opProcess
@@ -76,7 +78,7 @@ const (
 
 // groupOut is what a group's Net asks of the transport's shard. Body is
 // an encoded batch (EncodeMessages), built for the message and owned by
-// it once sent.
+// it once sent; for opSendTo, N messages all to peer ID.
 //
 //wo:shardsafe
 type groupOut struct {
@@ -85,6 +87,7 @@ type groupOut struct {
 	ID    uint64
 	Addr  string
 	Body  []byte
+	N     int
 }
 
 // groupIn is what the transport's shard tells a group: an encoded batch
@@ -104,22 +107,76 @@ type remoteNet struct {
 	s *Shared
 	g uint32
 	h Handler
+	// run: one peer's messages of the batch being sent (scratch).
+	run []*raftpb.Message
 }
 
+// Send encodes msgs here, on the group's shard, once: a body per peer,
+// each split at the frame limit, which the transport writes as frames as
+// they are (before, the transport decoded a batch encoded here and encoded
+// it again for the wire). Snapshots go decoded: the transport streams them
+// itself.
 func (n *remoteNet) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
-	if len(msgs) == 0 {
-		return
-	}
-	body, err := EncodeMessages(nil, msgs)
-	if err != nil {
-		// A message that does not encode never reaches its peer: raft
-		// hears the peer was unreachable and probes again.
-		for _, m := range msgs {
-			n.h.ReportUnreachable(f, m.GetTo())
+	var snaps []*raftpb.Message
+	var done []uint64 // peers sent to
+	for _, m := range msgs {
+		if m.GetType() == raftpb.MsgSnap {
+			snaps = append(snaps, m)
+			continue
 		}
-		return
+		if to := m.GetTo(); !slices.Contains(done, to) {
+			done = append(done, to)
+			n.sendTo(f, to, msgs)
+		}
 	}
-	runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opSend, Body: body})
+	if len(snaps) > 0 {
+		body, err := EncodeMessages(nil, snaps)
+		if err != nil {
+			n.unreachable(f, snaps)
+			return
+		}
+		runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opSend, Body: body})
+	}
+}
+
+// sendTo sends msgs' messages to peer to (snapshots aside), in their
+// order, in bodies no larger than a frame holds.
+func (n *remoteNet) sendTo(f *runtime.Fiber, to uint64, msgs []*raftpb.Message) {
+	limit := n.s.t.cfg.MaxFrame - 16 // immutable after New: read from any shard
+	run, size := n.run[:0], 0
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		body, err := EncodeMessages(nil, run)
+		if err != nil {
+			n.unreachable(f, run)
+		} else {
+			runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opSendTo, ID: to, Body: body, N: len(run)})
+		}
+		clear(run)
+		run, size = run[:0], 0
+	}
+	for _, m := range msgs {
+		if m.GetTo() != to || m.GetType() == raftpb.MsgSnap {
+			continue
+		}
+		s := sizeOf(m)
+		if len(run) > 0 && size+s > limit {
+			flush()
+		}
+		run, size = append(run, m), size+s
+	}
+	flush()
+	n.run = run[:0]
+}
+
+// unreachable: a message that does not encode never reaches its peer;
+// raft hears the peer was unreachable and probes again.
+func (n *remoteNet) unreachable(f *runtime.Fiber, msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		n.h.ReportUnreachable(f, m.GetTo())
+	}
 }
 
 func (n *remoteNet) AddPeer(f *runtime.Fiber, id uint64, addr string) {
@@ -142,6 +199,8 @@ func (c *groupCtl) Receive(f *runtime.Fiber, o groupOut) {
 			return
 		}
 		c.t.send(f, o.Group, msgs)
+	case opSendTo:
+		c.t.sendEncoded(f, o.Group, o.ID, o.Body, o.N)
 	case opAddPeer:
 		c.t.addPeer(f, o.Group, o.ID, o.Addr)
 	case opRemovePeer:

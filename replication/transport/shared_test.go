@@ -197,3 +197,68 @@ func TestSplitGroup(t *testing.T) {
 		t.Errorf("splitGroup(appendGroup(300)) = %d, %x, %v", g, rest, err)
 	}
 }
+
+// A group on another shard sends a batch larger than a frame holds, to two
+// peers at once, with a snapshot among its messages: each peer gets its
+// messages in order, split over frames none larger than the limit, and
+// the snapshot; a message too large for any frame is dropped with a log
+// line while the others go on.
+func TestSharedGroupSplitsBatchesAtTheFrameLimit(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		const frame = 4 << 10
+		a := startEndpoint(t, f, 0, Config{ID: 1, MaxFrame: frame})
+		b := startEndpoint(t, f, 1, Config{ID: 2, MaxFrame: frame})
+		c := startEndpoint(t, f, 1, Config{ID: 3, MaxFrame: frame})
+		defer a.close(f)
+		defer b.close(f)
+		defer c.close(f)
+		ga, gb, gc := joinGroups(t, f, a), joinGroups(t, f, b), joinGroups(t, f, c)
+		ga[1].addPeer(f, 2, b.tcp.Addr().String())
+		ga[1].addPeer(f, 3, c.tcp.Addr().String())
+		const n = 200 // ~140 bytes each: seven frames a peer
+		var batch []*raftpb.Message
+		for i := range uint64(n) {
+			batch = append(batch, heartbeat(1, 2, i), heartbeat(1, 3, i))
+			if i == n/2 {
+				huge := heartbeat(1, 2, 9999)
+				huge.Entries[0].Data = make([]byte, 2*frame)
+				batch = append(batch, huge)
+			}
+		}
+		snap := &raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(uint64(1)), To: new(uint64(3)), Term: new(uint64(5)),
+			Snapshot: &raftpb.Snapshot{Data: []byte("state"), Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(9)), Term: new(uint64(5)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 3}}}}}
+		batch = append(batch, snap)
+		ga[1].send(f, batch...)
+		for to, g := range map[uint64]*groupEnd{2: gb[1], 3: gc[1]} {
+			want := n
+			if to == 3 {
+				want++ // the snapshot
+			}
+			rec := g.rec
+			waitFor(t, f, "every message", func() bool { return rec.count() >= want })
+			rec.mu.Lock()
+			for i := range n {
+				if m := rec.msgs[i]; !proto.Equal(m, heartbeat(1, to, uint64(i))) {
+					t.Errorf("peer %d: message %d arrived as index %d", to, i, m.GetIndex())
+				}
+			}
+			if to == 3 && !proto.Equal(rec.msgs[n], snap) {
+				t.Errorf("peer 3: the snapshot arrived as %v", rec.msgs[n])
+			}
+			rec.mu.Unlock()
+		}
+		// Each peer's messages need this many frames at the least.
+		bytesTo2 := 0
+		for i := range uint64(n) {
+			bytesTo2 += proto.Size(heartbeat(1, 2, i)) + 2
+		}
+		least := int64(2 * ((bytesTo2 + frame - 1) / frame))
+		frames, sent := a.tcp.Stats.FramesSent.Load(), a.tcp.Stats.MessagesSent.Load()
+		if sent != 2*n || frames < least || frames > 2*least {
+			t.Errorf("%d messages in %d frames, want %d in %d to %d", sent, frames, 2*n, least, 2*least)
+		}
+		if d := a.tcp.Stats.MessagesDropped.Load(); d != 1 || !strings.Contains(a.logs.String(), "larger than the frame limit") {
+			t.Errorf("%d dropped (want the one too large, logged); logs: %s", d, a.logs.String())
+		}
+	})
+}

@@ -172,6 +172,11 @@ type TCP struct {
 type outMsg struct {
 	group uint32
 	m     *raftpb.Message
+	// enc, in place of m, is n messages already encoded as a msgs frame
+	// body by a group on another shard (Shared): written as a frame of
+	// its own, never decoded and encoded again here.
+	enc []byte
+	n   int
 }
 
 type peer struct {
@@ -331,10 +336,30 @@ func (t *TCP) send(f *runtime.Fiber, g uint32, msgs []*raftpb.Message) {
 			h.ReportUnreachable(f, m.GetTo())
 			continue
 		}
-		p.pending = append(p.pending, outMsg{g, m})
+		p.pending = append(p.pending, outMsg{group: g, m: m})
 		p.pendingBytes += n
 		p.wake.Notify(f)
 	}
+}
+
+// sendEncoded queues enc, n of group g's messages to peer to, encoded by
+// the group (EncodeMessages) as one frame body. The bounds and the reports
+// are send's, for n messages.
+func (t *TCP) sendEncoded(f *runtime.Fiber, g uint32, to uint64, enc []byte, n int) {
+	h := t.handler(g)
+	if h == nil {
+		t.Stats.MessagesDropped.Add(int64(n))
+		return // the group left
+	}
+	p, ok := t.peers[to]
+	if !ok || t.closed || len(p.pending) >= t.cfg.MaxPending || (len(p.pending) > 0 && p.pendingBytes+len(enc) > t.cfg.MaxPendingBytes) {
+		t.Stats.MessagesDropped.Add(int64(n))
+		h.ReportUnreachable(f, to)
+		return
+	}
+	p.pending = append(p.pending, outMsg{group: g, enc: enc, n: n})
+	p.pendingBytes += len(enc)
+	p.wake.Notify(f)
 }
 
 // Close stops the transport: the listener, every connection and every
@@ -432,8 +457,13 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 	start := 0
 	for start < len(batch) {
 		g := batch[start].group
+		if enc := batch[start].enc; enc != nil {
+			buf = t.appendEncoded(buf, p, batch[start])
+			start++
+			continue
+		}
 		end, size := start, 0
-		for end < len(batch) && batch[end].group == g {
+		for end < len(batch) && batch[end].group == g && batch[end].enc == nil {
 			s := sizeOf(batch[end].m)
 			if end > start && size+s > t.cfg.MaxFrame-16 {
 				break
@@ -470,6 +500,28 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 	}
 	_, err := conn.Write(buf)
 	return err
+}
+
+// appendEncoded appends o's encoded messages to buf as one frame, or drops
+// them with a log line if they are too large for one (the group splits its
+// batches at the frame limit, so only a single message alone can be).
+func (t *TCP) appendEncoded(buf []byte, p *peer, o outMsg) []byte {
+	if len(o.enc) > t.cfg.MaxFrame-16 {
+		t.Stats.MessagesDropped.Add(int64(o.n))
+		t.cfg.Logger.Error("transport: message larger than the frame limit dropped", "peer", p.id, "group", o.group, "messages", o.n, "bytes", len(o.enc), "limit", t.cfg.MaxFrame)
+		return buf
+	}
+	at := len(buf)
+	if o.group == 0 {
+		buf = append(buf, 0, 0, 0, 0, kindMsgs)
+	} else {
+		buf = appendGroup(append(buf, 0, 0, 0, 0, kindGroupMsgs), o.group)
+	}
+	buf = append(buf, o.enc...)
+	binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
+	t.Stats.FramesSent.Add(1)
+	t.Stats.MessagesSent.Add(int64(o.n))
+	return buf
 }
 
 // entryBytes is a cheap stand-in for m's encoded size, for the queue's
