@@ -16,9 +16,11 @@
 //
 // One transport carries any number of raft groups (multi-raft): group 0
 // is the TCP's own Net; TCP.Group adds others on its shard, and Shared
-// lets groups on other shards use it through two actors. Every group
-// shares the one message connection per peer pair; frames of groups
-// other than 0 carry the group number.
+// lets groups on other shards use it through two actors: such a group
+// encodes its messages on its own shard, a frame body per peer, and the
+// transport writes the bytes as they are. Every group shares the one
+// message connection per peer pair; frames of groups other than 0 carry
+// the group number.
 //
 // Members authenticate each other with mutual TLS (crypto/tls over the fiber
 // connection; OpenTLS reads the PEM files named in the settings, and reads
