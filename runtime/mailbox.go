@@ -115,12 +115,12 @@ func (c *actorCell[M]) waiting(in *inbound[M]) int {
 	return c.mbox.len()
 }
 
-// nextMessage takes the mailbox's oldest message; it must not be empty.
+// nextMessage takes the mailbox's oldest message when another shard's
+// batches are in it (in); it must not be empty. Without them the oldest is
+// the ring's, which runTurn pops itself (inlined: a same-shard Send's path).
 func (c *actorCell[M]) nextMessage(in *inbound[M]) M {
-	if in != nil {
-		if s := in.next(); s != nil {
-			return in.pop(s)
-		}
+	if s := in.next(); s != nil {
+		return in.pop(s)
 	}
 	msg, _ := c.mbox.pop()
 	return msg

@@ -209,6 +209,42 @@ func promote(ctx context.Context, c *Cluster, id adminapi.ID) error {
 	return last
 }
 
+// waitJoining waits up to a minute for m, started to join, to say so and
+// name its ID, and returns its view.
+func waitJoining(ctx context.Context, m *Member) (adminapi.Cluster, error) {
+	var v adminapi.Cluster
+	var err error
+	if !within(ctx, time.Minute, func() bool {
+		v, err = m.Cluster(ctx)
+		return err == nil && v.State == adminapi.StateJoining && v.Self != 0
+	}) {
+		return v, fmt.Errorf("%s never said it was joining: %+v %v", m, v, err)
+	}
+	return v, nil
+}
+
+// addLearner adds id at addr as a learner through the leader, retrying
+// while the answer is 503: a change in every partition's group can outlast
+// the admin API's request timeout under load, and a retry finishes what the
+// last one began (as the operator does).
+func addLearner(ctx context.Context, c *Cluster, id adminapi.ID, addr string) error {
+	var last error
+	ok := within(ctx, time.Minute, func() bool {
+		l, _, err := c.Leader(ctx)
+		if err != nil {
+			last = err
+			return false
+		}
+		_, last = l.Admin().AddLearner(ctx, id, addr)
+		var se *adminapi.StatusError
+		return !errors.As(last, &se) || se.Code != http.StatusServiceUnavailable
+	})
+	if !ok {
+		return fmt.Errorf("add %s as a learner: %w", id, last)
+	}
+	return last
+}
+
 // snapshots returns the member's wo_db_snapshots_total.
 func snapshots(ctx context.Context, m *Member) (int, error) {
 	code, body, err := m.c.get(ctx, m.OpsURL()+"/metrics")
@@ -254,13 +290,8 @@ func TestLearnerCatchesUpFromSnapshot(t *testing.T) {
 	must(t, err)
 	x.set(joiner)
 	must(t, joiner.Start())
-	var jv adminapi.Cluster
-	if !within(ctx, time.Minute, func() bool {
-		jv, err = joiner.Cluster(ctx)
-		return err == nil && jv.State == adminapi.StateJoining && jv.Self != 0
-	}) {
-		t.Fatalf("the joiner never said it was joining: %+v %v", jv, err)
-	}
+	jv, err := waitJoining(ctx, joiner)
+	must(t, err)
 	if jv.Self.Ordinal() != joiner.Ordinal || jv.Self != joiner.Addrs().Member {
 		t.Fatalf("joiner's ID %s: want ordinal %d and the ID it logged (%s)", jv.Self, joiner.Ordinal, joiner.Addrs().Member)
 	}

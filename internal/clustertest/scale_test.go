@@ -2,9 +2,7 @@ package clustertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -56,26 +54,10 @@ func TestPartitionsScaleUnderLoad(t *testing.T) {
 			must(t, err)
 			x.set(m)
 			must(t, m.Start())
-			var jv adminapi.Cluster
-			if !within(ctx, time.Minute, func() bool {
-				jv, err = m.Cluster(ctx)
-				return err == nil && jv.State == adminapi.StateJoining && jv.Self != 0
-			}) {
-				t.Fatalf("%s never said it was joining: %+v %v", m, jv, err)
-			}
-			// Retried while the answer is 503: under this load a change
-			// in four groups can outlast the admin API's request timeout,
-			// and a retry finishes what the last one began (as the
-			// operator does).
-			if !within(ctx, time.Minute, func() bool {
-				var leader *Member
-				if leader, _, err = c.Leader(ctx); err == nil {
-					_, err = leader.Admin().AddLearner(ctx, jv.Self, m.PeerAddr)
-				}
-				var se *adminapi.StatusError
-				return err == nil || !errors.As(err, &se) || se.Code != http.StatusServiceUnavailable
-			}) || err != nil {
-				t.Fatalf("add %s as a learner: %v", m, err)
+			jv, err := waitJoining(ctx, m)
+			must(t, err)
+			if err := addLearner(ctx, c, jv.Self, m.PeerAddr); err != nil {
+				t.Fatalf("%s: %v", m, err)
 			}
 			must(t, m.WaitReady(ctx))
 			must(t, c.WaitCaughtUp(ctx, m))

@@ -66,7 +66,7 @@ func (s *Shared) Join(f *runtime.Fiber, g uint32, h Handler) (Net, error) {
 
 // The operations the two actors carry.
 const (
-	opSend   = iota + 1 // decoded by the transport: snapshots
+	opSend   = iota + 1 // decoded by the transport: snapshots only
 	opSendTo            // messages to one peer, encoded as a frame body
 	opAddPeer
 	opRemovePeer
@@ -142,7 +142,7 @@ func (n *remoteNet) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
 // sendTo sends msgs' messages to peer to (snapshots aside), in their
 // order, in bodies no larger than a frame holds.
 func (n *remoteNet) sendTo(f *runtime.Fiber, to uint64, msgs []*raftpb.Message) {
-	limit := n.s.t.cfg.MaxFrame - 16 // immutable after New: read from any shard
+	limit := n.s.t.maxBody() // the config is immutable after New: read from any shard
 	run, size := n.run[:0], 0
 	flush := func() {
 		if len(run) == 0 {

@@ -317,48 +317,40 @@ func (t *TCP) send(f *runtime.Fiber, g uint32, msgs []*raftpb.Message) {
 		return // the group left
 	}
 	for _, m := range msgs {
-		p, ok := t.peers[m.GetTo()]
-		if !ok || t.closed {
-			t.Stats.MessagesDropped.Add(1)
-			h.ReportUnreachable(f, m.GetTo())
-			continue
-		}
-		if m.GetType() == raftpb.MsgSnap {
+		if p, ok := t.peers[m.GetTo()]; ok && !t.closed && m.GetType() == raftpb.MsgSnap {
 			runtime.Go(f, func(f *runtime.Fiber) { t.sendSnapshot(f, p, g, m) })
 			continue
 		}
-		n := entryBytes(m)
-		if len(p.pending) >= t.cfg.MaxPending || (len(p.pending) > 0 && p.pendingBytes+n > t.cfg.MaxPendingBytes) {
-			// The link does not keep up. Like etcd's rafthttp, tell raft:
-			// it stops pipelining appends to the peer and probes instead,
-			// resending what the peer lacks once it answers.
-			t.Stats.MessagesDropped.Add(1)
-			h.ReportUnreachable(f, m.GetTo())
-			continue
-		}
-		p.pending = append(p.pending, outMsg{group: g, m: m})
-		p.pendingBytes += n
-		p.wake.Notify(f)
+		t.queue(f, h, m.GetTo(), outMsg{group: g, m: m}, 1, entryBytes(m))
 	}
 }
 
 // sendEncoded queues enc, n of group g's messages to peer to, encoded by
-// the group (EncodeMessages) as one frame body. The bounds and the reports
-// are send's, for n messages.
+// the group (EncodeMessages) as one frame body.
 func (t *TCP) sendEncoded(f *runtime.Fiber, g uint32, to uint64, enc []byte, n int) {
 	h := t.handler(g)
 	if h == nil {
 		t.Stats.MessagesDropped.Add(int64(n))
 		return // the group left
 	}
+	t.queue(f, h, to, outMsg{group: g, enc: enc, n: n}, n, len(enc))
+}
+
+// queue adds o (n messages, about size bytes) to peer to's queue for its
+// writer, or drops it and tells h the peer is unreachable: no such peer,
+// the transport closed, or the queue full. A full queue is a link that
+// does not keep up; like etcd's rafthttp, raft is told, stops pipelining
+// appends to the peer and probes instead, resending what the peer lacks
+// once it answers.
+func (t *TCP) queue(f *runtime.Fiber, h Handler, to uint64, o outMsg, n, size int) {
 	p, ok := t.peers[to]
-	if !ok || t.closed || len(p.pending) >= t.cfg.MaxPending || (len(p.pending) > 0 && p.pendingBytes+len(enc) > t.cfg.MaxPendingBytes) {
+	if !ok || t.closed || len(p.pending) >= t.cfg.MaxPending || (len(p.pending) > 0 && p.pendingBytes+size > t.cfg.MaxPendingBytes) {
 		t.Stats.MessagesDropped.Add(int64(n))
 		h.ReportUnreachable(f, to)
 		return
 	}
-	p.pending = append(p.pending, outMsg{group: g, enc: enc, n: n})
-	p.pendingBytes += len(enc)
+	p.pending = append(p.pending, o)
+	p.pendingBytes += size
 	p.wake.Notify(f)
 }
 
@@ -465,31 +457,25 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 		end, size := start, 0
 		for end < len(batch) && batch[end].group == g && batch[end].enc == nil {
 			s := sizeOf(batch[end].m)
-			if end > start && size+s > t.cfg.MaxFrame-16 {
+			if end > start && size+s > t.maxBody() {
 				break
 			}
 			size += s
 			end++
 		}
-		if size > t.cfg.MaxFrame-16 { // one message alone is too big
+		if size > t.maxBody() { // one message alone is too big
 			t.Stats.MessagesDropped.Add(1)
 			t.cfg.Logger.Error("transport: message larger than the frame limit dropped", "peer", p.id, "group", g, "type", batch[start].m.GetType().String(), "bytes", size, "limit", t.cfg.MaxFrame)
 			start = end
 			continue
 		}
 		at := len(buf)
-		if g == 0 {
-			buf = append(buf, 0, 0, 0, 0, kindMsgs)
-		} else {
-			buf = appendGroup(append(buf, 0, 0, 0, 0, kindGroupMsgs), g)
-		}
+		buf = appendMsgsHeader(buf, g)
 		var err error
 		if buf, err = encodeOut(buf, batch[start:end]); err != nil {
 			return err
 		}
-		binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
-		t.Stats.FramesSent.Add(1)
-		t.Stats.MessagesSent.Add(int64(end - start))
+		t.endMsgsFrame(buf, at, end-start)
 		start = end
 	}
 	if cap(buf) <= 4*t.cfg.MaxFrame {
@@ -506,23 +492,38 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 // them with a log line if they are too large for one (the group splits its
 // batches at the frame limit, so only a single message alone can be).
 func (t *TCP) appendEncoded(buf []byte, p *peer, o outMsg) []byte {
-	if len(o.enc) > t.cfg.MaxFrame-16 {
+	if len(o.enc) > t.maxBody() {
 		t.Stats.MessagesDropped.Add(int64(o.n))
 		t.cfg.Logger.Error("transport: message larger than the frame limit dropped", "peer", p.id, "group", o.group, "messages", o.n, "bytes", len(o.enc), "limit", t.cfg.MaxFrame)
 		return buf
 	}
 	at := len(buf)
-	if o.group == 0 {
-		buf = append(buf, 0, 0, 0, 0, kindMsgs)
-	} else {
-		buf = appendGroup(append(buf, 0, 0, 0, 0, kindGroupMsgs), o.group)
-	}
-	buf = append(buf, o.enc...)
-	binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
-	t.Stats.FramesSent.Add(1)
-	t.Stats.MessagesSent.Add(int64(o.n))
+	buf = append(appendMsgsHeader(buf, o.group), o.enc...)
+	t.endMsgsFrame(buf, at, o.n)
 	return buf
 }
+
+// appendMsgsHeader starts a msgs frame of group g at the end of buf: the
+// length (filled in by endMsgsFrame), the kind and, for a group other than
+// 0, its number.
+func appendMsgsHeader(buf []byte, g uint32) []byte {
+	if g == 0 {
+		return append(buf, 0, 0, 0, 0, kindMsgs)
+	}
+	return appendGroup(append(buf, 0, 0, 0, 0, kindGroupMsgs), g)
+}
+
+// endMsgsFrame fills in the length of the frame of n messages that starts
+// at buf[at], and counts it.
+func (t *TCP) endMsgsFrame(buf []byte, at, n int) {
+	binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
+	t.Stats.FramesSent.Add(1)
+	t.Stats.MessagesSent.Add(int64(n))
+}
+
+// maxBody is the most a msgs frame's body may hold: the frame limit less
+// room for the kind and the group number.
+func (t *TCP) maxBody() int { return t.cfg.MaxFrame - 16 }
 
 // entryBytes is a cheap stand-in for m's encoded size, for the queue's
 // bound: its entries' data and a little for each entry's and the message's
