@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +190,16 @@ func TestPartitionedMinority(t *testing.T) {
 // answers 409 (the learner not caught up in its view yet) or 503 (a
 // leader change).
 func promote(ctx context.Context, c *Cluster, id adminapi.ID) error {
+	return throughLeader(ctx, c, "promote "+id.String(), func(a *adminapi.Client) error {
+		_, err := a.Promote(ctx, id)
+		return err
+	}, http.StatusConflict, http.StatusServiceUnavailable)
+}
+
+// throughLeader calls do with the leader's admin client, finding the
+// leader again and retrying for up to a minute while the answer is one of
+// the retry statuses.
+func throughLeader(ctx context.Context, c *Cluster, what string, do func(*adminapi.Client) error, retry ...int) error {
 	var last error
 	ok := within(ctx, time.Minute, func() bool {
 		l, _, err := c.Leader(ctx)
@@ -196,15 +207,12 @@ func promote(ctx context.Context, c *Cluster, id adminapi.ID) error {
 			last = err
 			return false
 		}
-		_, last = l.Admin().Promote(ctx, id)
+		last = do(l.Admin())
 		var se *adminapi.StatusError
-		if errors.As(last, &se) && (se.Code == http.StatusConflict || se.Code == http.StatusServiceUnavailable) {
-			return false
-		}
-		return true
+		return !errors.As(last, &se) || !slices.Contains(retry, se.Code)
 	})
 	if !ok {
-		return fmt.Errorf("promote %s: %w", id, last)
+		return fmt.Errorf("%s: %w", what, last)
 	}
 	return last
 }
@@ -228,21 +236,10 @@ func waitJoining(ctx context.Context, m *Member) (adminapi.Cluster, error) {
 // the admin API's request timeout under load, and a retry finishes what the
 // last one began (as the operator does).
 func addLearner(ctx context.Context, c *Cluster, id adminapi.ID, addr string) error {
-	var last error
-	ok := within(ctx, time.Minute, func() bool {
-		l, _, err := c.Leader(ctx)
-		if err != nil {
-			last = err
-			return false
-		}
-		_, last = l.Admin().AddLearner(ctx, id, addr)
-		var se *adminapi.StatusError
-		return !errors.As(last, &se) || se.Code != http.StatusServiceUnavailable
-	})
-	if !ok {
-		return fmt.Errorf("add %s as a learner: %w", id, last)
-	}
-	return last
+	return throughLeader(ctx, c, "add "+id.String()+" as a learner", func(a *adminapi.Client) error {
+		_, err := a.AddLearner(ctx, id, addr)
+		return err
+	}, http.StatusServiceUnavailable)
 }
 
 // snapshots returns the member's wo_db_snapshots_total.
