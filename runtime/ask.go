@@ -47,12 +47,23 @@ type replyWaiter[T any] struct {
 	ch chan T
 	// claimed is gen<<1 while the wait is open, gen<<1|1 once claimed.
 	claimed atomic.Uint64
-	val     T
-	f       *Fiber
-	state   waitState
-	timed   bool // a timer may still fire for this generation: not reusable
-	err     error
-	errCh   chan error
+	// posted is gen+1 once the replier of a polled wait (below) wrote val
+	// for generation gen: the asker's shard watches it (pollPosted)
+	// instead of being sent a notice.
+	posted atomic.Uint64
+	val    T
+	// polled: the asker's shard watches posted for this wait (a cross-
+	// shard Ask, askRemote), so a replier on another shard or outside the
+	// runtime posts the reply in place rather than sending a notice
+	// through the ring. Set by the asker before the request leaves and
+	// unchanged until the wait ends, so the one replier that claims it
+	// reads it safely.
+	polled bool
+	f      *Fiber
+	state  waitState
+	timed  bool // a timer may still fire for this generation: not reusable
+	err    error
+	errCh  chan error
 }
 
 // claim reports whether the caller is the one who finishes generation gen.
@@ -84,6 +95,14 @@ func (r Reply[T]) Send(f *Fiber, v T) {
 	switch {
 	case f != nil && f.sh == w.sh:
 		w.complete()
+	case w.polled && (f == nil || f.sh.nothingStagedFor(w.sh)):
+		// The value is in the asker's line already; publishing it there
+		// saves the notice's ring slot, one more line between the cores
+		// a round trip. A sleeping asker is woken now, as a flush would.
+		// Not when this shard holds mail for the asker's shard that has
+		// not left yet: the reply must not overtake it.
+		w.posted.Store(r.gen + 1)
+		w.sh.wakeIfSleeping()
 	case f != nil:
 		f.sh.sendRemote(w.sh, remoteItem{to: w})
 	default:
@@ -95,6 +114,22 @@ func (r Reply[T]) Send(f *Fiber, v T) {
 func (w *replyWaiter[T]) complete() {
 	w.state = replied
 	w.sh.ready(w.f)
+}
+
+// pollPosted finishes the wait if its reply was posted (polled waits
+// only), on the asker's shard, and reports whether it did.
+func (w *replyWaiter[T]) pollPosted() bool {
+	if w.state != waiting || w.posted.Load() != w.claimed.Load()>>1+1 {
+		return false
+	}
+	w.complete()
+	return true
+}
+
+// replyPosted reports whether a polled wait's reply was posted and not yet
+// taken (any thread may ask; the asker's shard acts on it).
+func (w *replyWaiter[T]) replyPosted() bool {
+	return w.state == waiting && w.posted.Load() == w.claimed.Load()>>1+1
 }
 
 // askFailure travels in place of a reply when the request can never be
@@ -194,7 +229,7 @@ func (w *replyWaiter[T]) reusable() bool { return w.state != waiting && !w.timed
 func (w *replyWaiter[T]) next() uint64 {
 	gen := w.claimed.Load()>>1 + 1
 	var zero T
-	w.state, w.val, w.err = waiting, zero, nil
+	w.state, w.val, w.err, w.polled = waiting, zero, nil, false
 	w.claimed.Store(gen << 1)
 	return gen
 }
@@ -288,10 +323,19 @@ func Ask[M, T any](f *Fiber, to Addr[M], timeout time.Duration, mk func(Reply[T]
 func askRemote[M, T any](f *Fiber, c *actorCell[M], timeout time.Duration, mk func(Reply[T]) M) (T, error) {
 	a := askCallFor[M, T](f)
 	a.c, a.msg = c, mk(Reply[T]{w: &a.w, gen: a.gen})
+	sh := f.sh
+	polled := len(sh.polled) < maxPolledWaits
+	if polled {
+		a.w.polled = true
+		sh.polled = append(sh.polled, &a.w)
+	}
 	c.sendAsk(f, a)
-	f.sh.replyWaits++ // the shard spins for the reply (spinForInbox)
+	sh.replyWaits++ // the shard spins for the reply (spinForInbox)
 	v, err := endAsk(f, &a.w, timeout)
-	f.sh.replyWaits--
+	sh.replyWaits--
+	if polled {
+		sh.unpoll(&a.w)
+	}
 	if a.w.state == replied || a.w.state == failed {
 		// Delivered and done with: drop the request's references now
 		// rather than at the fiber's next Ask.

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // An Ask reuses its fiber's waiter from the last Ask (ask.go, askWaiter), so
@@ -147,4 +148,76 @@ func checkNoAllocs(t *testing.T, what string, fn func()) {
 	if n := testing.AllocsPerRun(1000, fn); n != 0 {
 		t.Errorf("%s allocates %.2f times, want 0", what, n)
 	}
+}
+
+// A cross-shard Ask's reply is posted in the asker's waiter, which its
+// shard watches (ask.go: replyWaiter.polled), for up to maxPolledWaits
+// Asks of a shard at once; the rest get theirs through the ring. These
+// mix both, with replies that come at once, replies late enough that the
+// asking shard has stopped spinning and sleeps (the poster must wake it),
+// and replies after the asker gave up (which must answer nothing later).
+
+// echoLater answers with the request's value, after a pause when asked.
+type echoLater struct{}
+
+type echoMsg struct {
+	v     int
+	pause time.Duration
+	reply Reply[int]
+}
+
+func (echoLater) Receive(f *Fiber, m echoMsg) {
+	if m.pause > 0 {
+		Sleep(f, m.pause)
+	}
+	m.reply.Send(f, m.v)
+}
+
+func TestRepliesPostedInPlaceOrThroughTheRing(t *testing.T) {
+	cfg := multiShardConfig(t)
+	cfg.Shards = 3
+	run(t, cfg, func(f *Fiber) int {
+		echo := []Addr[echoMsg]{SpawnOn[echoMsg](f, 1, echoLater{}), SpawnOn[echoMsg](f, 2, echoLater{})}
+		const askers, rounds = 3 * maxPolledWaits, 200
+		// The last asker to finish answers this Future: no timer of the
+		// test's keeps the asking shard waking.
+		allDone, wait := NewFuture[struct{}](f)
+		left := askers
+		for a := 0; a < askers; a++ {
+			Go(f, func(g *Fiber) {
+				defer func() {
+					if left--; left == 0 {
+						allDone.Send(g, struct{}{})
+					}
+				}()
+				for i := 0; i < rounds; i++ {
+					v := a*rounds + i
+					m := echoMsg{v: v}
+					timeout := time.Duration(0)
+					switch i % 50 {
+					case 7: // the asker's shard sleeps before the reply
+						m.pause = 2 * time.Millisecond
+					case 13: // the reply comes after the asker gave up
+						m.pause, timeout = 5*time.Millisecond, time.Millisecond
+					}
+					got, err := Ask(g, echo[(a+i)%2], timeout, func(r Reply[int]) echoMsg { m.reply = r; return m })
+					switch {
+					case timeout > 0 && !errors.Is(err, ErrTimeout):
+						t.Errorf("asker %d round %d: %v, %d, want a timeout", a, i, err, got)
+						return
+					case timeout == 0 && (err != nil || got != v):
+						t.Errorf("asker %d round %d: %v, %d, want %d", a, i, err, got, v)
+						return
+					}
+				}
+			})
+		}
+		if _, err := wait.Wait(f, 0); err != nil {
+			t.Error(err)
+		}
+		if n := len(f.sh.polled); n != 0 {
+			t.Errorf("%d waits still watched after every Ask ended", n)
+		}
+		return 0
+	})
 }

@@ -141,10 +141,10 @@ func (sh *shard) ringTo(dst *shard) *ring {
 	return r
 }
 
-// hasMail reports whether anything waits for sh: in a ring from another shard
-// or in the inbox from outside goroutines.
+// hasMail reports whether anything waits for sh: in a ring from another shard,
+// in the inbox from outside goroutines, or a reply posted to a watched wait.
 func (sh *shard) hasMail() bool {
-	if sh.inbox.pending.Load() > 0 {
+	if sh.inbox.pending.Load() > 0 || (len(sh.polled) > 0 && sh.postedReply()) {
 		return true
 	}
 	for i := range sh.in {

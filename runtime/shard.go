@@ -50,6 +50,10 @@ type shard struct {
 	// for it (spinForInbox, expectingMail).
 	replyWaits int
 	mailAt     int64
+	// polled: the waits of cross-shard Asks whose replies are posted in
+	// place (replyWaiter.polled), watched at every look for mail. At most
+	// maxPolledWaits: each look reads every one of them.
+	polled []polledWait
 	// cpuShare: is this thread's CPU shared with other runnable threads
 	// (contention.go).
 	cpuShare contention
@@ -457,9 +461,79 @@ func (sh *shard) expectingMail(now int64) bool {
 // keep a shard spinning.
 const mailWindow = time.Millisecond
 
+// nothingStagedFor reports whether sh holds nothing yet to leave for dst
+// this tick: no item in its outbox to dst and no actor mail staged (staged
+// mail is not sorted by shard until its flush, so any counts).
+func (sh *shard) nothingStagedFor(dst *shard) bool {
+	return len(sh.outbox[dst.id]) == 0 && len(sh.staged) == 0
+}
+
+// polledWait is a replyWaiter whose reply is posted in place.
+type polledWait interface {
+	pollPosted() bool
+	replyPosted() bool
+}
+
+// maxPolledWaits bounds the cross-shard Asks of one shard whose replies are
+// watched in place; an Ask beyond them gets its reply's notice through the
+// ring, as before. A round trip or two in flight is where the ring slot a
+// reply saves is worth most (the latency of one call); with hundreds in
+// flight replies come in batches, which the ring carries at a slot each
+// and one look, while watching each wait would cost a load per wait per
+// look.
+const maxPolledWaits = 8
+
+// unpoll stops watching w (its Ask is over).
+func (sh *shard) unpoll(w polledWait) {
+	for i, p := range sh.polled {
+		if p == w {
+			last := len(sh.polled) - 1
+			sh.polled[i] = sh.polled[last]
+			sh.polled[last] = nil
+			sh.polled = sh.polled[:last]
+			return
+		}
+	}
+}
+
+// postedReply reports whether a watched wait's reply was posted.
+func (sh *shard) postedReply() bool {
+	for _, w := range sh.polled {
+		if w.replyPosted() {
+			return true
+		}
+	}
+	return false
+}
+
 // drainInbox delivers what the other shards' rings and the outside inbox
-// hold. Rings are read in shard order; each keeps its producer's order.
+// hold, and finishes the watched waits whose replies were posted. Rings
+// are read in shard order; each keeps its producer's order.
 func (sh *shard) drainInbox() {
+	if len(sh.polled) == 0 {
+		sh.drainMail()
+		return
+	}
+	// The waits whose replies are posted now are finished after the rings
+	// are read: what their repliers sent before replying (mail to an actor
+	// here) was published first, so it is delivered first, as when the
+	// reply came through the ring behind it.
+	var posted [maxPolledWaits]polledWait
+	np := 0
+	for _, w := range sh.polled {
+		if w.replyPosted() {
+			posted[np] = w
+			np++
+		}
+	}
+	sh.drainMail()
+	for _, w := range posted[:np] {
+		w.pollPosted()
+	}
+}
+
+// drainMail delivers what the rings and the outside inbox hold.
+func (sh *shard) drainMail() {
 	n := 0
 	for i := range sh.in {
 		if r := sh.in[i].r.Load(); r != nil {
