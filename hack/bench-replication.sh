@@ -25,6 +25,13 @@
 # on CPU 0, as docs/benchmarks.md asks; default off, as the figures before
 # issue 27 were taken).
 # Prints each run, then medians and ratios (wo / etcd, one-member / base).
+#
+# SIZES="1 3 5" runs another benchmark instead (issue 27, item 6): wo
+# clusters of each size in SIZES, at 1 partition and at PARTITIONS, each
+# started, measured (writes, reads) and stopped in turn, the order of the
+# sizes rotated each run; prints ops/s, p99 and the cluster's CPU per
+# operation (every member's user + system time), and each size's ratio to
+# the first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-10}
@@ -46,9 +53,11 @@ ETCD=${ETCD:-$(bash hack/envtest-binaries.sh)/etcd}
 go build -o "$tmp/worker" ./cmd/worker
 (cd hack/benchrepl && go build -o "$tmp/benchrepl" .)
 # The baseline worker, from git: no --peers, no raft.
-mkdir -p "$tmp/base-src"
-git archive "$BASE_REF" | tar -x -C "$tmp/base-src"
-(cd "$tmp/base-src" && go build -o "$tmp/worker-base" ./cmd/worker)
+if [[ -z ${SIZES:-} ]]; then
+  mkdir -p "$tmp/base-src"
+  git archive "$BASE_REF" | tar -x -C "$tmp/base-src"
+  (cd "$tmp/base-src" && go build -o "$tmp/worker-base" ./cmd/worker)
+fi
 
 wait_url() { # url: until it answers 200
   for _ in $(seq 600); do
@@ -68,6 +77,91 @@ wait_leaders() { # ops-url: until every partition's group has a leader (readines
   return 1
 }
 
+bench() { # system endpoints op
+  "${cli[@]}" "$tmp/benchrepl" -system "$1" -endpoints "$2" -op "$3" -clients "$CLIENTS" -duration "${DUR}s" -value-size "$VALUE_SIZE"
+}
+field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
+declare -A OPS P99
+record() { # name line
+  echo "  $2"
+  OPS[$1]+="$(field ops_per_s <<<"$2") "
+  P99[$1]+="$(field p99_ms <<<"$2") "
+}
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+# --- sizes (SIZES): n members at 1 and PARTITIONS partitions -------------
+start_n() { # name first-port-offset partitions members: sets EPS and CPIDS
+  local peers="" i
+  for ((i = 0; i < $4; i++)); do peers+="${peers:+,}$i=127.0.0.1:$((17180 + $2 + i))"; done
+  EPS=""; CPIDS=""
+  for ((i = 0; i < $4; i++)); do
+    "${srv[@]}" "$tmp/worker" --config /dev/null --data-dir "$tmp/$1$i" --peers "$peers" --ordinal "$i" --peer-addr "127.0.0.1:$((17180 + $2 + i))" \
+      --http-addr "127.0.0.1:$((18180 + $2 + i))" --ops-addr "127.0.0.1:$((19190 + $2 + i))" --chat-addr 127.0.0.1:0 \
+      --partitions "$3" --log-level warn >"$tmp/$1$i.log" 2>&1 &
+    pids+=($!); CPIDS+="$! "
+    EPS+="${EPS:+,}http://127.0.0.1:$((18180 + $2 + i))"
+  done
+}
+cpu_ticks() { # pids: their user + system clock ticks, summed
+  local p t=0
+  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
+if [[ -n ${SIZES:-} ]]; then
+  # Each cluster runs alone: started, loaded, measured (writes, then
+  # reads), stopped; the order of the sizes rotates from run to run.
+  declare -A SOPS SCPU
+  read -ra sizes <<<"$SIZES"
+  echo "bench-replication sizes: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; ${VALUE_SIZE}-byte values; sizes $SIZES; partitions 1 and $PARTITIONS; pinned: ${PIN:-0}"
+  hz=$(getconf CLK_TCK)
+  for run in $(seq "$RUNS"); do
+    echo "run $run (load $(cut -d' ' -f1 /proc/loadavg))"
+    k=$(((run - 1) % ${#sizes[@]}))
+    for parts in 1 "$PARTITIONS"; do
+      for n in "${sizes[@]:k}" "${sizes[@]:0:k}"; do
+        start_n "r$run-s$n-p$parts-" 0 "$parts" "$n"
+        read -ra cp <<<"$CPIDS"
+        for ((i = 0; i < n; i++)); do
+          wait_url "http://127.0.0.1:$((19190 + i))/readyz"
+          wait_leaders "http://127.0.0.1:$((19190 + i))"
+        done
+        # A member may still be learning who leads a partition (503):
+        # retry the load a few times rather than fail the run.
+        for try in $(seq 10); do
+          "$tmp/benchrepl" -system wo -endpoints "$EPS" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE" && break
+          ((try < 10)) || exit 1
+          sleep 1
+        done
+        for op in put get; do
+          t0=$(cpu_ticks "${cp[@]}")
+          line=$(bench wo "$EPS" "$op")
+          t1=$(cpu_ticks "${cp[@]}")
+          ops=$(field ops_per_s <<<"$line")
+          cpu=$(awk -v t="$((t1 - t0))" -v o="$ops" -v d="$DUR" -v hz="$hz" 'BEGIN { printf "%.1f", (o > 0 ? t / hz * 1e6 / (o * d) : 0) }')
+          echo "  members=$n partitions=$parts $line cpu_us_per_op=$cpu"
+          SOPS[$op-$parts-$n]+="$ops "; SCPU[$op-$parts-$n]+="$cpu "
+        done
+        kill "${cp[@]}" 2>/dev/null || true
+        wait "${cp[@]}" 2>/dev/null || true
+        rm -rf "$tmp/r$run-"*
+      done
+    done
+  done
+  echo
+  echo "medians (ops/s, the cluster's CPU µs per op; ratio: the median of the runs' ratios to ${sizes[0]} member(s) at the same partitions):"
+  for op in put get; do
+    for parts in 1 "$PARTITIONS"; do
+      for n in "${sizes[@]}"; do
+        r=$(paste -d' ' <(tr ' ' '\n' <<<"${SOPS[$op-$parts-$n]}" | grep -v '^$') <(tr ' ' '\n' <<<"${SOPS[$op-$parts-${sizes[0]}]}" | grep -v '^$') |
+          awk '{printf "%s ", $1/$2}' | median)
+        printf "  %-3s partitions=%-3s members=%-2s %9.0f ops/s  cpu %7.1f µs/op  ratio %.2fx\n" "$op" "$parts" "$n" \
+          "$(median <<<"${SOPS[$op-$parts-$n]}")" "$(median <<<"${SCPU[$op-$parts-$n]}")" "$r"
+      done
+    done
+  done
+  exit 0
+fi
+
 # --- etcd: 3 members, client ports 23790-23792, peer ports 23800-23802 ----
 cluster=""
 for i in 0 1 2; do cluster+="${cluster:+,}e$i=http://127.0.0.1:$((23800 + i))"; done
@@ -84,18 +178,7 @@ done
 
 # --- wo: 3 members, data 18180-18182, ops 19190-19192, peer 17180-17182;
 # --- wop (partitioned): data 18183-18185, ops 19193-19195, peer 17183-17185
-start_wo() { # name first-port-offset partitions: sets EPS
-  local peers="" i
-  for i in 0 1 2; do peers+="${peers:+,}$i=127.0.0.1:$((17180 + $2 + i))"; done
-  EPS=""
-  for i in 0 1 2; do
-    "${srv[@]}" "$tmp/worker" --config /dev/null --data-dir "$tmp/$1$i" --peers "$peers" --ordinal "$i" --peer-addr "127.0.0.1:$((17180 + $2 + i))" \
-      --http-addr "127.0.0.1:$((18180 + $2 + i))" --ops-addr "127.0.0.1:$((19190 + $2 + i))" --chat-addr 127.0.0.1:0 \
-      --partitions "$3" --log-level warn >"$tmp/$1$i.log" 2>&1 &
-    pids+=($!)
-    EPS+="${EPS:+,}http://127.0.0.1:$((18180 + $2 + i))"
-  done
-}
+start_wo() { start_n "$1" "$2" "$3" 3; } # name first-port-offset partitions: sets EPS
 start_wo wo 0 1; WO_EPS=$EPS
 start_wo wop 3 "$PARTITIONS"; WOP_EPS=$EPS
 for i in 0 1 2; do
@@ -106,17 +189,6 @@ for i in 0 1 2; do
   wait_leaders "http://127.0.0.1:$((19193 + i))"
 done
 
-bench() { # system endpoints op
-  "${cli[@]}" "$tmp/benchrepl" -system "$1" -endpoints "$2" -op "$3" -clients "$CLIENTS" -duration "${DUR}s" -value-size "$VALUE_SIZE"
-}
-field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
-declare -A OPS P99
-record() { # name line
-  echo "  $2"
-  OPS[$1]+="$(field ops_per_s <<<"$2") "
-  P99[$1]+="$(field p99_ms <<<"$2") "
-}
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 "$tmp/benchrepl" -system etcd -endpoints "$ETCD_EPS" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"
 for eps in "$WO_EPS" "$WOP_EPS"; do "$tmp/benchrepl" -system wo -endpoints "$eps" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"; done
