@@ -48,7 +48,7 @@ type replyWaiter[T any] struct {
 	// claimed is gen<<1 while the wait is open, gen<<1|1 once claimed.
 	claimed atomic.Uint64
 	// posted is gen+1 once the replier of a polled wait (below) wrote val
-	// for generation gen: the asker's shard watches it (pollPosted)
+	// for generation gen: the asker's shard watches it (replyPosted)
 	// instead of being sent a notice.
 	posted atomic.Uint64
 	val    T
@@ -116,20 +116,18 @@ func (w *replyWaiter[T]) complete() {
 	w.sh.ready(w.f)
 }
 
-// pollPosted finishes the wait if its reply was posted (polled waits
-// only), on the asker's shard, and reports whether it did.
-func (w *replyWaiter[T]) pollPosted() bool {
-	if w.state != waiting || w.posted.Load() != w.claimed.Load()>>1+1 {
-		return false
-	}
-	w.complete()
-	return true
-}
-
 // replyPosted reports whether a polled wait's reply was posted and not yet
-// taken (any thread may ask; the asker's shard acts on it).
+// taken. On the asker's shard only (state is its own).
 func (w *replyWaiter[T]) replyPosted() bool {
 	return w.state == waiting && w.posted.Load() == w.claimed.Load()>>1+1
+}
+
+// finishPosted finishes the wait, whose reply replyPosted found, on the
+// asker's shard.
+func (w *replyWaiter[T]) finishPosted() {
+	if w.state == waiting {
+		w.complete()
+	}
 }
 
 // askFailure travels in place of a reply when the request can never be

@@ -470,8 +470,8 @@ func (sh *shard) nothingStagedFor(dst *shard) bool {
 
 // polledWait is a replyWaiter whose reply is posted in place.
 type polledWait interface {
-	pollPosted() bool
 	replyPosted() bool
+	finishPosted()
 }
 
 // maxPolledWaits bounds the cross-shard Asks of one shard whose replies are
@@ -528,7 +528,7 @@ func (sh *shard) drainInbox() {
 	}
 	sh.drainMail()
 	for _, w := range posted[:np] {
-		w.pollPosted()
+		w.finishPosted()
 	}
 }
 
