@@ -155,7 +155,7 @@ func checkNoAllocs(t *testing.T, what string, fn func()) {
 // Asks of a shard at once; the rest get theirs through the ring. These
 // mix both, with replies that come at once, replies late enough that the
 // asking shard has stopped spinning and sleeps (the poster must wake it),
-// and replies after the asker gave up (which must answer nothing later).
+// and replies after the asker's deadline (which must answer nothing later).
 
 // echoLater answers with the request's value, after a pause when asked.
 type echoLater struct{}
@@ -197,13 +197,17 @@ func TestRepliesPostedInPlaceOrThroughTheRing(t *testing.T) {
 					switch i % 50 {
 					case 7: // the asker's shard sleeps before the reply
 						m.pause = 2 * time.Millisecond
-					case 13: // the reply comes after the asker gave up
+					case 13: // the reply comes after the deadline
 						m.pause, timeout = 5*time.Millisecond, time.Millisecond
 					}
 					got, err := Ask(g, echo[(a+i)%2], timeout, func(r Reply[int]) echoMsg { m.reply = r; return m })
+					// A reply claimed before the deadline's timer fires
+					// wins over it, and a loaded machine may run that
+					// timer late: a deadline's Ask may get its own
+					// answer, never another's.
 					switch {
-					case timeout > 0 && !errors.Is(err, ErrTimeout):
-						t.Errorf("asker %d round %d: %v, %d, want a timeout", a, i, err, got)
+					case timeout > 0 && !errors.Is(err, ErrTimeout) && (err != nil || got != v):
+						t.Errorf("asker %d round %d: %v, %d, want a timeout or %d", a, i, err, got, v)
 						return
 					case timeout == 0 && (err != nil || got != v):
 						t.Errorf("asker %d round %d: %v, %d, want %d", a, i, err, got, v)
