@@ -1,9 +1,10 @@
 // Package node drives one raft member (go.etcd.io/raft/v3's RawNode) on one
 // shard of the wo runtime.
 //
-// The RawNode belongs to a driver fiber (driver.go); a ticker fiber sleeps
-// on the shard's timer heap and marks a tick due every Config.Tick, and an
-// append fiber (append.go) writes the log. Callers (other fibers of the
+// The RawNode belongs to a driver fiber (driver.go); the shard's clock
+// (clock.go), one fiber for every member of the shard, marks a tick due
+// every Config.Tick (a quiet member's is counted without waking its
+// driver), and an append fiber (append.go) writes the log. Callers (other fibers of the
 // shard) and the transport only queue work and wake the driver (one
 // runtime.Signal), which then, in one turn: gathers the next proposals of
 // the writers it just answered, steps the queued messages, proposals, conf

@@ -81,14 +81,6 @@ func (n *Node) push(f *runtime.Fiber, w work) {
 // kick wakes the driver (or its gather) to look again.
 func (n *Node) kick(f *runtime.Fiber) { n.wake.Notify(f) }
 
-func (n *Node) ticker(f *runtime.Fiber) {
-	for !n.stopped && !f.Stopping() {
-		runtime.Sleep(f, n.cfg.Tick)
-		n.tickDue = true
-		n.kick(f)
-	}
-}
-
 // drive is the driver fiber: the only code that touches the RawNode.
 func (n *Node) drive(f *runtime.Fiber) {
 	defer n.exit(f)
@@ -104,6 +96,7 @@ func (n *Node) drive(f *runtime.Fiber) {
 			}
 			continue
 		}
+		n.turns++
 		halt, err := n.turn(f)
 		if err != nil {
 			n.fail(err)

@@ -168,8 +168,8 @@ type Status struct {
 }
 
 // Node is one raft member: a raft.RawNode owned by one driver fiber on one
-// shard, ticked by a ticker fiber on the shard's timer heap. Other fibers of
-// the shard call its methods, which register a waiter and park the caller
+// shard, ticked by the shard's clock (clock.go). Other fibers of the shard
+// call its methods, which register a waiter and park the caller
 // (or, ProposeFunc, leave a callback) until the driver answers; the
 // transport feeds it messages the same way. Only the driver touches the
 // RawNode.
@@ -186,6 +186,7 @@ type Node struct {
 	// queued, a tick due, a snapshot written, a stop.
 	wake    runtime.Signal
 	tickDue bool
+	turns   uint64 // the driver's turns so far (a quiet member's ticks take none)
 	stopped bool
 	err     error // why the driver stopped
 
@@ -251,8 +252,8 @@ type confContext struct {
 	Seq      uint64 `json:"seq,omitempty"`
 }
 
-// Start creates the member on f's shard and starts its driver and ticker
-// fibers. A storage with state restarts the member from it; an empty one
+// Start creates the member on f's shard, starts its driver and append
+// fibers and has its shard's clock tick it (clock.go). A storage with state restarts the member from it; an empty one
 // bootstraps cfg.Bootstrap, or waits to be added when that is empty.
 func Start(f *runtime.Fiber, cfg Config) (*Node, error) {
 	if cfg.ID == 0 || cfg.Storage == nil || cfg.StateMachine == nil || cfg.Net == nil {
@@ -285,7 +286,7 @@ func Start(f *runtime.Fiber, cfg Config) (*Node, error) {
 	n.inbox = runtime.SpawnOn(f, n.shard, &inboxActor{n: n})
 	runtime.Go(f, n.drive)
 	runtime.Go(f, n.appender)
-	runtime.Go(f, n.ticker)
+	n.joinClock(f)
 	return n, nil
 }
 

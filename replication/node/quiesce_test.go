@@ -2,9 +2,11 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/writeonce/wo/runtime"
+	"github.com/writeonce/wo/runtime/shardtest"
 )
 
 // sent is how many messages member m's node has sent.
@@ -90,5 +92,77 @@ func TestAnIdleGroupGoesQuiet(t *testing.T) {
 		}
 		g.waitFor("c applied on both survivors", func() bool { return g.appliedOn("c", "3", rest...) })
 		g.waitFor("the survivors quiet", func() bool { return g.allQuiet(rest...) })
+	})
+}
+
+// clocksOf returns how many members each clock of f's runtime ticks, by
+// shard (read on the clocks' shards).
+func clocksOf(f *runtime.Fiber) map[int]int {
+	clocks.Lock()
+	var cs []*clock
+	for k, c := range clocks.m {
+		if k.rt == f.Runtime() {
+			cs = append(cs, c)
+		}
+	}
+	clocks.Unlock()
+	got := map[int]int{}
+	for _, c := range cs {
+		shardtest.On(f, c.key.shard, func(*runtime.Fiber) { got[c.key.shard] = len(c.nodes) })
+	}
+	return got
+}
+
+// The members of a shard are ticked by one clock (clock.go); a quiet
+// member's ticks are counted without waking its driver; the clocks end
+// with the last member.
+func TestAQuietMembersTicksWakeNoDriver(t *testing.T) {
+	scenario{members: 6}.run(t, func(g *group, f *runtime.Fiber) {
+		// Six members on three shards: one clock a shard, two members
+		// each.
+		if got, want := clocksOf(f), map[int]int{0: 2, 1: 2, 2: 2}; !maps.Equal(got, want) {
+			t.Errorf("members per clock, by shard: %v, want %v", got, want)
+		}
+		lead := g.leader()
+		g.mustPropose(lead, "a=1")
+		ids := sortedIDs(g.members)
+		g.waitFor("every member quiet", func() bool { return g.allQuiet(ids...) })
+
+		type counts struct{ turns, quiet uint64 }
+		read := func() map[uint64]counts {
+			got := map[uint64]counts{}
+			for _, id := range ids {
+				m := g.members[id]
+				g.on(m, func(*runtime.Fiber) { got[id] = counts{m.node.turns, m.node.quietTicks} })
+			}
+			return got
+		}
+		before := read()
+		// More than an election timeout of quiet ticks on every
+		// member: the leader's reminder tick included, had it left a
+		// member behind (none is).
+		g.waitFor("an election timeout of quiet ticks everywhere", func() bool {
+			now := read()
+			for _, id := range ids {
+				if now[id].quiet < before[id].quiet+16 {
+					return false
+				}
+			}
+			return true
+		})
+		for id, c := range read() {
+			if c.turns != before[id].turns {
+				t.Errorf("member %d: its driver ran %d turns while quiet (%d quiet ticks)", id, c.turns-before[id].turns, c.quiet-before[id].quiet)
+			}
+		}
+
+		// Work wakes the driver as before, and the group goes quiet
+		// again.
+		g.mustPropose(ids[0], "b=2")
+		g.waitFor("b applied everywhere", func() bool { return g.appliedOn("b", "2", ids...) })
+		g.waitFor("quiet again", func() bool { return g.allQuiet(ids...) })
+
+		g.stopAll()
+		g.waitFor("no clock left", func() bool { return len(clocksOf(f)) == 0 })
 	})
 }
