@@ -64,6 +64,7 @@ type config struct {
 	keys      int
 	valueSize int
 	timeout   time.Duration
+	rate      float64 // requests/s over all clients; 0: as fast as answers come
 }
 
 func parse(args []string) (config, error) {
@@ -79,6 +80,7 @@ func parse(args []string) (config, error) {
 	fs.IntVar(&c.keys, "keys", 1000, "key space")
 	fs.IntVar(&c.valueSize, "value-size", 256, "bytes of each value")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "per-request deadline; a request past it counts as an error")
+	fs.Float64Var(&c.rate, "rate", 0, "requests/s over all clients, each client paced at rate/clients (a light load: a late answer delays its client's next request); 0: closed loop")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -96,6 +98,8 @@ func parse(args []string) (config, error) {
 		return c, fmt.Errorf("-op %q: want load, put or get", c.op)
 	case c.clients < 1 || c.keys < 1 || c.valueSize < 1:
 		return c, errors.New("-clients, -keys and -value-size: want at least 1")
+	case c.rate < 0:
+		return c, errors.New("-rate: want >= 0")
 	case c.duration <= 0 || c.warmup < 0:
 		return c, errors.New("-duration: want > 0; -warmup: want >= 0")
 	}
@@ -156,11 +160,14 @@ func (s *woStore) do(ctx context.Context, method, k string, body string) error {
 	if err != nil {
 		return err
 	}
+	if resp.StatusCode != http.StatusOK {
+		// The server's own words say why (a 503 names what it waits for).
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		resp.Body.Close()
+		return fmt.Errorf("%s %s: %s: %s", method, k, resp.Status, strings.TrimSpace(string(msg)))
+	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%s %s: %s", method, k, resp.Status)
-	}
 	return err
 }
 
@@ -208,7 +215,23 @@ func run(args []string, out io.Writer) error {
 			rng := rand.New(rand.NewPCG(uint64(i), 0x5eed))
 			var lat []time.Duration
 			ops, errs, first := 0, 0, ""
+			var every time.Duration
+			next := time.Now()
+			if c.rate > 0 {
+				every = time.Duration(float64(c.clients) / c.rate * float64(time.Second))
+				next = next.Add(time.Duration(rng.Int64N(int64(every)))) // spread the clients' phases
+			}
 			for ctx.Err() == nil {
+				if every > 0 {
+					if d := time.Until(next); d > 0 {
+						select {
+						case <-time.After(d):
+						case <-ctx.Done():
+							continue
+						}
+					}
+					next = next.Add(every)
+				}
 				k := key(rng.IntN(c.keys))
 				rctx, rcancel := context.WithTimeout(ctx, c.timeout)
 				t0 := time.Now()

@@ -378,7 +378,11 @@ func (n *Node) handle(f *runtime.Fiber, w work) error {
 			}
 		}
 		n.heardLeader(w.msg)
-		if err := n.rn.Step(w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+		if isDropped(w.msg) {
+			n.holdDropped(w.msg.GetEntries())
+			return nil
+		}
+		if err := n.stepRemote(f, w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			n.log.Debug("node: message not stepped", "type", w.msg.GetType().String(), "from", w.msg.GetFrom(), "err", err)
 		}
 		switch {

@@ -187,6 +187,9 @@ type Node struct {
 	wake    runtime.Signal
 	tickDue bool
 	turns   uint64 // the driver's turns so far (a quiet member's ticks take none)
+	// dropsReturned counts the forwarded commands raft dropped here and
+	// this member returned to their proposer (dropped.go).
+	dropsReturned int
 	stopped bool
 	err     error // why the driver stopped
 
