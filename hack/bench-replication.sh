@@ -32,6 +32,13 @@
 # sizes rotated each run; prints ops/s, p99 and the cluster's CPU per
 # operation (every member's user + system time), and each size's ratio to
 # the first.
+#
+# RATES="0 1000" runs another (issue 27, item 3: what many groups cost
+# when little happens): 3 members of PARTITIONS partitions, for each worker
+# binary in WORKERS (default: this tree's), the cluster's CPU over each
+# run at each offered rate of writes (0: at rest; else benchrepl -rate, the
+# writes spread over the partitions), as % of one core and per write; the
+# workers' order alternates each run, so old and new builds interleave.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-10}
@@ -53,7 +60,7 @@ ETCD=${ETCD:-$(bash hack/envtest-binaries.sh)/etcd}
 go build -o "$tmp/worker" ./cmd/worker
 (cd hack/benchrepl && go build -o "$tmp/benchrepl" .)
 # The baseline worker, from git: no --peers, no raft.
-if [[ -z ${SIZES:-} ]]; then
+if [[ -z ${SIZES:-} && -z ${RATES:-} ]]; then
   mkdir -p "$tmp/base-src"
   git archive "$BASE_REF" | tar -x -C "$tmp/base-src"
   (cd "$tmp/base-src" && go build -o "$tmp/worker-base" ./cmd/worker)
@@ -90,12 +97,12 @@ record() { # name line
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 # --- sizes (SIZES): n members at 1 and PARTITIONS partitions -------------
-start_n() { # name first-port-offset partitions members: sets EPS and CPIDS
-  local peers="" i
+start_n() { # name first-port-offset partitions members [worker binary]: sets EPS and CPIDS
+  local peers="" i bin=${5:-$tmp/worker}
   for ((i = 0; i < $4; i++)); do peers+="${peers:+,}$i=127.0.0.1:$((17180 + $2 + i))"; done
   EPS=""; CPIDS=""
   for ((i = 0; i < $4; i++)); do
-    "${srv[@]}" "$tmp/worker" --config /dev/null --data-dir "$tmp/$1$i" --peers "$peers" --ordinal "$i" --peer-addr "127.0.0.1:$((17180 + $2 + i))" \
+    "${srv[@]}" "$bin" --config /dev/null --data-dir "$tmp/$1$i" --peers "$peers" --ordinal "$i" --peer-addr "127.0.0.1:$((17180 + $2 + i))" \
       --http-addr "127.0.0.1:$((18180 + $2 + i))" --ops-addr "127.0.0.1:$((19190 + $2 + i))" --chat-addr 127.0.0.1:0 \
       --partitions "$3" --log-level warn >"$tmp/$1$i.log" 2>&1 &
     pids+=($!); CPIDS+="$! "
@@ -107,6 +114,64 @@ cpu_ticks() { # pids: their user + system clock ticks, summed
   for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
   echo "$t"
 }
+start_ready() { # members: wait for readiness and a leader of every partition on each
+  local i
+  for ((i = 0; i < $1; i++)); do
+    wait_url "http://127.0.0.1:$((19190 + i))/readyz"
+    wait_leaders "http://127.0.0.1:$((19190 + i))"
+  done
+}
+load_retry() { # endpoints: the initial load, retried while a member still learns who leads (503)
+  local try
+  for try in $(seq 10); do
+    "$tmp/benchrepl" -system wo -endpoints "$1" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE" && return 0
+    sleep 1
+  done
+  return 1
+}
+if [[ -n ${RATES:-} ]]; then
+  read -ra workers <<<"${WORKERS:-$tmp/worker}"
+  read -ra rates <<<"$RATES"
+  declare -A RCPU RPER
+  echo "bench-replication rates: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; 3 members, $PARTITIONS partitions; rates $RATES writes/s; workers ${workers[*]}"
+  hz=$(getconf CLK_TCK)
+  for run in $(seq "$RUNS"); do
+    echo "run $run (load $(cut -d' ' -f1 /proc/loadavg))"
+    k=$(((run - 1) % ${#workers[@]}))
+    for w in "${workers[@]:k}" "${workers[@]:0:k}"; do
+      start_n "r$run-" 0 "$PARTITIONS" 3 "$w"
+      read -ra cp <<<"$CPIDS"
+      start_ready 3
+      load_retry "$EPS"
+      for rate in "${rates[@]}"; do
+        sleep 2 # the load's groups go quiet
+        t0=$(cpu_ticks "${cp[@]}")
+        if ((rate == 0)); then
+          sleep "$DUR"; ops=0; line="at rest"
+        else
+          line=$("${cli[@]}" "$tmp/benchrepl" -system wo -endpoints "$EPS" -op put -clients 16 -rate "$rate" -warmup 0s -duration "${DUR}s" -value-size "$VALUE_SIZE")
+          ops=$(field ops_per_s <<<"$line")
+        fi
+        t1=$(cpu_ticks "${cp[@]}")
+        pct=$(awk -v t="$((t1 - t0))" -v d="$DUR" -v hz="$hz" 'BEGIN { printf "%.1f", t / hz / d * 100 }')
+        per=$(awk -v t="$((t1 - t0))" -v o="$ops" -v d="$DUR" -v hz="$hz" 'BEGIN { printf "%.1f", (o > 0 ? t / hz * 1e6 / (o * d) : 0) }')
+        echo "  worker=$w rate=$rate cpu_pct_of_a_core=$pct cpu_us_per_write=$per ($line)"
+        RCPU[$w-$rate]+="$pct "; RPER[$w-$rate]+="$per "
+      done
+      kill "${cp[@]}" 2>/dev/null || true
+      wait "${cp[@]}" 2>/dev/null || true
+      rm -rf "$tmp/r$run-"*
+    done
+  done
+  echo
+  echo "medians (the 3 members' CPU, % of one core; per write):"
+  for rate in "${rates[@]}"; do
+    for w in "${workers[@]}"; do
+      printf "  rate=%-6s %-40s %6.1f%%  %8.1f µs/write\n" "$rate" "$w" "$(median <<<"${RCPU[$w-$rate]}")" "$(median <<<"${RPER[$w-$rate]}")"
+    done
+  done
+  exit 0
+fi
 if [[ -n ${SIZES:-} ]]; then
   # Each cluster runs alone: started, loaded, measured (writes, then
   # reads), stopped; the order of the sizes rotates from run to run.
@@ -121,17 +186,8 @@ if [[ -n ${SIZES:-} ]]; then
       for n in "${sizes[@]:k}" "${sizes[@]:0:k}"; do
         start_n "r$run-s$n-p$parts-" 0 "$parts" "$n"
         read -ra cp <<<"$CPIDS"
-        for ((i = 0; i < n; i++)); do
-          wait_url "http://127.0.0.1:$((19190 + i))/readyz"
-          wait_leaders "http://127.0.0.1:$((19190 + i))"
-        done
-        # A member may still be learning who leads a partition (503):
-        # retry the load a few times rather than fail the run.
-        for try in $(seq 10); do
-          "$tmp/benchrepl" -system wo -endpoints "$EPS" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE" && break
-          ((try < 10)) || exit 1
-          sleep 1
-        done
+        start_ready "$n"
+        load_retry "$EPS"
         for op in put get; do
           t0=$(cpu_ticks "${cp[@]}")
           line=$(bench wo "$EPS" "$op")
