@@ -190,6 +190,11 @@ type Node struct {
 	// dropsReturned counts the forwarded commands raft dropped here and
 	// this member returned to their proposer (dropped.go).
 	dropsReturned int
+	// Followers' ReadIndex requests a leader took this turn, and those
+	// riding on each of its rounds (readshare.go); how many it answered.
+	peerReads         []*raftpb.Message
+	peerRounds        map[uint64][]*raftpb.Message
+	peerReadsAnswered int
 	stopped bool
 	err     error // why the driver stopped
 
