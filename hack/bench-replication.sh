@@ -31,7 +31,8 @@
 # started, measured (writes, reads) and stopped in turn, the order of the
 # sizes rotated each run; prints ops/s, p99 and the cluster's CPU per
 # operation (every member's user + system time), and each size's ratio to
-# the first.
+# the first. With WORKERS (worker binaries, default this tree's), each size
+# runs each of them, interleaved, and each is also compared with the first.
 #
 # RATES="0 1000" runs another (issue 27, item 3: what many groups cost
 # when little happens): 3 members of PARTITIONS partitions, for each worker
@@ -95,6 +96,11 @@ record() { # name line
   P99[$1]+="$(field p99_ms <<<"$2") "
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# ratio_median "a1 a2 ..." "b1 b2 ...": the median of the runs' ratios a/b
+# (each run measures both), not the ratio of the medians.
+ratio_median() {
+  paste -d' ' <(tr ' ' '\n' <<<"$1" | grep -v '^$') <(tr ' ' '\n' <<<"$2" | grep -v '^$') | awk '{printf "%s ", $1/$2}' | median
+}
 
 # --- sizes (SIZES): n members at 1 and PARTITIONS partitions -------------
 start_n() { # name first-port-offset partitions members [worker binary]: sets EPS and CPIDS
@@ -174,17 +180,22 @@ if [[ -n ${RATES:-} ]]; then
 fi
 if [[ -n ${SIZES:-} ]]; then
   # Each cluster runs alone: started, loaded, measured (writes, then
-  # reads), stopped; the order of the sizes rotates from run to run.
+  # reads), stopped; the order of the (size, worker) pairs rotates from
+  # run to run.
   declare -A SOPS SCPU
   read -ra sizes <<<"$SIZES"
-  echo "bench-replication sizes: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; ${VALUE_SIZE}-byte values; sizes $SIZES; partitions 1 and $PARTITIONS; pinned: ${PIN:-0}"
+  read -ra workers <<<"${WORKERS:-$tmp/worker}"
+  units=()
+  for n in "${sizes[@]}"; do for w in "${workers[@]}"; do units+=("$n:$w"); done; done
+  echo "bench-replication sizes: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; ${VALUE_SIZE}-byte values; sizes $SIZES; partitions 1 and $PARTITIONS; workers ${workers[*]}; pinned: ${PIN:-0}"
   hz=$(getconf CLK_TCK)
   for run in $(seq "$RUNS"); do
     echo "run $run (load $(cut -d' ' -f1 /proc/loadavg))"
-    k=$(((run - 1) % ${#sizes[@]}))
-    for parts in 1 "$PARTITIONS"; do
-      for n in "${sizes[@]:k}" "${sizes[@]:0:k}"; do
-        start_n "r$run-s$n-p$parts-" 0 "$parts" "$n"
+    k=$(((run - 1) % ${#units[@]}))
+    for parts in $(printf "%s\n" 1 "$PARTITIONS" | sort -un); do
+      for u in "${units[@]:k}" "${units[@]:0:k}"; do
+        n=${u%%:*} w=${u#*:}
+        start_n "r$run-s$n-p$parts-" 0 "$parts" "$n" "$w"
         read -ra cp <<<"$CPIDS"
         start_ready "$n"
         load_retry "$EPS"
@@ -194,8 +205,8 @@ if [[ -n ${SIZES:-} ]]; then
           t1=$(cpu_ticks "${cp[@]}")
           ops=$(field ops_per_s <<<"$line")
           cpu=$(awk -v t="$((t1 - t0))" -v o="$ops" -v d="$DUR" -v hz="$hz" 'BEGIN { printf "%.1f", (o > 0 ? t / hz * 1e6 / (o * d) : 0) }')
-          echo "  members=$n partitions=$parts $line cpu_us_per_op=$cpu"
-          SOPS[$op-$parts-$n]+="$ops "; SCPU[$op-$parts-$n]+="$cpu "
+          echo "  members=$n partitions=$parts worker=$w $line cpu_us_per_op=$cpu"
+          SOPS[$op-$parts-$u]+="$ops "; SCPU[$op-$parts-$u]+="$cpu "
         done
         kill "${cp[@]}" 2>/dev/null || true
         wait "${cp[@]}" 2>/dev/null || true
@@ -204,14 +215,15 @@ if [[ -n ${SIZES:-} ]]; then
     done
   done
   echo
-  echo "medians (ops/s, the cluster's CPU µs per op; ratio: the median of the runs' ratios to ${sizes[0]} member(s) at the same partitions):"
+  echo "medians (ops/s, the cluster's CPU µs per op; ratios: the median of the runs' ratios to ${sizes[0]} member(s), same worker and partitions, and to ${workers[0]}, same size):"
   for op in put get; do
-    for parts in 1 "$PARTITIONS"; do
-      for n in "${sizes[@]}"; do
-        r=$(paste -d' ' <(tr ' ' '\n' <<<"${SOPS[$op-$parts-$n]}" | grep -v '^$') <(tr ' ' '\n' <<<"${SOPS[$op-$parts-${sizes[0]}]}" | grep -v '^$') |
-          awk '{printf "%s ", $1/$2}' | median)
-        printf "  %-3s partitions=%-3s members=%-2s %9.0f ops/s  cpu %7.1f µs/op  ratio %.2fx\n" "$op" "$parts" "$n" \
-          "$(median <<<"${SOPS[$op-$parts-$n]}")" "$(median <<<"${SCPU[$op-$parts-$n]}")" "$r"
+    for parts in $(printf "%s\n" 1 "$PARTITIONS" | sort -un); do
+      for u in "${units[@]}"; do
+        n=${u%%:*} w=${u#*:}
+        printf "  %-3s partitions=%-3s members=%-2s %-24s %9.0f ops/s  cpu %7.1f µs/op  ratio %.2fx  to %s %.2fx\n" "$op" "$parts" "$n" "$w" \
+          "$(median <<<"${SOPS[$op-$parts-$u]}")" "$(median <<<"${SCPU[$op-$parts-$u]}")" \
+          "$(ratio_median "${SOPS[$op-$parts-$u]}" "${SOPS[$op-$parts-${sizes[0]}:$w]}")" \
+          "${workers[0]##*/}" "$(ratio_median "${SOPS[$op-$parts-$u]}" "${SOPS[$op-$parts-$n:${workers[0]}]}")"
       done
     done
   done
@@ -297,10 +309,7 @@ for op in put get; do
     read -r a b <<<"$pair"
     ao=$(median <<<"${OPS[$a-$op]}"); bo=$(median <<<"${OPS[$b-$op]}")
     ap=$(median <<<"${P99[$a-$op]}"); bp=$(median <<<"${P99[$b-$op]}")
-    # The median of the runs' ratios (each run measures both), not the
-    # ratio of the medians.
-    r=$(paste -d' ' <(tr ' ' '\n' <<<"${OPS[$a-$op]}" | grep -v '^$') <(tr ' ' '\n' <<<"${OPS[$b-$op]}" | grep -v '^$') |
-      awk '{printf "%s ", $1/$2}' | median)
+    r=$(ratio_median "${OPS[$a-$op]}" "${OPS[$b-$op]}")
     printf "  %-3s %-4s %9.0f (p99 %7.2f)  %-4s %9.0f (p99 %7.2f)  ratio %.2fx\n" "$op" "$a" "$ao" "$ap" "$b" "$bo" "$bp" "$r"
   done
 done

@@ -219,6 +219,7 @@ func sendMail[M any](f *Fiber, to Addr[M], msg M, ask askRef) {
 	} else if !st.listed {
 		st.listed = true
 		sh.staged = append(sh.staged, c)
+		sh.stagedTo[c.sh.id]++
 	}
 }
 
@@ -232,7 +233,10 @@ type stager interface {
 func (c *actorCell[M]) flushStaged(sh *shard) {
 	rx := c.rx.Load()
 	st := &rx.stage[sh.id]
-	st.listed = false
+	if st.listed {
+		st.listed = false
+		sh.stagedTo[c.sh.id]--
+	}
 	if len(st.items) == 0 {
 		return
 	}

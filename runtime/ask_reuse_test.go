@@ -225,3 +225,41 @@ func TestRepliesPostedInPlaceOrThroughTheRing(t *testing.T) {
 		return 0
 	})
 }
+
+// nothingStagedFor, which lets a cross-shard reply be posted in place, is
+// by destination: actor mail staged for another shard does not send the
+// reply through the ring; mail staged for the asker's shard does, until
+// the tick's flush (or an overflowing batch) sends it.
+func TestNothingStagedForIsByDestination(t *testing.T) {
+	cfg := multiShardConfig(t)
+	cfg.Shards = 3
+	run(t, cfg, func(f *Fiber) int {
+		sink0 := SpawnOn[counterMsg](f, 0, silent{})
+		sink2 := SpawnOn[counterMsg](f, 2, silent{})
+		_, err := OnShard(f, 1, 0, func(g *Fiber) struct{} {
+			sh, rt := g.sh, g.sh.rt
+			Send(g, sink2, counterMsg{}) // staged on shard 1 for shard 2 until the tick ends
+			if !sh.nothingStagedFor(rt.shards[0]) || sh.nothingStagedFor(rt.shards[2]) {
+				t.Errorf("mail staged for shard 2: nothing staged for 0: %v (want true), for 2: %v (want false)",
+					sh.nothingStagedFor(rt.shards[0]), sh.nothingStagedFor(rt.shards[2]))
+			}
+			for i := 0; i < maxOutboxBatch+3; i++ { // one batch overflows and leaves at once
+				Send(g, sink0, counterMsg{})
+			}
+			if sh.nothingStagedFor(rt.shards[0]) {
+				t.Error("mail staged (and queued) for shard 0: nothingStagedFor(0) is true")
+			}
+			Sleep(g, time.Millisecond) // the tick ends: everything staged leaves
+			for d, n := range sh.stagedTo {
+				if n != 0 || !sh.nothingStagedFor(rt.shards[d]) {
+					t.Errorf("after the flush, shard %d: %d actors counted staged, nothing staged %v", d, n, sh.nothingStagedFor(rt.shards[d]))
+				}
+			}
+			return struct{}{}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		return 0
+	})
+}

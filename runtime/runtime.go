@@ -185,6 +185,7 @@ func (rt *Runtime) startShards(n int, cpus []int) error {
 		sh := &shard{id: i, rt: rt, cpu: cpus[i], done: make(chan struct{}), cqes: make([]iobackend.Completion, cqeBatch)}
 		sh.io.init()
 		sh.outbox = make([][]remoteItem, n)
+		sh.stagedTo = make([]int32, n)
 		sh.out = make([]*ring, n)
 		sh.in = make([]inRing, n)
 		rt.shards = append(rt.shards, sh)

@@ -69,6 +69,9 @@ type shard struct {
 	// on them.
 	inbox   inbox
 	staged  []stager // actors on other shards with mail staged here (actor.go)
+	// stagedTo counts, by destination shard, the actors of staged with
+	// mail listed here (nothingStagedFor).
+	stagedTo []int32
 	outbox  [][]remoteItem
 	out     []*ring
 	in      []inRing
@@ -462,10 +465,12 @@ func (sh *shard) expectingMail(now int64) bool {
 const mailWindow = time.Millisecond
 
 // nothingStagedFor reports whether sh holds nothing yet to leave for dst
-// this tick: no item in its outbox to dst and no actor mail staged (staged
-// mail is not sorted by shard until its flush, so any counts).
+// this tick: no item in its outbox to dst and no actor of dst with mail
+// staged here. Mail staged for other shards does not count: a reply
+// overtaking it breaks no order anyone can see (order is per sender and
+// receiver, and the asker's shard receives none of it).
 func (sh *shard) nothingStagedFor(dst *shard) bool {
-	return len(sh.outbox[dst.id]) == 0 && len(sh.staged) == 0
+	return len(sh.outbox[dst.id]) == 0 && sh.stagedTo[dst.id] == 0
 }
 
 // polledWait is a replyWaiter whose reply is posted in place.
