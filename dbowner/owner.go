@@ -230,6 +230,11 @@ func (o *owner) noQuorum(name string) error {
 		lead = fmt.Sprintf("leader %x", l)
 	}
 	reach, voters := o.node.Reachability()
+	if reach > voters/2 {
+		// A quorum is there: the call was lost or held, not refused (a
+		// leader that changed, a member too busy to answer in time).
+		lead += ", yet no answer in time"
+	}
 	return fmt.Errorf("dbowner: %s after %v: %w: %d of %d voters reachable (%s)", name, o.opts.Cluster.RequestTimeout, ErrNoQuorum, reach, voters, lead)
 }
 
