@@ -67,15 +67,15 @@ type shard struct {
 	// The inbox takes items from outside goroutines. backlog is set when a
 	// flush left items in an outbox (a full ring): the shard must not sleep
 	// on them.
-	inbox   inbox
-	staged  []stager // actors on other shards with mail staged here (actor.go)
+	inbox  inbox
+	staged []stager // actors on other shards with mail staged here (actor.go)
 	// stagedTo counts, by destination shard, the actors of staged with
 	// mail listed here (nothingStagedFor).
 	stagedTo []int32
-	outbox  [][]remoteItem
-	out     []*ring
-	in      []inRing
-	backlog bool
+	outbox   [][]remoteItem
+	out      []*ring
+	in       []inRing
+	backlog  bool
 
 	// sleeping is read by every shard that sends here, at every flush to
 	// this one, so it has a cache line of its own: next to the fields the

@@ -195,8 +195,8 @@ type Node struct {
 	peerReads         []*raftpb.Message
 	peerRounds        map[uint64][]*raftpb.Message
 	peerReadsAnswered int
-	stopped bool
-	err     error // why the driver stopped
+	stopped           bool
+	err               error // why the driver stopped
 
 	// waits is every caller waiting for the driver, by id (wait.go).
 	waits waits
