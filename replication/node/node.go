@@ -187,6 +187,9 @@ type Node struct {
 	wake    runtime.Signal
 	tickDue bool
 	turns   uint64 // the driver's turns so far (a quiet member's ticks take none)
+	stopped bool
+	err     error // why the driver stopped
+
 	// dropsReturned counts the forwarded commands raft dropped here and
 	// this member returned to their proposer (dropped.go).
 	dropsReturned int
@@ -195,8 +198,6 @@ type Node struct {
 	peerReads         []*raftpb.Message
 	peerRounds        map[uint64][]*raftpb.Message
 	peerReadsAnswered int
-	stopped           bool
-	err               error // why the driver stopped
 
 	// waits is every caller waiting for the driver, by id (wait.go).
 	waits waits
