@@ -382,9 +382,6 @@ func (n *Node) handle(f *runtime.Fiber, w work) error {
 			n.holdDropped(w.msg.GetEntries())
 			return nil
 		}
-		if n.takePeerRead(w.msg) {
-			return nil // it rides on this turn's round (readshare.go)
-		}
 		if err := n.stepRemote(f, w.msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			n.log.Debug("node: message not stepped", "type", w.msg.GetType().String(), "from", w.msg.GetFrom(), "err", err)
 		}
@@ -476,14 +473,13 @@ func (n *Node) stepped(f *runtime.Fiber, ws []*waiter, err error) {
 // askReads sends one ReadIndex for reads; with no leader known (raft
 // drops a read index silently then) they are held for one.
 func (n *Node) askReads(reads []*waiter) {
-	if len(reads) == 0 && len(n.peerReads) == 0 {
+	if len(reads) == 0 {
 		return
 	}
 	if !n.leaderKnown() {
 		for _, w := range reads {
 			n.waits.setState(w, waitHeld)
 		}
-		n.dropPeerReads() // taken while this member led; no longer
 		return
 	}
 	n.readRounds++
@@ -491,8 +487,7 @@ func (n *Node) askReads(reads []*waiter) {
 		w.round = n.readRounds
 		n.waits.setState(w, waitStepped)
 	}
-	n.ridePeerReads(n.readRounds)
-	n.rn.ReadIndex(roundCtx(n.readRounds))
+	n.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, n.readRounds))
 }
 
 // noteSoftState records the leader and role a Ready reports. A new leader
@@ -512,9 +507,6 @@ func (n *Node) noteSoftState(ss *raft.SoftState) {
 			w.round = 0
 			n.waits.setState(w, waitHeld)
 		}
-	}
-	if ss.RaftState != raft.StateLeader {
-		n.dropPeerReads()
 	}
 	n.lead, n.role = ss.Lead, ss.RaftState
 	if n.waits.held > 0 && n.leaderKnown() {
@@ -575,7 +567,7 @@ func (n *Node) handleReady(f *runtime.Fiber, rd raft.Ready) error {
 			return err
 		}
 	}
-	n.noteReadStates(f, rd.ReadStates)
+	n.noteReadStates(rd.ReadStates)
 	n.answerWaits(f)
 	if g := &n.group; g.settled > 0 {
 		g.concurrency = g.settled + g.queued
@@ -595,9 +587,7 @@ func (n *Node) stepLocal(msgs []*raftpb.Message) {
 }
 
 // noteReadStates gives the reads of each round raft answered their index.
-// The followers' requests that rode on a round are answered with it
-// (readshare.go).
-func (n *Node) noteReadStates(f *runtime.Fiber, rss []raft.ReadState) {
+func (n *Node) noteReadStates(rss []raft.ReadState) {
 	for _, rs := range rss {
 		if len(rs.RequestCtx) != 8 {
 			continue
@@ -606,7 +596,6 @@ func (n *Node) noteReadStates(f *runtime.Fiber, rss []raft.ReadState) {
 		for _, w := range n.waits.collect(waitRead, func(w *waiter) bool { return w.round == round && !w.known }) {
 			w.known, w.index = true, rs.Index
 		}
-		n.answerPeerReads(f, round, rs.Index)
 	}
 }
 

@@ -193,11 +193,6 @@ type Node struct {
 	// dropsReturned counts the forwarded commands raft dropped here and
 	// this member returned to their proposer (dropped.go).
 	dropsReturned int
-	// Followers' ReadIndex requests a leader took this turn, and those
-	// riding on each of its rounds (readshare.go); how many it answered.
-	peerReads         []*raftpb.Message
-	peerRounds        map[uint64][]*raftpb.Message
-	peerReadsAnswered int
 
 	// waits is every caller waiting for the driver, by id (wait.go).
 	waits waits

@@ -118,7 +118,7 @@ func (n *Node) heardLeader(m *raftpb.Message) {
 // heartbeats, sent after the quiescing ones, would rouse the followers).
 func (n *Node) maybeQuiesce(f *runtime.Fiber) bool {
 	if n.cfg.NoQuiesce || n.active || n.role != raft.StateLeader || len(n.work) > 0 || len(n.waits.m) > 0 ||
-		len(n.appends) > 0 || n.restepDue || len(n.peerReads) > 0 || len(n.peerRounds) > 0 {
+		len(n.appends) > 0 || n.restepDue {
 		return false
 	}
 	st := n.rn.BasicStatus()
