@@ -120,6 +120,15 @@ cpu_ticks() { # pids: their user + system clock ticks, summed
   for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
   echo "$t"
 }
+hz=$(getconf CLK_TCK)
+cpu_per_op() { # clock ticks, ops/s: CPU µs per operation over a run of DUR seconds
+  awk -v t="$1" -v o="$2" -v d="$DUR" -v hz="$hz" 'BEGIN { printf "%.1f", (o > 0 ? t / hz * 1e6 / (o * d) : 0) }'
+}
+stop_cluster() { # run: stop the cluster whose pids are in cp and remove its data
+  kill "${cp[@]}" 2>/dev/null || true
+  wait "${cp[@]}" 2>/dev/null || true
+  rm -rf "$tmp/r$1-"*
+}
 start_ready() { # members: wait for readiness and a leader of every partition on each
   local i
   for ((i = 0; i < $1; i++)); do
@@ -140,7 +149,6 @@ if [[ -n ${RATES:-} ]]; then
   read -ra rates <<<"$RATES"
   declare -A RCPU RPER
   echo "bench-replication rates: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; 3 members, $PARTITIONS partitions; rates $RATES writes/s; workers ${workers[*]}"
-  hz=$(getconf CLK_TCK)
   for run in $(seq "$RUNS"); do
     echo "run $run (load $(cut -d' ' -f1 /proc/loadavg))"
     k=$(((run - 1) % ${#workers[@]}))
@@ -160,13 +168,11 @@ if [[ -n ${RATES:-} ]]; then
         fi
         t1=$(cpu_ticks "${cp[@]}")
         pct=$(awk -v t="$((t1 - t0))" -v d="$DUR" -v hz="$hz" 'BEGIN { printf "%.1f", t / hz / d * 100 }')
-        per=$(awk -v t="$((t1 - t0))" -v o="$ops" -v d="$DUR" -v hz="$hz" 'BEGIN { printf "%.1f", (o > 0 ? t / hz * 1e6 / (o * d) : 0) }')
+        per=$(cpu_per_op "$((t1 - t0))" "$ops")
         echo "  worker=$w rate=$rate cpu_pct_of_a_core=$pct cpu_us_per_write=$per ($line)"
         RCPU[$w-$rate]+="$pct "; RPER[$w-$rate]+="$per "
       done
-      kill "${cp[@]}" 2>/dev/null || true
-      wait "${cp[@]}" 2>/dev/null || true
-      rm -rf "$tmp/r$run-"*
+      stop_cluster "$run"
     done
   done
   echo
@@ -188,7 +194,6 @@ if [[ -n ${SIZES:-} ]]; then
   units=()
   for n in "${sizes[@]}"; do for w in "${workers[@]}"; do units+=("$n:$w"); done; done
   echo "bench-replication sizes: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; ${VALUE_SIZE}-byte values; sizes $SIZES; partitions 1 and $PARTITIONS; workers ${workers[*]}; pinned: ${PIN:-0}"
-  hz=$(getconf CLK_TCK)
   for run in $(seq "$RUNS"); do
     echo "run $run (load $(cut -d' ' -f1 /proc/loadavg))"
     k=$(((run - 1) % ${#units[@]}))
@@ -204,13 +209,11 @@ if [[ -n ${SIZES:-} ]]; then
           line=$(bench wo "$EPS" "$op")
           t1=$(cpu_ticks "${cp[@]}")
           ops=$(field ops_per_s <<<"$line")
-          cpu=$(awk -v t="$((t1 - t0))" -v o="$ops" -v d="$DUR" -v hz="$hz" 'BEGIN { printf "%.1f", (o > 0 ? t / hz * 1e6 / (o * d) : 0) }')
+          cpu=$(cpu_per_op "$((t1 - t0))" "$ops")
           echo "  members=$n partitions=$parts worker=$w $line cpu_us_per_op=$cpu"
           SOPS[$op-$parts-$u]+="$ops "; SCPU[$op-$parts-$u]+="$cpu "
         done
-        kill "${cp[@]}" 2>/dev/null || true
-        wait "${cp[@]}" 2>/dev/null || true
-        rm -rf "$tmp/r$run-"*
+        stop_cluster "$run"
       done
     done
   done

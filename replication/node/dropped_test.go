@@ -21,16 +21,7 @@ func TestAProposalDroppedByATransferringLeaderIsSteppedAgain(t *testing.T) {
 		lead := g.leader()
 		g.mustPropose(lead, "warm=1")
 		ids := sortedIDs(g.members)
-		var target, proposer uint64
-		for _, id := range ids {
-			switch {
-			case id == lead:
-			case target == 0:
-				target = id
-			default:
-				proposer = id
-			}
-		}
+		target, proposer := g.othersThan(lead)
 		g.faults.DropIf(func(from uint64, m *raftpb.Message) bool {
 			return from == lead && m.GetType() == raftpb.MsgTimeoutNow
 		})

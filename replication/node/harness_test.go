@@ -375,6 +375,21 @@ func (g *group) stopAll() {
 	runtime.Sleep(g.f, 3*testTick) // let the ticker and writer fibers see it
 }
 
+// othersThan returns the two members of a three-member group other than
+// id, lower ID first.
+func (g *group) othersThan(id uint64) (a, b uint64) {
+	for _, o := range sortedIDs(g.members) {
+		switch {
+		case o == id:
+		case a == 0:
+			a = o
+		default:
+			b = o
+		}
+	}
+	return a, b
+}
+
 func sortedIDs(m map[uint64]*member) []uint64 {
 	ids := make([]uint64, 0, len(m))
 	for id := range maps.Keys(m) {

@@ -76,16 +76,7 @@ func TestLeaderChangeRelaysProposalsAndReads(t *testing.T) {
 		defer g.stopAll()
 		g.bootstrap(3)
 		old := g.leader()
-		var next, follower uint64
-		for _, id := range sortedIDs(g.members) {
-			switch {
-			case id == old:
-			case next == 0:
-				next = id
-			default:
-				follower = id
-			}
-		}
+		next, follower := g.othersThan(old)
 		g.faults.DropIf(func(from uint64, m *raftpb.Message) bool {
 			return from == next && m.GetTo() == follower && m.GetType() != raftpb.MsgReadIndexResp
 		})
