@@ -257,8 +257,9 @@ type confContext struct {
 }
 
 // Start creates the member on f's shard, starts its driver and append
-// fibers and has its shard's clock tick it (clock.go). A storage with state restarts the member from it; an empty one
-// bootstraps cfg.Bootstrap, or waits to be added when that is empty.
+// fibers and has its shard's clock tick it (clock.go). A storage with state
+// restarts the member from it; an empty one bootstraps cfg.Bootstrap, or
+// waits to be added when that is empty.
 func Start(f *runtime.Fiber, cfg Config) (*Node, error) {
 	if cfg.ID == 0 || cfg.Storage == nil || cfg.StateMachine == nil || cfg.Net == nil {
 		return nil, errors.New("node: Config needs ID, Storage, StateMachine and Net")
