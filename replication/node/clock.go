@@ -19,12 +19,12 @@ import (
 //     its quiet count advances and its driver is not woken. 64 quiet
 //     partitions cost one wake a tick per shard, not 128 (a ticker's and a
 //     driver's each).
-//   - The members of a shard tick together, so their heartbeats (and the
-//     answers, on the followers' side, which tick together too) leave in
-//     the same scheduler round: the transport writes what every group
-//     queued for a peer in one write, so an active shard's heartbeats to a
-//     peer are one write a tick whatever the number of groups, the
-//     coalescing CockroachDB does by hand with its coalesced heartbeats.
+//   - The members of a shard tick together, so their heartbeats leave in
+//     the same scheduler round, and a peer's writer in the transport takes
+//     whatever every group queued for it in one write: an active shard's
+//     heartbeats to a peer tend to be one write a tick whatever the number
+//     of groups. (CockroachDB's coalesced heartbeats go further: one
+//     message for all the groups of a pair, handled outside raft.)
 //
 // The clock's fiber lives while the shard has a member: it starts with the
 // first and ends at the first tick that finds none (or when the runtime
