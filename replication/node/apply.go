@@ -59,14 +59,15 @@ func (n *Node) applyCommand(f *runtime.Fiber, e *raftpb.Entry) error {
 	if len(data) == 0 { // a new leader's empty entry
 		return nil
 	}
-	if len(data) < 16 {
-		return fmt.Errorf("entry %d: %d bytes, shorter than its 16-byte header", idx, len(data))
+	proposer, id, ok := parseHeader(data)
+	if !ok {
+		return fmt.Errorf("entry %d: %d bytes, shorter than its %d-byte header", idx, len(data), headerLen)
 	}
-	v, err := n.sm.Apply(f, idx, data[16:])
+	v, err := n.sm.Apply(f, idx, data[headerLen:])
 	if err != nil {
 		return fmt.Errorf("apply entry %d: %w", idx, err)
 	}
-	if binary.BigEndian.Uint64(data) == n.cfg.ID && n.waits.triggerEntry(f, binary.BigEndian.Uint64(data[8:]), false, idx, v) {
+	if proposer == n.cfg.ID && n.waits.triggerEntry(f, id, false, idx, v) {
 		n.group.settled++
 	}
 	return nil

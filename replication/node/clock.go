@@ -4,8 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/raft/v3"
-
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -124,10 +122,7 @@ func (n *Node) clockTick(f *runtime.Fiber) {
 // caller waits (expire answers none), and this is not the tick at which a
 // quiet leader reminds the members it left behind (quietTick).
 func (n *Node) quietTickInPlace() bool {
-	if !n.quiesced || n.tickDue || len(n.waits.m) > 0 {
-		return false
-	}
-	if n.role == raft.StateLeader && len(n.behind) > 0 && (n.quietTicks+1)%uint64(n.cfg.ElectionTicks) == 0 {
+	if !n.quiesced || n.tickDue || len(n.waits.m) > 0 || n.remindsAt(n.quietTicks+1) {
 		return false
 	}
 	n.quietTicks++

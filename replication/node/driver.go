@@ -428,7 +428,7 @@ func (n *Node) stepOne(f *runtime.Fiber, w *waiter) {
 }
 
 // stepEntries steps proposals into raft as one MsgProp. Each entry's data
-// is the 16-byte header (this member's ID, the waiter's id) and the
+// is the header (header.go: this member's ID, the waiter's id) and the
 // caller's bytes.
 func (n *Node) stepEntries(f *runtime.Fiber, ws []*waiter) {
 	if len(ws) == 0 {
@@ -444,10 +444,7 @@ func (n *Node) stepEntries(f *runtime.Fiber, ws []*waiter) {
 	}
 	ents := make([]*raftpb.Entry, len(ws))
 	for i, w := range ws {
-		data := make([]byte, 16, 16+len(w.data))
-		binary.BigEndian.PutUint64(data, n.cfg.ID)
-		binary.BigEndian.PutUint64(data[8:], w.id)
-		ents[i] = &raftpb.Entry{Data: append(data, w.data...)}
+		ents[i] = &raftpb.Entry{Data: append(appendHeader(n.cfg.ID, w.id, len(w.data)), w.data...)}
 	}
 	n.stepped(f, ws, n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.ID), Entries: ents}))
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/binary"
 	"errors"
 
 	"go.etcd.io/raft/v3"
@@ -22,7 +21,7 @@ import (
 //
 // The member that drops a forwarded proposal now says so: it sends the
 // proposer a returned-proposal notice naming the dropped entries (their
-// 16-byte headers: proposer, waiter id), and the proposer holds those
+// headers, header.go: proposer, waiter id), and the proposer holds those
 // waiters again, to be stepped at its next tick or as soon as a leader is
 // known anew (the way a proposal raft drops locally is held). Nothing is
 // proposed twice: a dropped proposal was appended nowhere (a forwarded
@@ -50,10 +49,10 @@ func (n *Node) returnDropped(f *runtime.Fiber, m *raftpb.Message) {
 	var heads []*raftpb.Entry
 	for _, e := range m.GetEntries() {
 		d := e.GetData()
-		if e.GetType() != raftpb.EntryNormal || len(d) < 16 || binary.BigEndian.Uint64(d) != proposer {
+		if p, _, ok := parseHeader(d); e.GetType() != raftpb.EntryNormal || !ok || p != proposer {
 			continue
 		}
-		heads = append(heads, &raftpb.Entry{Data: d[:16:16]})
+		heads = append(heads, &raftpb.Entry{Data: d[:headerLen:headerLen]})
 	}
 	if len(heads) == 0 {
 		return
@@ -81,11 +80,11 @@ func (n *Node) returnDropped(f *runtime.Fiber, m *raftpb.Message) {
 // handing its leadership over, and would only drop them again.
 func (n *Node) holdDropped(heads []*raftpb.Entry) {
 	for _, e := range heads {
-		d := e.GetData()
-		if len(d) < 16 || binary.BigEndian.Uint64(d) != n.cfg.ID {
+		proposer, id, ok := parseHeader(e.GetData())
+		if !ok || proposer != n.cfg.ID {
 			continue
 		}
-		w := n.waits.get(binary.BigEndian.Uint64(d[8:]))
+		w := n.waits.get(id)
 		if w == nil || w.kind != waitEntry || w.cc != nil || w.state != waitStepped {
 			continue
 		}

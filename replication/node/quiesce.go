@@ -191,10 +191,16 @@ func (n *Node) heartbeat(f *runtime.Fiber, to []uint64, hint uint64) {
 // the group.
 func (n *Node) quietTick(f *runtime.Fiber) {
 	n.quietTicks++
-	if n.role != raft.StateLeader || len(n.behind) == 0 || n.quietTicks%uint64(n.cfg.ElectionTicks) != 0 {
-		return
+	if n.remindsAt(n.quietTicks) {
+		n.heartbeat(f, n.behind, quiesceHint)
 	}
-	n.heartbeat(f, n.behind, quiesceHint)
+}
+
+// remindsAt reports whether a quiet member's quiet tick q is one at which
+// it reminds the members it left behind (quietTick): a leader's, once per
+// election timeout.
+func (n *Node) remindsAt(q uint64) bool {
+	return n.role == raft.StateLeader && len(n.behind) > 0 && q%uint64(n.cfg.ElectionTicks) == 0
 }
 
 // quiesceFollower, after a quiescing heartbeat was stepped: go quiet if
