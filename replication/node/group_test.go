@@ -423,16 +423,7 @@ func TestDemotion(t *testing.T) {
 	scenario{members: 3}.run(t, func(g *group, f *runtime.Fiber) {
 		lead := g.leader()
 		g.mustPropose(lead, "before=1")
-		victim, asker := uint64(0), uint64(0)
-		for _, id := range sortedIDs(g.members) {
-			switch {
-			case id == lead:
-			case victim == 0:
-				victim = id
-			default:
-				asker = id
-			}
-		}
+		victim, asker := g.othersThan(lead)
 		demote := func(on, id uint64) (err error) {
 			m := g.members[on]
 			g.on(m, func(f *runtime.Fiber) { err = m.node.Demote(f, id, opWait) })

@@ -372,7 +372,7 @@ func (g *group) stopAll() {
 	for _, id := range sortedIDs(g.members) {
 		g.stop(id)
 	}
-	runtime.Sleep(g.f, 3*testTick) // let the ticker and writer fibers see it
+	runtime.Sleep(g.f, 3*testTick) // let the clock and writer fibers see it
 }
 
 // othersThan returns the two members of a three-member group other than
