@@ -208,6 +208,7 @@ func (n *Node) tick(f *runtime.Fiber) {
 		return
 	}
 	n.ticks++
+	n.askIfLost(f)
 	if !n.maybeQuiesce(f) {
 		n.rn.Tick()
 	}
@@ -376,6 +377,10 @@ func (n *Node) handle(f *runtime.Fiber, w work) error {
 			} else {
 				n.rouse(f)
 			}
+		}
+		if isLost(w.msg) {
+			n.answerLost(f, w.msg)
+			return nil
 		}
 		n.heardLeader(w.msg)
 		if isDropped(w.msg) {

@@ -224,6 +224,9 @@ type Node struct {
 	// it went quiet (quietTick).
 	behind     []uint64
 	quietTicks uint64
+	// lostTicks: the follower's ticks in a row without a leader known
+	// (lost.go).
+	lostTicks uint64
 
 	snap  snapState   // apply.go
 	group groupCommit // driver.go

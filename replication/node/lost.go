@@ -1,0 +1,88 @@
+package node
+
+import (
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/writeonce/wo/runtime"
+)
+
+// A member that knows no leader asks for one. Raft has a follower wait
+// for its leader's next heartbeat, which a quiet leader (quiesce.go) does
+// not send to a member it counts caught up. A member that restarts while
+// its group is quiet, having appended the last entry but not heard it
+// committed, would wait for the group's next write:
+//
+//   - a voter gets out of it by campaigning (its pre-vote rouses the
+//     others), at the price of an election's worth of messages;
+//   - a learner never campaigns, and stays behind (a wiped member rejoining
+//     as a learner was seen stuck one entry short of its promotion).
+//
+// So a follower with no leader known asks every member it knows, half an
+// election timeout after it lost (or never had) one and once an election
+// timeout after that: a MsgHeartbeatResp marked with lostHint, which is not
+// stepped into raft anywhere. A leader answers with a heartbeat of its
+// term (a quiescing one if it is quiet, so the group stays quiet), which
+// tells the asker its leader and its commit; the asker's answer to it is a
+// plain heartbeat answer, on which raft sends it whatever else it lacks.
+// Other members ignore it. Half an election timeout: before a voter's
+// election timeout (randomized over [1, 2) election timeouts) runs out, so
+// that a restarted voter of a quiet group finds its leader rather than
+// campaigning.
+const lostHint = 0x6c6f7374 // "lost"
+
+func isLost(m *raftpb.Message) bool {
+	return m.GetType() == raftpb.MsgHeartbeatResp && m.GetReject() && m.GetRejectHint() == lostHint
+}
+
+// askIfLost, at a follower's (unquiet) tick: counts its ticks without a
+// leader and asks every other member for one when due.
+func (n *Node) askIfLost(f *runtime.Fiber) {
+	if n.lead != raft.None || n.role != raft.StateFollower {
+		n.lostTicks = 0
+		return
+	}
+	n.lostTicks++
+	et := uint64(n.cfg.ElectionTicks)
+	if n.lostTicks%et != max(et/2, 1)%et {
+		return
+	}
+	term := n.rn.BasicStatus().GetTerm()
+	var msgs []*raftpb.Message
+	for _, ids := range [][]uint64{n.confState.GetVoters(), n.confState.GetLearners()} {
+		for _, id := range ids {
+			if id == n.cfg.ID {
+				continue
+			}
+			msgs = append(msgs, &raftpb.Message{
+				Type:       raftpb.MsgHeartbeatResp.Enum(),
+				To:         new(id),
+				From:       new(n.cfg.ID),
+				Term:       new(term),
+				Reject:     new(true),
+				RejectHint: new(uint64(lostHint)),
+			})
+		}
+	}
+	n.cfg.Net.Send(f, msgs)
+}
+
+// answerLost, on a leader: a heartbeat to the member that asked, if it is
+// a member and did not ask in a later term (it then knows of a newer
+// election than this leader's).
+func (n *Node) answerLost(f *runtime.Fiber, m *raftpb.Message) {
+	if n.role != raft.StateLeader || m.GetTerm() > n.rn.BasicStatus().GetTerm() {
+		return
+	}
+	member := false
+	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, _ tracker.Progress) { member = member || id == m.GetFrom() })
+	if !member {
+		return
+	}
+	var hint uint64
+	if n.quiesced {
+		hint = quiesceHint
+	}
+	n.heartbeat(f, []uint64{m.GetFrom()}, hint)
+}
