@@ -42,8 +42,10 @@
 // An idle group goes quiet (quiesce.go): its leader sends one quiescing
 // heartbeat and stops ticking raft, and so do its followers, until work or
 // a message rouses it; a roused follower holds what it would forward until
-// its leader answers a ping or another is elected. Many groups per process
-// (dbowner's partitions) then cost nothing at rest.
+// its leader answers a ping or another is elected; a follower that hears
+// from no leader asks every member for one (lost.go), so a learner the quiet
+// leader counts caught up is not left short of a commit. Many groups per
+// process (dbowner's partitions) then cost nothing at rest.
 //
 // Storage is an interface so the WAL can implement it; MemStorage (raft's
 // MemoryStorage plus a fake durable log that survives a simulated crash) is

@@ -378,6 +378,9 @@ func (n *Node) handle(f *runtime.Fiber, w work) error {
 				n.rouse(f)
 			}
 		}
+		if n.fromLeader(w.msg) {
+			n.lostTicks = 0
+		}
 		if isLost(w.msg) {
 			n.answerLost(f, w.msg)
 			return nil
@@ -504,6 +507,7 @@ func (n *Node) noteSoftState(ss *raft.SoftState) {
 		n.confirming = false
 	}
 	if ss.Lead != n.lead {
+		n.lostTicks = 0 // a new leader was heard from, or the old one lost (lost.go)
 		n.log.Info("node: leader changed", "leader", fmt.Sprintf("%x", ss.Lead), "was", fmt.Sprintf("%x", n.lead))
 		for _, w := range n.waits.collect(waitRead, func(w *waiter) bool { return w.state == waitStepped && !w.known }) {
 			w.round = 0

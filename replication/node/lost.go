@@ -8,28 +8,33 @@ import (
 	"github.com/writeonce/wo/runtime"
 )
 
-// A member that knows no leader asks for one. Raft has a follower wait
-// for its leader's next heartbeat, which a quiet leader (quiesce.go) does
-// not send to a member it counts caught up. A member that restarts while
-// its group is quiet, having appended the last entry but not heard it
-// committed, would wait for the group's next write:
+// A follower that does not hear from a leader asks for one. Raft has a
+// follower wait for its leader's next heartbeat, which a quiet leader
+// (quiesce.go) does not send to a member it counts caught up. Two ways a
+// member ends up waiting for it, until the group's next write:
 //
-//   - a voter gets out of it by campaigning (its pre-vote rouses the
-//     others), at the price of an election's worth of messages;
-//   - a learner never campaigns, and stays behind (a wiped member rejoining
-//     as a learner was seen stuck one entry short of its promotion).
+//   - it restarts while its group is quiet, having appended the last entry
+//     but not heard it committed, and knows no leader;
+//   - it missed the quiescing heartbeat (lost with a connection), which
+//     carried that commit, and ticks on, quiet leader known.
 //
-// So a follower with no leader known asks every member it knows, half an
-// election timeout after it lost (or never had) one and once an election
-// timeout after that: a MsgHeartbeatResp marked with lostHint, which is not
-// stepped into raft anywhere. A leader answers with a heartbeat of its
-// term (a quiescing one if it is quiet, so the group stays quiet), which
-// tells the asker its leader and its commit; the asker's answer to it is a
-// plain heartbeat answer, on which raft sends it whatever else it lacks.
-// Other members ignore it. Half an election timeout: before a voter's
-// election timeout (randomized over [1, 2) election timeouts) runs out, so
-// that a restarted voter of a quiet group finds its leader rather than
-// campaigning.
+// A voter gets out of either by campaigning (its pre-vote rouses the
+// group), at the price of an election's worth of messages; a learner never
+// campaigns, and stays behind: a wiped member rejoining as a learner was
+// seen stuck one entry short of its own promotion.
+//
+// So an unquiet follower that has not heard from its leader (or has none)
+// for half an election timeout asks every member it knows, and again once
+// an election timeout while it still hears nothing: a MsgHeartbeatResp
+// marked with lostHint, which is not stepped into raft anywhere. A leader
+// answers with a heartbeat of its term (a quiescing one if it is quiet, so
+// the asker goes quiet with the group), which tells the asker its leader
+// and its commit; the asker's answer to that is a plain heartbeat answer,
+// on which raft sends it whatever else it lacks. Other members ignore it.
+// An active leader heartbeats every tick, so its followers never ask. Half
+// an election timeout: before a voter's election timeout (randomized over
+// [1, 2) election timeouts) runs out, so that a voter of a quiet group
+// finds its leader rather than campaigning.
 const lostHint = 0x6c6f7374 // "lost"
 
 func isLost(m *raftpb.Message) bool {
@@ -37,15 +42,17 @@ func isLost(m *raftpb.Message) bool {
 }
 
 // askIfLost, at a follower's (unquiet) tick: counts its ticks without a
-// leader and asks every other member for one when due.
+// word from a leader and asks every other member for one when due.
 func (n *Node) askIfLost(f *runtime.Fiber) {
-	if n.lead != raft.None || n.role != raft.StateFollower {
+	if n.role != raft.StateFollower {
 		n.lostTicks = 0
 		return
 	}
 	n.lostTicks++
+	// First past a heartbeat interval, should it be configured that long.
 	et := uint64(n.cfg.ElectionTicks)
-	if n.lostTicks%et != max(et/2, 1)%et {
+	first := max(et/2, uint64(n.cfg.HeartbeatTicks)+1)
+	if n.lostTicks < first || (n.lostTicks-first)%et != 0 {
 		return
 	}
 	term := n.rn.BasicStatus().GetTerm()

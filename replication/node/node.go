@@ -224,8 +224,8 @@ type Node struct {
 	// it went quiet (quietTick).
 	behind     []uint64
 	quietTicks uint64
-	// lostTicks: the follower's ticks in a row without a leader known
-	// (lost.go).
+	// lostTicks: the follower's (unquiet) ticks since it last heard from
+	// its leader, or since it lost (or never had) one (lost.go).
 	lostTicks uint64
 
 	snap  snapState   // apply.go
