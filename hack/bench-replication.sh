@@ -36,7 +36,8 @@
 #
 # RATES="0 1000" runs another (issue 27, item 3: what many groups cost
 # when little happens): 3 members of PARTITIONS partitions, for each worker
-# binary in WORKERS (default: this tree's), the cluster's CPU over each
+# binary in WORKERS (default: this tree's; "etcd": the 3-member etcd
+# instead, the same load through its client), the cluster's CPU over each
 # run at each offered rate of writes (0: at rest; else benchrepl -rate, the
 # writes spread over the partitions), as % of one core and per write; the
 # workers' order alternates each run, so old and new builds interleave.
@@ -144,6 +145,25 @@ load_retry() { # endpoints: the initial load, retried while a member still learn
   done
   return 1
 }
+# --- etcd: 3 members, client ports 23790-23792, peer ports 23800-23802 ----
+cluster=""
+for i in 0 1 2; do cluster+="${cluster:+,}e$i=http://127.0.0.1:$((23800 + i))"; done
+ETCD_EPS=""
+for i in 0 1 2; do ETCD_EPS+="${ETCD_EPS:+,}127.0.0.1:$((23790 + i))"; done
+start_etcd() { # data-dir-prefix: starts the 3 members (their pids in CPIDS)
+  local i
+  CPIDS=""
+  for i in 0 1 2; do
+    "${srv[@]}" "$ETCD" --name "e$i" --data-dir "$tmp/$1$i" \
+      --listen-client-urls "http://127.0.0.1:$((23790 + i))" --advertise-client-urls "http://127.0.0.1:$((23790 + i))" \
+      --listen-peer-urls "http://127.0.0.1:$((23800 + i))" --initial-advertise-peer-urls "http://127.0.0.1:$((23800 + i))" \
+      --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token bench \
+      --log-level warn >"$tmp/$1$i.log" 2>&1 &
+    pids+=($!); CPIDS+="$! "
+  done
+}
+etcd_ready() { local i; for i in 0 1 2; do wait_url "http://127.0.0.1:$((23790 + i))/health"; done; }
+
 if [[ -n ${RATES:-} ]]; then
   read -ra workers <<<"${WORKERS:-$tmp/worker}"
   read -ra rates <<<"$RATES"
@@ -153,17 +173,26 @@ if [[ -n ${RATES:-} ]]; then
     echo "run $run (load $(cut -d' ' -f1 /proc/loadavg))"
     k=$(((run - 1) % ${#workers[@]}))
     for w in "${workers[@]:k}" "${workers[@]:0:k}"; do
-      start_n "r$run-" 0 "$PARTITIONS" 3 "$w"
-      read -ra cp <<<"$CPIDS"
-      start_ready 3
-      load_retry "$EPS"
+      sys=wo
+      if [[ $w == etcd ]]; then
+        sys=etcd EPS=$ETCD_EPS
+        start_etcd "r$run-etcd"
+        read -ra cp <<<"$CPIDS"
+        etcd_ready
+        "$tmp/benchrepl" -system etcd -endpoints "$EPS" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"
+      else
+        start_n "r$run-" 0 "$PARTITIONS" 3 "$w"
+        read -ra cp <<<"$CPIDS"
+        start_ready 3
+        load_retry "$EPS"
+      fi
       for rate in "${rates[@]}"; do
         sleep 2 # the load's groups go quiet
         t0=$(cpu_ticks "${cp[@]}")
         if ((rate == 0)); then
           sleep "$DUR"; ops=0; line="at rest"
         else
-          line=$("${cli[@]}" "$tmp/benchrepl" -system wo -endpoints "$EPS" -op put -clients 16 -rate "$rate" -warmup 0s -duration "${DUR}s" -value-size "$VALUE_SIZE")
+          line=$("${cli[@]}" "$tmp/benchrepl" -system "$sys" -endpoints "$EPS" -op put -clients 16 -rate "$rate" -warmup 0s -duration "${DUR}s" -value-size "$VALUE_SIZE")
           ops=$(field ops_per_s <<<"$line")
         fi
         t1=$(cpu_ticks "${cp[@]}")
@@ -233,27 +262,14 @@ if [[ -n ${SIZES:-} ]]; then
   exit 0
 fi
 
-# --- etcd: 3 members, client ports 23790-23792, peer ports 23800-23802 ----
-cluster=""
-for i in 0 1 2; do cluster+="${cluster:+,}e$i=http://127.0.0.1:$((23800 + i))"; done
-ETCD_EPS=""
-for i in 0 1 2; do
-  "$ETCD" --name "e$i" --data-dir "$tmp/etcd$i" \
-    --listen-client-urls "http://127.0.0.1:$((23790 + i))" --advertise-client-urls "http://127.0.0.1:$((23790 + i))" \
-    --listen-peer-urls "http://127.0.0.1:$((23800 + i))" --initial-advertise-peer-urls "http://127.0.0.1:$((23800 + i))" \
-    --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token bench \
-    --log-level warn >"$tmp/etcd$i.log" 2>&1 &
-  pids+=($!)
-  ETCD_EPS+="${ETCD_EPS:+,}127.0.0.1:$((23790 + i))"
-done
-
 # --- wo: 3 members, data 18180-18182, ops 19190-19192, peer 17180-17182;
 # --- wop (partitioned): data 18183-18185, ops 19193-19195, peer 17183-17185
+start_etcd etcd
 start_wo() { start_n "$1" "$2" "$3" 3; } # name first-port-offset partitions: sets EPS
 start_wo wo 0 1; WO_EPS=$EPS
 start_wo wop 3 "$PARTITIONS"; WOP_EPS=$EPS
+etcd_ready
 for i in 0 1 2; do
-  wait_url "http://127.0.0.1:$((23790 + i))/health"
   wait_url "http://127.0.0.1:$((19190 + i))/readyz"
   wait_url "http://127.0.0.1:$((19193 + i))/readyz"
   wait_leaders "http://127.0.0.1:$((19190 + i))"
