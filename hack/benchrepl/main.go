@@ -216,6 +216,7 @@ func run(args []string, out io.Writer) error {
 			var lat []time.Duration
 			ops, errs, first := 0, 0, ""
 			var every time.Duration
+			var pace *time.Timer // one a client, reset for each wait
 			next := time.Now()
 			if c.rate > 0 {
 				every = time.Duration(float64(c.clients) / c.rate * float64(time.Second))
@@ -224,9 +225,15 @@ func run(args []string, out io.Writer) error {
 			for ctx.Err() == nil {
 				if every > 0 {
 					if d := time.Until(next); d > 0 {
+						if pace == nil {
+							pace = time.NewTimer(d)
+						} else {
+							pace.Reset(d) // since Go 1.23 a Reset timer's channel holds no stale tick
+						}
 						select {
-						case <-time.After(d):
+						case <-pace.C:
 						case <-ctx.Done():
+							pace.Stop()
 							continue
 						}
 					}
