@@ -72,7 +72,9 @@ func (n *Node) askIfLost(f *runtime.Fiber) {
 			})
 		}
 	}
-	n.cfg.Net.Send(f, msgs)
+	if len(msgs) > 0 { // none while it joins: it knows no member yet
+		n.cfg.Net.Send(f, msgs)
+	}
 }
 
 // answerLost, on a leader: a heartbeat to the member that asked, if it is
