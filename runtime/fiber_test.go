@@ -266,6 +266,34 @@ func TestWatchdogReportsALongSlice(t *testing.T) {
 	}
 }
 
+// The watchdog stops ticking while every shard sleeps (watchdog.go) and
+// still reports a long slice that starts after it rested: the shard that
+// wakes wakes it.
+func TestWatchdogRestsWhileEveryShardSleeps(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Shards = 2
+	cfg.Watchdog = 200 * time.Millisecond
+	var rt *Runtime
+	run(t, cfg, func(f *Fiber) int {
+		rt = f.Runtime()
+		// Bounded: sleeps until the watchdog has rested once.
+		for deadline := time.Now().Add(10 * time.Second); rt.watchRests.Load() == 0 && time.Now().Before(deadline); {
+			Sleep(f, 4*cfg.Watchdog)
+		}
+		if rt.watchRests.Load() == 0 {
+			t.Error("the watchdog never rested while both shards slept")
+			return 1
+		}
+		for start := time.Now(); time.Since(start) < 3*cfg.Watchdog; {
+		}
+		Checkpoint(f)
+		return 0
+	})
+	if n := rt.Stats().WatchdogReports; n != 1 {
+		t.Fatalf("WatchdogReports = %d, want exactly 1 (one long slice, begun after a rest)", n)
+	}
+}
+
 // The per-shard scheduler gauges: what the ops port exports as
 // wo_shard_fibers, _actors, _run_queue, _reductions_total and
 // _slice_overruns_total.

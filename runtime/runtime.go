@@ -66,6 +66,12 @@ type Runtime struct {
 	actorsSpawned atomic.Uint64
 	wakeWrites    atomic.Uint64
 	overruns      atomic.Uint64
+
+	// The watchdog's rest (watchdog.go): watchIdle says it stopped ticking
+	// because every shard slept; a shard that wakes then sends on watchWake.
+	watchIdle  atomic.Bool
+	watchWake  chan struct{}
+	watchRests atomic.Uint64 // times it stopped ticking (tests)
 }
 
 // Stats is a snapshot of the runtime's counters.
@@ -149,6 +155,7 @@ func Start(ctx context.Context, cfg Config, main func(f *Fiber) int) (*Runtime, 
 	close(rt.startGate)
 
 	if cfg.Watchdog > 0 {
+		rt.watchWake = make(chan struct{}, 1)
 		rt.wg.Add(1)
 		go rt.watchdog()
 	}

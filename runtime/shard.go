@@ -367,15 +367,25 @@ func (sh *shard) poll(timeout time.Duration) {
 		// io_uring no syscall unless the backend has work).
 		timeout = 0
 	}
-	if timeout != 0 {
+	// The flag comes down after the Wait even when the re-check found
+	// mail and the Wait does not block: left up, it told senders to write
+	// the eventfd of a running shard, and the watchdog that no slice ran.
+	raised := timeout != 0
+	if raised {
 		sh.sleeping.Store(true)
 		if sh.hasMail() || sh.rt.stopping.Load() {
 			timeout = 0
 		}
 	}
 	n, err := sh.be.Wait(timeout, sh.cqes)
-	if timeout != 0 {
+	if raised {
 		sh.sleeping.Store(false)
+		// After the store: the watchdog raises watchIdle before it looks
+		// at the flags one last time (watchdog.go), so either it sees
+		// this shard awake or this shard sees it resting.
+		if sh.rt.watchIdle.Load() {
+			sh.rt.wakeWatchdog()
+		}
 	}
 	// A full buffer means more are ready: reap them too, without blocking,
 	// so a burst of thousands of ready connections runs in this tick rather
