@@ -255,15 +255,19 @@ func TestWatchdogReportsALongSlice(t *testing.T) {
 	var rt *Runtime
 	run(t, cfg, func(f *Fiber) int {
 		rt = f.Runtime()
-		// A slice with no safepoint, long beyond the threshold.
-		for start := time.Now(); time.Since(start) < 3*cfg.Watchdog; {
-		}
-		Checkpoint(f)
+		longSlice(f, 3*cfg.Watchdog) // long beyond the threshold
 		return 0
 	})
 	if n := rt.Stats().WatchdogReports; n != 1 {
 		t.Fatalf("WatchdogReports = %d, want exactly 1 (one long slice)", n)
 	}
+}
+
+// longSlice runs a slice with no safepoint for d, then reaches one.
+func longSlice(f *Fiber, d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+	Checkpoint(f)
 }
 
 // The watchdog stops ticking while every shard sleeps (watchdog.go) and
@@ -284,9 +288,7 @@ func TestWatchdogRestsWhileEveryShardSleeps(t *testing.T) {
 			t.Error("the watchdog never rested while both shards slept")
 			return 1
 		}
-		for start := time.Now(); time.Since(start) < 3*cfg.Watchdog; {
-		}
-		Checkpoint(f)
+		longSlice(f, 3*cfg.Watchdog)
 		return 0
 	})
 	if n := rt.Stats().WatchdogReports; n != 1 {
