@@ -50,8 +50,7 @@ type clockKey struct {
 	tick  time.Duration
 }
 
-// clock is one shard's ticker. Everything but rest is touched on its
-// shard only.
+// clock is one shard's ticker, touched on its shard only.
 type clock struct {
 	key   clockKey
 	nodes []*Node

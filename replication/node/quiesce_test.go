@@ -95,19 +95,24 @@ func TestAnIdleGroupGoesQuiet(t *testing.T) {
 	})
 }
 
-// clocksOf returns how many members each clock of f's runtime ticks, by
-// shard (read on the clocks' shards).
-func clocksOf(f *runtime.Fiber) map[int]int {
+// clocksIn returns the clocks of f's runtime.
+func clocksIn(f *runtime.Fiber) []*clock {
 	clocks.Lock()
+	defer clocks.Unlock()
 	var cs []*clock
 	for k, c := range clocks.m {
 		if k.rt == f.Runtime() {
 			cs = append(cs, c)
 		}
 	}
-	clocks.Unlock()
+	return cs
+}
+
+// clocksOf returns how many members each clock of f's runtime ticks, by
+// shard (read on the clocks' shards).
+func clocksOf(f *runtime.Fiber) map[int]int {
 	got := map[int]int{}
-	for _, c := range cs {
+	for _, c := range clocksIn(f) {
 		shardtest.On(f, c.key.shard, func(*runtime.Fiber) { got[c.key.shard] = len(c.nodes) })
 	}
 	return got
@@ -116,16 +121,8 @@ func clocksOf(f *runtime.Fiber) map[int]int {
 // clockStates returns, by shard, whether each clock of f's runtime rests
 // and how many times it has rested (read on the clocks' shards).
 func clockStates(f *runtime.Fiber) (resting map[int]bool, rests map[int]int) {
-	clocks.Lock()
-	var cs []*clock
-	for k, c := range clocks.m {
-		if k.rt == f.Runtime() {
-			cs = append(cs, c)
-		}
-	}
-	clocks.Unlock()
 	resting, rests = map[int]bool{}, map[int]int{}
-	for _, c := range cs {
+	for _, c := range clocksIn(f) {
 		shardtest.On(f, c.key.shard, func(*runtime.Fiber) { resting[c.key.shard], rests[c.key.shard] = c.resting, c.rests })
 	}
 	return resting, rests
