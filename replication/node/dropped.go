@@ -39,7 +39,7 @@ import (
 const droppedHint = 0x64726f70 // "drop"
 
 func isDropped(m *raftpb.Message) bool {
-	return m.GetType() == raftpb.MsgHeartbeatResp && m.GetReject() && m.GetRejectHint() == droppedHint
+	return marked(m, raftpb.MsgHeartbeatResp, droppedHint)
 }
 
 // returnDropped, after raft dropped m, a MsgProp that came from another
@@ -63,15 +63,9 @@ func (n *Node) returnDropped(f *runtime.Fiber, m *raftpb.Message) {
 		n.holdDropped(heads)
 		return
 	}
-	n.cfg.Net.Send(f, []*raftpb.Message{{
-		Type:       raftpb.MsgHeartbeatResp.Enum(),
-		To:         new(proposer),
-		From:       new(n.cfg.ID),
-		Term:       new(n.rn.BasicStatus().GetTerm()),
-		Reject:     new(true),
-		RejectHint: new(uint64(droppedHint)),
-		Entries:    heads,
-	}})
+	notice := n.markedAnswer(proposer, droppedHint)
+	notice.Entries = heads
+	n.cfg.Net.Send(f, []*raftpb.Message{notice})
 }
 
 // holdDropped holds again the waiters of this member's commands named by

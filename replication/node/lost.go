@@ -38,7 +38,7 @@ import (
 const lostHint = 0x6c6f7374 // "lost"
 
 func isLost(m *raftpb.Message) bool {
-	return m.GetType() == raftpb.MsgHeartbeatResp && m.GetReject() && m.GetRejectHint() == lostHint
+	return marked(m, raftpb.MsgHeartbeatResp, lostHint)
 }
 
 // askIfLost, at a follower's (unquiet) tick: counts its ticks without a
@@ -55,21 +55,13 @@ func (n *Node) askIfLost(f *runtime.Fiber) {
 	if n.lostTicks < first || (n.lostTicks-first)%et != 0 {
 		return
 	}
-	term := n.rn.BasicStatus().GetTerm()
 	var msgs []*raftpb.Message
 	for _, ids := range [][]uint64{n.confState.GetVoters(), n.confState.GetLearners()} {
 		for _, id := range ids {
 			if id == n.cfg.ID {
 				continue
 			}
-			msgs = append(msgs, &raftpb.Message{
-				Type:       raftpb.MsgHeartbeatResp.Enum(),
-				To:         new(id),
-				From:       new(n.cfg.ID),
-				Term:       new(term),
-				Reject:     new(true),
-				RejectHint: new(uint64(lostHint)),
-			})
+			msgs = append(msgs, n.markedAnswer(id, lostHint))
 		}
 	}
 	if len(msgs) > 0 { // none while it joins: it knows no member yet

@@ -45,7 +45,7 @@ const quiesceHint = 0x71756965 // "quie"
 
 // isQuiesce reports whether m is a quiescing heartbeat.
 func isQuiesce(m *raftpb.Message) bool {
-	return m.GetType() == raftpb.MsgHeartbeat && m.GetReject() && m.GetRejectHint() == quiesceHint
+	return marked(m, raftpb.MsgHeartbeat, quiesceHint)
 }
 
 // A quiet follower does not know whether its leader is still alive. Roused
@@ -61,7 +61,7 @@ func isQuiesce(m *raftpb.Message) bool {
 const pingHint = 0x70696e67 // "ping"
 
 func isPing(m *raftpb.Message) bool {
-	return m.GetType() == raftpb.MsgHeartbeatResp && m.GetReject() && m.GetRejectHint() == pingHint
+	return marked(m, raftpb.MsgHeartbeatResp, pingHint)
 }
 
 // rouse wakes a quiet group (or keeps an active one from going quiet at
@@ -73,14 +73,7 @@ func (n *Node) rouse(f *runtime.Fiber) {
 	n.quiesced, n.active = false, true
 	if ping {
 		n.confirming = true
-		n.cfg.Net.Send(f, []*raftpb.Message{{
-			Type:       raftpb.MsgHeartbeatResp.Enum(),
-			To:         new(n.lead),
-			From:       new(n.cfg.ID),
-			Term:       new(n.rn.BasicStatus().GetTerm()),
-			Reject:     new(true),
-			RejectHint: new(uint64(pingHint)),
-		}})
+		n.cfg.Net.Send(f, []*raftpb.Message{n.markedAnswer(n.lead, pingHint)})
 	}
 }
 
