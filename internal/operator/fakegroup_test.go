@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wov1 "github.com/writeonce/wo/api/v1alpha1"
 	"github.com/writeonce/wo/internal/adminapi"
@@ -76,6 +77,7 @@ type fakeGroup struct {
 	pods     map[int]*fakePod
 	volumes  map[int]adminapi.ID // ordinal -> member ID on its volume
 	pvcs     map[int]bool        // volumes with a claim object in the API server
+	podObjs  map[int]bool        // pods with a Pod object in the API server
 	removed  map[adminapi.ID]bool
 	inc      uint64
 	down     map[int]bool // pods whose process is up but unreachable (a dead node)
@@ -103,7 +105,7 @@ type fakePod struct {
 // ends. The admin token is read from the Secret the operator creates.
 func startFakeGroup(t *testing.T, ns, name string) *fakeGroup {
 	t.Helper()
-	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, frozenTLS: map[int]bool{}, frozenLeaf: map[int]bool{}}
+	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, podObjs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, frozenTLS: map[int]bool{}, frozenLeaf: map[int]bool{}}
 	g.loop = startKubeletLoop(50*time.Millisecond, g.pass)
 	t.Cleanup(g.stop)
 	return g
@@ -177,6 +179,7 @@ func (g *fakeGroup) pass(ctx context.Context) {
 		}
 	}
 	g.mu.Unlock()
+	g.syncPods(ctx)
 	g.syncVolumes(ctx, want)
 	g.loadTLS(ctx)
 
@@ -188,6 +191,83 @@ func (g *fakeGroup) pass(ctx context.Context) {
 		sts.Status = st
 		_ = k8s.Status().Update(ctx, &sts) // a conflict is retried next pass
 	}
+}
+
+// syncPods keeps a Pod object per running pod, as the StatefulSet
+// controller would, and deletes those of stopped pods. A Pod object someone
+// deleted (the operator recycling a pod) stops its pod; the claim the
+// operator deleted before it is then released, as Kubernetes' pvc-protection
+// controller does once no pod uses it, and the next pass starts the pod on
+// an empty volume.
+func (g *fakeGroup) syncPods(ctx context.Context) {
+	g.mu.Lock()
+	running, objs := map[int]bool{}, map[int]bool{}
+	for ord := range g.pods {
+		running[ord] = true
+	}
+	for ord := range g.podObjs {
+		objs[ord] = true
+	}
+	g.mu.Unlock()
+	for ord := range objs {
+		name := fmt.Sprintf("%s-%d", g.name, ord)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns}}
+		if !running[ord] {
+			if err := k8s.Delete(ctx, pod); err == nil || apierrors.IsNotFound(err) {
+				g.mu.Lock()
+				delete(g.podObjs, ord)
+				g.mu.Unlock()
+			}
+			continue
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); !apierrors.IsNotFound(err) {
+			continue
+		}
+		g.mu.Lock()
+		delete(g.podObjs, ord)
+		delete(running, ord)
+		if g.pods[ord] != nil {
+			g.stopPodLocked(ord)
+			g.ops = append(g.ops, fmt.Sprintf("pod-deleted %d", ord))
+		}
+		g.mu.Unlock()
+		var pvc corev1.PersistentVolumeClaim
+		key := types.NamespacedName{Namespace: g.ns, Name: fmt.Sprintf("data-%s-%d", g.name, ord)}
+		if err := k8s.Get(ctx, key, &pvc); err == nil && !pvc.DeletionTimestamp.IsZero() {
+			pvc.Finalizers = nil
+			if err := k8s.Update(ctx, &pvc); err == nil {
+				g.mu.Lock()
+				g.volumeGoneLocked(ord)
+				g.mu.Unlock()
+			}
+		}
+	}
+	for ord := range running {
+		if objs[ord] {
+			continue
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", g.name, ord), Namespace: g.ns},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "wo-worker:fake"}}},
+		}
+		if err := k8s.Create(ctx, pod); err == nil || apierrors.IsAlreadyExists(err) {
+			g.mu.Lock()
+			g.podObjs[ord] = true
+			g.mu.Unlock()
+		}
+	}
+}
+
+// volumeGoneLocked forgets the volume of ordinal ord: its claim is gone.
+// Deleting the claim of a member still in the group is the data loss the
+// operator must never cause.
+func (g *fakeGroup) volumeGoneLocked(ord int) {
+	if id := g.volumes[ord]; id != 0 && g.inConfigLocked(id) {
+		g.fail("the volume of pod %d deleted while its member %s is in the group", ord, id)
+	}
+	delete(g.volumes, ord)
+	delete(g.pvcs, ord)
+	g.ops = append(g.ops, fmt.Sprintf("volume-deleted %d", ord))
 }
 
 // syncVolumes keeps a PersistentVolumeClaim object per volume, as the
@@ -213,19 +293,17 @@ func (g *fakeGroup) syncVolumes(ctx context.Context, want int) {
 				// StatefulSet is read again: the operator shrinks it
 				// before deleting the claims, maybe since this pass
 				// read it.
-				if ord < g.stsReplicas(ctx) {
-					g.fail("volume claim %s deleted while its pod should run", name)
-				}
-				delete(g.volumes, ord)
-				delete(g.pvcs, ord)
-				g.ops = append(g.ops, fmt.Sprintf("volume-deleted %d", ord))
+				g.volumeGoneLocked(ord)
 				g.mu.Unlock()
 				continue
 			}
 			g.mu.Unlock()
 			if !created {
 				pvc = corev1.PersistentVolumeClaim{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns},
+					// The finalizer Kubernetes' admission puts on
+					// every claim: deleting it only marks it while a
+					// pod uses it.
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns, Finalizers: []string{"kubernetes.io/pvc-protection"}},
 					Spec: corev1.PersistentVolumeClaimSpec{
 						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceOneGi}},
@@ -238,24 +316,20 @@ func (g *fakeGroup) syncVolumes(ctx context.Context, want int) {
 				}
 			}
 		case err == nil && !pvc.DeletionTimestamp.IsZero():
-			if ord < g.stsReplicas(ctx) {
-				g.fail("volume claim %s deleted while its pod should run", name)
+			g.mu.Lock()
+			id, inUse := g.volumes[ord], g.pods[ord] != nil
+			if id != 0 && g.inConfigLocked(id) {
+				g.fail("volume claim %s of member %s deleted while it is in the group", name, id)
+			}
+			g.mu.Unlock()
+			if inUse {
+				continue // held by pvc-protection until the pod is gone
 			}
 			// No controller removes the protection finalizer in envtest.
 			pvc.Finalizers = nil
 			_ = k8s.Update(ctx, &pvc)
 		}
 	}
-}
-
-// stsReplicas reads the StatefulSet's replicas afresh: the operator
-// shrinks it before it deletes claims, maybe since this pass read it.
-func (g *fakeGroup) stsReplicas(ctx context.Context) int {
-	var sts appsv1.StatefulSet
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: g.name}, &sts); err != nil {
-		return 0
-	}
-	return int(*sts.Spec.Replicas)
 }
 
 func (g *fakeGroup) startPodLocked(ord int) {
@@ -503,6 +577,23 @@ func (g *fakeGroup) wipe(ord int) {
 	g.mu.Unlock()
 	p.srv.Close()
 	g.mu.Lock()
+}
+
+// removeMember removes pod ord's member from the group as a scale-down
+// does, leaving the pod running on its volume: what a scale-up finds when
+// it comes before the scale-down's volume is gone.
+func (g *fakeGroup) removeMember(ord int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id := g.pods[ord].id
+	if id == g.leader {
+		g.fail("removeMember(%d): the leader", ord)
+		return
+	}
+	g.members = slices.DeleteFunc(g.members, func(m adminapi.Member) bool { return m.ID == id })
+	g.removed[id] = true
+	g.commit++
+	g.ops = append(g.ops, fmt.Sprintf("remove %d", ord))
 }
 
 // setDown makes a pod's node unreachable (true) or brings it back.

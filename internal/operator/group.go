@@ -130,3 +130,42 @@ func (r *Reconciler) deleteDrainedVolumes(ctx context.Context, w *wov1.Worker, o
 	}
 	return done, errors.Join(errs...)
 }
+
+// recycle starts again on an empty volume each pod that holds a member the
+// group removed (membership.Decision.Recycle): it deletes the pod's volume
+// claim, then the pod, and the StatefulSet recreates both. The claim stays
+// (marked for deletion) until its pod is gone, and a pod recreated before
+// the claim is would reattach it: if so, the next reconcile finds the same
+// removed member and deletes the pod again, until the claim is gone.
+//
+// The pod is asked again first, and nothing is deleted unless it still
+// says it holds that removed member. A pod that restarted empty in the
+// moment between that answer and the delete would only restart once more:
+// it is not a member yet (members are added by this reconciler, one step a
+// reconcile, never while it recycles), so no data goes with it. Reading the
+// pod to delete it by UID would need a cache of every pod, or a watch.
+func (r *Reconciler) recycle(ctx context.Context, w *wov1.Worker, pods []membership.Recycled, token string) error {
+	var errs []error
+	for _, p := range pods {
+		name := render.PodName(w, p.Ordinal)
+		c, err := r.adminClient(w, p.Ordinal, token).Cluster(ctx)
+		if err != nil || c.Self != p.ID || c.State != adminapi.StateRemoved {
+			continue // not (or no longer) the removed member: look again next time
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		pvc.Namespace, pvc.Name = w.Namespace, render.DataVolume+"-"+name
+		if err := r.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("recycle pod %s: delete volume claim %s: %w", name, pvc.Name, err))
+			continue
+		}
+		pod := &corev1.Pod{}
+		pod.Namespace, pod.Name = w.Namespace, name
+		if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("recycle pod %s: delete the pod: %w", name, err))
+			continue
+		}
+		r.event(w, nil, corev1.EventTypeNormal, "PodRecycled", "Delete",
+			fmt.Sprintf("deleted pod %s and its volume claim %s: its volume held member %s, which the group removed (the pod was wanted again before the volume of a scale-down was gone); it starts empty and joins as a new member", name, pvc.Name, p.ID))
+	}
+	return errors.Join(errs...)
+}

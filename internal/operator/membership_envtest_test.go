@@ -430,6 +430,43 @@ func TestWipedPodRejoinsAsNewMember(t *testing.T) {
 	}
 }
 
+// TestPodHoldingARemovedMemberIsRecycled: a pod the spec wants whose
+// volume holds a member the group removed (a scale-down removed it, then a
+// scale-up wanted it back before its pod and volume were gone: the real-node
+// test met it) can never serve. The operator deletes its claim and the pod,
+// and it comes back empty as a new member; the other members' volumes are
+// never touched (the fake fails on any claim of a member deleted).
+func TestPodHoldingARemovedMemberIsRecycled(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, operatorConfig)
+
+	w, g := startVoters(t, ns, 3)
+	old := getWorker(t, w).Status.Members[2]
+	before := len(g.opLog())
+	g.removeMember(2)
+	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	got := getWorker(t, w).Status.Members[2]
+	if got.ID == old.ID {
+		t.Errorf("pod 2 is member %s again, want a new ID", got.ID)
+	}
+	steps := g.opLog()[before:]
+	want := []string{"remove 2", "pod-deleted 2", "volume-deleted 2", "add 2", "promote 2"}
+	var seen []string
+	for _, s := range steps {
+		if slices.Contains(want, s) && !slices.Contains(seen, s) {
+			seen = append(seen, s)
+		}
+	}
+	if !slices.Equal(seen, want) {
+		t.Errorf("steps %v, want %v in this order", steps, want)
+	}
+	if v := filterOps(steps, "volume-deleted"); !slices.Equal(v, []string{"volume-deleted 2"}) {
+		t.Errorf("volumes deleted %v, want pod 2's only", v)
+	}
+	eventually(t, "a PodRecycled event", func() error { return findEvent(ns, w.Name, "PodRecycled") })
+}
+
 // TestPeerCertificatesRenewWithoutRestart: leaves are renewed in their
 // Secret once a third of their life is left, and the pods are not rolled
 // for it (the worker re-reads the mounted files, replication/transport).

@@ -44,6 +44,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps;secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
@@ -309,6 +310,9 @@ func (r *Reconciler) syncObjects(ctx context.Context, w *wov1.Worker) (synced, e
 		return out, nil
 	}
 	out.sts, err = r.syncStatefulSet(ctx, w, objs, &m)
+	if err == nil && len(m.Recycle) > 0 {
+		err = r.recycle(ctx, w, m.Recycle, token)
+	}
 	return out, err
 }
 

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/raft/v3"
+
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -23,6 +25,16 @@ import (
 //     heartbeats to a peer tend to be one write a tick whatever the number
 //     of groups. (CockroachDB's coalesced heartbeats go further: one
 //     message for all the groups of a pair, handled outside raft.)
+//   - When every member of the shard is idle for good (quiet, no caller
+//     waiting, no left-behind member to remind: clockIdle), the clock
+//     rests: it waits on a signal instead of sleeping a tick, and the
+//     shard is not woken at all while the groups stay quiet. Its ten
+//     wakes a second each entered a system call that woke Go's sysmon
+//     for a burst of short sleeps: most of what a member at rest still
+//     spent (docs/benchmarks.md). A member that needs ticks again (after
+//     any driver turn that roused it), joins or stops ends the rest
+//     (wakeClock); nothing is lost by it, since an idle member's ticks
+//     were counted in place and nothing read the count.
 //
 // The clock's fiber lives while the shard has a member: it starts with the
 // first and ends at the first tick that finds none (or when the runtime
@@ -38,10 +50,15 @@ type clockKey struct {
 	tick  time.Duration
 }
 
-// clock is one shard's ticker. nodes is touched on its shard only.
+// clock is one shard's ticker, touched on its shard only.
 type clock struct {
 	key   clockKey
 	nodes []*Node
+	// resting: at its last tick every member was idle (clockIdle), and
+	// the fiber waits on rest instead of sleeping a tick.
+	resting bool
+	rest    runtime.Signal
+	rests   int // times it rested (tests)
 }
 
 // clocks finds a shard's clock; the lock guards the map only (every shard
@@ -67,8 +84,11 @@ func (n *Node) joinClock(f *runtime.Fiber) {
 	}
 	clocks.Unlock()
 	c.nodes = append(c.nodes, n)
+	n.clk = c
 	if fresh {
 		runtime.Go(f, c.run)
+	} else if c.resting {
+		c.rest.Notify(f) // a new member is not quiet
 	}
 }
 
@@ -103,6 +123,41 @@ func (c *clock) run(f *runtime.Fiber) {
 		if len(c.nodes) == 0 {
 			return
 		}
+		if c.idle() {
+			c.resting, c.rests = true, c.rests+1
+			ok := c.rest.Wait(f, 0) // false: the runtime stops
+			c.resting = false
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// idle reports whether every member of the clock is idle for good.
+func (c *clock) idle() bool {
+	for _, n := range c.nodes {
+		if !n.stopped && !n.clockIdle() {
+			return false
+		}
+	}
+	return true
+}
+
+// clockIdle reports whether n would take nothing but in-place counts
+// from the clock until something rouses it: quiet, no caller waiting for
+// a deadline, and not a leader with members left behind to remind.
+func (n *Node) clockIdle() bool {
+	return n.quiesced && !n.tickDue && len(n.waits.m) == 0 && (n.role != raft.StateLeader || len(n.behind) == 0)
+}
+
+// wakeClock ends the rest of n's clock when n needs ticks again or
+// stopped (the clock then drops it, and ends with its last member). The
+// driver calls it after every turn, since whatever rouses a member does
+// so in a turn, and at its exit.
+func (n *Node) wakeClock(f *runtime.Fiber) {
+	if c := n.clk; c != nil && c.resting && (n.stopped || !n.clockIdle()) {
+		c.rest.Notify(f)
 	}
 }
 

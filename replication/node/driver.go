@@ -98,6 +98,7 @@ func (n *Node) drive(f *runtime.Fiber) {
 		}
 		n.turns++
 		halt, err := n.turn(f)
+		n.wakeClock(f)
 		if err != nil {
 			n.fail(err)
 			return
@@ -249,6 +250,7 @@ func (n *Node) exit(f *runtime.Fiber) {
 	n.finishAppends(f)
 	n.finishSnapshot(f)
 	n.exited = true
+	n.wakeClock(f)
 	for _, r := range n.exitWtr {
 		r.Send(f, struct{}{})
 	}

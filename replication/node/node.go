@@ -224,6 +224,7 @@ type Node struct {
 	// it went quiet (quietTick).
 	behind     []uint64
 	quietTicks uint64
+	clk        *clock // its shard's clock (clock.go)
 	// lostTicks: the follower's (unquiet) ticks since it last heard from
 	// its leader, or since it lost (or never had) one (lost.go).
 	lostTicks uint64

@@ -149,6 +149,15 @@ type Decision struct {
 	// the group refuses, so they are deleted before a later scale-up could
 	// reattach them.
 	DeleteVolumes []int
+	// Recycle are pods the spec wants whose volumes hold a member the group
+	// removed: a scale-down removed it and a scale-up wanted the pod back
+	// before its volume was gone (the StatefulSet had not shrunk yet, or
+	// its new pod reattached the claim still being deleted). Such a pod
+	// can never serve; its data is no longer the group's (the committed
+	// configuration left it, and member IDs are never reused). The
+	// reconciler deletes its claim and then the pod, so the StatefulSet
+	// starts it empty and it joins as a new member.
+	Recycle []Recycled
 	// Quorum is the Quorum condition.
 	Quorum metav1.Condition
 	// InStep is true when every desired pod is a member and the voters are
@@ -157,6 +166,14 @@ type Decision struct {
 	// Partitions is the number of database partitions the leader reports
 	// (1 without partitions; 0 without a leader's view).
 	Partitions int32
+}
+
+// Recycled is a pod to start again on an empty volume, and the removed
+// member its volume holds: the reconciler checks that the pod still says
+// so before it deletes anything.
+type Recycled struct {
+	Ordinal int
+	ID      adminapi.ID
 }
 
 // SpecVoters is spec.voters with its default.
@@ -287,6 +304,7 @@ func (g *groupView) describe(out *Decision) {
 		}
 	}
 	out.Draining, out.DeleteVolumes = carryDraining(w, out.Draining, out.StatefulSetReplicas, desired)
+	out.Recycle = g.removedWanted()
 	slices.Reverse(out.Draining) // lowest ordinal first, for people
 
 	reach, quorum := L.Reachable, L.Voters/2+1
@@ -487,14 +505,33 @@ func (g *groupView) awaited() []string {
 			waits = append(waits, "pod "+render.PodName(w, ord)+" is not a member yet"+podSays(g.views, ord))
 		}
 	}
+	for _, r := range g.removedWanted() {
+		waits = append(waits, fmt.Sprintf("pod %s holds the removed member %s on its volume: deleting its PersistentVolumeClaim %s and the pod so that it starts empty and joins as a new member",
+			render.PodName(w, r.Ordinal), r.ID, render.DataVolume+"-"+render.PodName(w, r.Ordinal)))
+	}
 	for _, v := range g.in.Pods {
+		// A member that stopped on an error outside the configuration is
+		// left to people: its volume may be what explains the error.
 		if v.Err == nil && v.Cluster.Self != 0 && !inConfig(g.members, v.Cluster.Self) && int32(v.Ordinal) < g.desired &&
-			(v.Cluster.State == adminapi.StateRemoved || v.Cluster.State == adminapi.StateStopped) {
-			waits = append(waits, fmt.Sprintf("pod %s holds the removed member %s on its volume: delete its PersistentVolumeClaim %s and the pod so it starts empty and joins as a new member",
-				render.PodName(w, v.Ordinal), v.Cluster.Self, render.DataVolume+"-"+render.PodName(w, v.Ordinal)))
+			v.Cluster.State == adminapi.StateStopped {
+			waits = append(waits, fmt.Sprintf("pod %s holds the member %s, not in the group, stopped on an error (%s): delete its PersistentVolumeClaim %s and the pod so that it starts empty and joins as a new member",
+				render.PodName(w, v.Ordinal), v.Cluster.Self, v.Cluster.Error, render.DataVolume+"-"+render.PodName(w, v.Ordinal)))
 		}
 	}
 	return waits
+}
+
+// removedWanted lists the pods the spec wants that hold a member the group
+// removed: each says so itself, and the leader's configuration agrees.
+func (g *groupView) removedWanted() []Recycled {
+	var out []Recycled
+	for _, v := range g.in.Pods {
+		if v.Err == nil && v.Cluster.State == adminapi.StateRemoved && v.Cluster.Self != 0 &&
+			!inConfig(g.members, v.Cluster.Self) && int32(v.Ordinal) < g.desired {
+			out = append(out, Recycled{Ordinal: v.Ordinal, ID: v.Cluster.Self})
+		}
+	}
+	return out
 }
 
 func inConfig(members []adminapi.Member, id adminapi.ID) bool {

@@ -303,7 +303,7 @@ func TestDecide(t *testing.T) {
 			name: "a pod holding a removed member says what to do",
 			w:    worker(2, 3), sts: 2,
 			g:    group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true)}, pods: 2, removed: map[int]adminapi.ID{1: id(1, 1)}},
-			want: ActionNone, wantSts: 2, reason: "delete its PersistentVolumeClaim data-chat-1", quorum: metav1.ConditionTrue,
+			want: ActionNone, wantSts: 2, reason: "deleting its PersistentVolumeClaim data-chat-1", quorum: metav1.ConditionTrue,
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -331,6 +331,48 @@ func TestDecide(t *testing.T) {
 			}
 			if m.Quorum.Status != c.quorum {
 				t.Errorf("Quorum %s (%s), want %s", m.Quorum.Status, m.Quorum.Message, c.quorum)
+			}
+		})
+	}
+}
+
+// TestDecideRecyclesAPodHoldingARemovedMember: a pod the spec wants that
+// says it holds a member the group removed (a scale-down removed it and a
+// scale-up came before its volume was gone) is started again empty; one
+// being drained, one the leader still counts in, and one that stopped on
+// an error are not.
+func TestDecideRecyclesAPodHoldingARemovedMember(t *testing.T) {
+	one := []adminapi.Member{voter(0, true)}
+	stopped := group{leader: 0, commit: 100, members: one, pods: 2}
+	for _, c := range []struct {
+		name string
+		w    *wov1.Worker
+		g    group
+		want []Recycled
+	}{
+		{"scaled back up before the volume went", worker(3, 3),
+			group{leader: 0, commit: 100, members: one, pods: 3, removed: map[int]adminapi.ID{1: id(1, 1), 2: id(2, 1)}},
+			[]Recycled{{1, id(1, 1)}, {2, id(2, 1)}}},
+		{"still draining", worker(1, 3),
+			group{leader: 0, commit: 100, members: one, pods: 3, removed: map[int]adminapi.ID{1: id(1, 1), 2: id(2, 1)}}, nil},
+		{"the leader has not applied the removal", worker(2, 3),
+			group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), voter(1, false)}, pods: 2, removed: map[int]adminapi.ID{1: id(1, 1)}}, nil},
+		{"stopped on an error", worker(2, 3), stopped, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			views := c.g.views()
+			if c.name == "stopped on an error" {
+				views[1].Cluster = adminapi.Cluster{Self: id(1, 1), State: adminapi.StateStopped, Error: "wal: checksum mismatch"}
+			}
+			m := Decide(Input{Worker: c.w, StatefulSetReplicas: int32(c.g.pods), Pods: views})
+			if !slices.Equal(m.Recycle, c.want) {
+				t.Errorf("recycle %v, want %v", m.Recycle, c.want)
+			}
+			if c.name == "stopped on an error" && !strings.Contains(m.Next.Reason, "wal: checksum mismatch") {
+				t.Errorf("reason %q does not name the error", m.Next.Reason)
+			}
+			if len(c.want) > 0 && m.InStep {
+				t.Errorf("in step with pods to recycle")
 			}
 		})
 	}
