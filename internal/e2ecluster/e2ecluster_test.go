@@ -386,8 +386,68 @@ func checkScale(ctx context.Context, t *testing.T, c *Cluster) {
 	for _, n := range []int32{3, 5, 3, 1} {
 		scale(ctx, t, c, shared, n)
 	}
+	scaleBackUpMidway(ctx, t, c)
+	scale(ctx, t, c, shared, 1)
 	stop()
 	verify(ctx, t, load, rec)
+}
+
+// scaleBackUpMidway cuts a scale-down short: 3 -> 1, and back to 3 as soon
+// as the group has removed the member of pod 2, before the StatefulSet
+// shrank and its volume was deleted. Pod 2 then runs (or comes back) on the
+// volume of a removed member, which can never serve again: the operator
+// starts it empty (event PodRecycled) and it joins under a new ID. Whether
+// pod 1 was removed too by then depends on timing; either way the group
+// must come back whole.
+func scaleBackUpMidway(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	scale(ctx, t, c, shared, 3)
+	w, err := c.Worker(ctx, ns, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod2 := shared + "-2"
+	oldID := memberOf(w, pod2)
+	start := time.Now()
+	if _, err := c.Run(ctx, c.Kubectl, "-n", ns, "scale", "worker/"+shared, "--replicas", "1"); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	err = Poll(pctx, 200*time.Millisecond, func(ctx context.Context) error {
+		w, err := c.Worker(ctx, ns, shared)
+		if err != nil {
+			return err
+		}
+		if id := memberOf(w, pod2); id == oldID {
+			return fmt.Errorf("pod %s is still member %s", pod2, id)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(ctx, c.Kubectl, "-n", ns, "scale", "worker/"+shared, "--replicas", "3"); err != nil {
+		t.Fatal(err)
+	}
+	w = waitWorker(ctx, t, c, shared, 3)
+	newID := memberOf(w, pod2)
+	if newID == "" || newID == oldID {
+		t.Errorf("pod %s is member %q after the scale-up, want a new member (it was %s)", pod2, newID, oldID)
+	}
+	t.Logf("scale-down cut short after pod %s's member %s left: back at 3 in %s, pod %s now member %s",
+		pod2, oldID, time.Since(start).Round(time.Second), pod2, newID)
+}
+
+// memberOf is the ID of the voter or learner on pod in w's status, "" if
+// none.
+func memberOf(w *wov1.Worker, pod string) string {
+	for _, m := range w.Status.Members {
+		if m.Pod == pod && (m.Role == wov1.MemberVoter || m.Role == wov1.MemberLearner) {
+			return m.ID
+		}
+	}
+	return ""
 }
 
 // checkLeaderPodDeleted deletes the leader's pod of a three-pod group

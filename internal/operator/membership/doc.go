@@ -6,7 +6,10 @@
 // up until spec.voters vote, removes the members on the highest ordinals on
 // a scale-down (moving leadership off them first) before the StatefulSet
 // shrinks, and demotes voters when spec.voters is lowered, never below a
-// quorum.
+// quorum. Beside the step it names the volumes to delete: those of pods a
+// scale-down removed once the StatefulSet no longer runs them, and those of
+// pods the spec wants again while their volume still holds a member the
+// group removed (Decision.Recycle: the pod is started again empty).
 //
 // Nothing is remembered between reconciles except what Decide put into the
 // Worker's status, so an operator restarted in the middle of a change
