@@ -23,9 +23,10 @@
 #                        load-generator core can read)
 #   closed:1000:100:100  1,000 connections in rooms of 100, every one a
 #                        sender with one message in flight (the most each
-#                        server delivers; wo's per-connection rate limit is
-#                        not what binds: 1,000 x 20/s x 100 is past any
-#                        server here)
+#                        server delivers). wo's shipped limit of 20
+#                        messages/s a connection caps it at 1,000 x 20/s x
+#                        100 = 2 M deliveries/s, which wo nearly reaches: its
+#                        figure here is a floor of what it could deliver
 # Server on CPU ${SERVER_CPUS:-0}, load generator on CPU ${LOAD_CPUS:-1}
 # (taskset); the order of the servers alternates from run to run.
 #
