@@ -93,6 +93,12 @@ type Cluster struct {
 	// DialMap rewrites the address the transport dials (peer.dial_map):
 	// tests run pods' DNS names on loopback.
 	DialMap map[string]string
+	// Nonce is the data dir's nonce (identity.Member.Nonce), which the TCP
+	// transport answers every hello with; Nonces checks the nonce each
+	// peer answers with (identity.Book), refusing a member that answers
+	// from another data dir than its ID first did. Zero and nil: neither.
+	Nonce  uint64
+	Nonces transport.NonceBook
 	// Faults, when set, wraps the transport the owner starts (tests:
 	// transporttest.Faults' partitions, drops and delays).
 	Faults interface {

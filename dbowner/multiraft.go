@@ -45,7 +45,7 @@ func startShared(f *runtime.Fiber, opts Options, n int, id uint64) (*transport.S
 	}
 	r, err := runtime.OnShard(f, 0, 0, func(g *runtime.Fiber) result {
 		t, err := transport.New(g, transport.Config{ID: id, Cluster: cid, Addr: c.PeerAddr, TLS: c.TLS,
-			Handler: noGroup{}, Logger: opts.Logger, DialMap: c.DialMap})
+			Handler: noGroup{}, Logger: opts.Logger, DialMap: c.DialMap, Nonce: c.Nonce, Nonces: c.Nonces})
 		if err != nil {
 			return result{err: err}
 		}

@@ -579,7 +579,7 @@ func (o *owner) startNet(f *runtime.Fiber) error {
 			cid = ClusterIDOf(c.Peers)
 		}
 		t, err := transport.New(f, transport.Config{ID: o.id, Cluster: cid, Addr: c.PeerAddr, TLS: c.TLS,
-			Handler: o.relay, Logger: o.opts.Logger, DialMap: c.DialMap})
+			Handler: o.relay, Logger: o.opts.Logger, DialMap: c.DialMap, Nonce: c.Nonce, Nonces: c.Nonces})
 		if err != nil {
 			return err
 		}

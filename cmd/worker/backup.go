@@ -156,7 +156,7 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 	want := identity.Member{Ordinal: *ord, Incarnation: identity.BootstrapIncarnation}
 	h, err := dbowner.RestoreBackup(*from, *dir, want.ID(), *peerAddr, func(tmp string) error {
 		m, _, err := identity.Ensure(tmp, *ord, true, now)
-		if err == nil && m != want {
+		if err == nil && m.ID() != want.ID() {
 			err = fmt.Errorf("member.id: %s, expected %s", m, want)
 		}
 		return err

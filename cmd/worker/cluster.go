@@ -69,6 +69,10 @@ func clusterOptions(cfg config.Config, log *slog.Logger) (dbowner.Cluster, *tran
 		c.Peers[identity.BootstrapID(p.Ordinal)] = p.Addr
 	}
 	c.Join = !bootstrap
+	c.Nonce = m.Nonce
+	if c.Nonces, err = identity.OpenBook(cfg.DataDir); err != nil {
+		return c, files, err
+	}
 	c.PeerAddr = cfg.PeerAddr
 	c.DialMap = cfg.PeerDialMap
 	if cfg.PeerCert != "" {

@@ -463,3 +463,83 @@ func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A member of the initial cluster.peers whose data dir was wiped and that
+// is started again with cluster.state new bootstraps again under its old
+// ID (incarnation 1): it forgot its votes and its log, and raft must not
+// count it. Its peers know its first data dir's nonce and refuse it: the
+// one that dials it drops the connection, its own connections are refused
+// with the reason, and it stops as a removed member does; the group keeps
+// its quorum of the two others and its writes, and the wiped member never
+// answers a linearizable read.
+func TestWipedInitialMemberIsRefused(t *testing.T) {
+	x := newMixed(t)
+	c := Start(t, Options{Setup: x.set})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	leader, _, err := c.Leader(ctx)
+	must(t, err)
+	for i := range 20 {
+		if _, err := leader.Put(ctx, fmt.Sprintf("i%02d", i), map[string]string{"v": "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wiped := followers(c, leader)[0]
+	must(t, c.WaitCaughtUp(ctx, wiped))
+	oldID := wiped.Addrs().Member
+	must(t, wiped.Kill())
+	must(t, wiped.Wipe())
+	// Started with cluster.state new on an empty data dir, it is refused
+	// either before it logs its ports (the worker exits, naming the
+	// reason) or after (it then stops as removed and serves nothing).
+	const peerSays = "answers from another data dir than its member ID first did"
+	const wipedTold = "it knew this member ID from another data dir"
+	started := wiped.Start() == nil
+	sinceWipe := func() string { // the log of this start
+		l := wiped.Logs()
+		return l[strings.LastIndex(l, "=== "+wiped.String()+" start "):]
+	}
+	if !within(ctx, time.Minute, func() bool {
+		return strings.Contains(sinceWipe(), wipedTold) && strings.Contains(leader.Logs(), peerSays)
+	}) {
+		t.Fatalf("the wiped member was not refused and told why:\nleader:\n%s\nwiped:\n%s", leader.lastLogs(30), wiped.lastLogs(30))
+	}
+	if !strings.Contains(sinceWipe(), fmt.Sprintf("member=%x", uint64(oldID))) {
+		t.Fatalf("the wiped member did not run as its old ID %s (the case under test):\n%s", oldID, sinceWipe())
+	}
+	if started && wiped.Running() {
+		var wv adminapi.Cluster
+		if !within(ctx, time.Minute, func() bool {
+			if !wiped.Running() {
+				return true
+			}
+			wv, err = wiped.Cluster(ctx)
+			return err == nil && wv.State == adminapi.StateRemoved
+		}) {
+			t.Fatalf("the wiped member did not stop as removed: %+v %v", wv, err)
+		}
+		if wiped.Running() {
+			if _, err := wiped.Get(ctx, "i00", false); err == nil {
+				t.Fatal("the wiped member answered a linearizable read")
+			}
+			must(t, wiped.Kill())
+		}
+	}
+	// The two others keep the group: writes go on, reads see them all.
+	for i := 20; i < 30; i++ {
+		if _, err := leader.Put(ctx, fmt.Sprintf("i%02d", i), map[string]string{"v": "1"}); err != nil {
+			t.Fatalf("a write after the wiped member came back: %v", err)
+		}
+	}
+	other := followers(c, leader)
+	other = slices.DeleteFunc(other, func(m *Member) bool { return m == wiped })
+	recs, err := other[0].List(ctx, "i", false)
+	if err != nil || len(recs) != 30 {
+		t.Fatalf("the other follower lists %d of 30 records (%v)", len(recs), err)
+	}
+	_, lv, err := c.Leader(ctx)
+	must(t, err)
+	if lv.Voters != 3 {
+		t.Fatalf("%d voters, want 3 (the wiped ID is still named, and refused)", lv.Voters)
+	}
+}

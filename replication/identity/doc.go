@@ -16,7 +16,12 @@
 // written to a temporary name, fsynced and renamed), and read at every
 // start. A data dir that names another ordinal than the pod's is refused.
 //
-// Status: this package is complete and tested on its own, but the worker
-// does not use it yet (its cluster.* and peer.* settings are parsed, not
-// acted on); docs/replication.md says what remains.
+// member.id also holds the data dir's nonce: 64 random bits, so that no two
+// data dirs share one. The one case an ID alone cannot catch is a member of
+// the initial cluster.peers started with cluster.state new on a wiped
+// volume: it takes incarnation 1, its old ID, again. Its peers can: each
+// keeps a Book (peers.nonce in its own data dir) of the nonce every peer
+// member first answered it with, and the transport refuses a member that
+// answers with another (docs/replication.md, "A wiped initial member is
+// refused").
 package identity

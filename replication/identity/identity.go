@@ -1,6 +1,8 @@
 package identity
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,10 +29,17 @@ const (
 	MaxOrdinal = 1<<ordinalBits - 1
 )
 
-// Member is a member's identity.
+// Member is a member's identity: the ordinal and incarnation that make its
+// raft ID, and the nonce of the data dir that holds its log.
 type Member struct {
 	Ordinal     int    `json:"ordinal"`
 	Incarnation uint64 `json:"incarnation"`
+	// Nonce is random, drawn when member.id is first written (or, for a
+	// file written before nonces, at the first start that reads it). Two
+	// data dirs never share one, so a peer that remembers the nonce a
+	// member answered with can tell the member's own log from an empty
+	// dir that took its ID again (Book).
+	Nonce uint64 `json:"nonce,omitempty"`
 }
 
 // ID is the raft member ID.
@@ -58,25 +67,29 @@ type file struct {
 
 // Load reads the identity in dir. ok is false when there is none yet.
 func Load(dir string) (m Member, ok bool, err error) {
+	f, ok, err := load(dir)
+	return f.Member, ok, err
+}
+
+func load(dir string) (f file, ok bool, err error) {
 	p := filepath.Join(dir, FileName)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Member{}, false, nil
+		return file{}, false, nil
 	}
 	if err != nil {
-		return Member{}, false, fmt.Errorf("identity: %w", err)
+		return file{}, false, fmt.Errorf("identity: %w", err)
 	}
-	var f file
 	if err := json.Unmarshal(b, &f); err != nil {
-		return Member{}, false, fmt.Errorf("identity: %s is damaged (%v); it names this member in its raft group: restore it, or wipe the whole data dir to join as a new member", p, err)
+		return file{}, false, fmt.Errorf("identity: %s is damaged (%v); it names this member in its raft group: restore it, or wipe the whole data dir to join as a new member", p, err)
 	}
 	switch {
 	case f.Version != 1:
-		return Member{}, false, fmt.Errorf("identity: %s has version %d, this worker reads version 1", p, f.Version)
+		return file{}, false, fmt.Errorf("identity: %s has version %d, this worker reads version 1", p, f.Version)
 	case f.Ordinal < 0 || f.Ordinal > MaxOrdinal || f.Incarnation == 0 || f.Incarnation > incarnationMask:
-		return Member{}, false, fmt.Errorf("identity: %s names an impossible member (%+v)", p, f.Member)
+		return file{}, false, fmt.Errorf("identity: %s names an impossible member (%+v)", p, f.Member)
 	}
-	return f.Member, true, nil
+	return f, true, nil
 }
 
 // Ensure returns the identity in dir, creating it when there is none:
@@ -87,17 +100,30 @@ func Ensure(dir string, ordinal int, bootstrap bool, now time.Time) (m Member, c
 	if ordinal < 0 || ordinal > MaxOrdinal {
 		return Member{}, false, fmt.Errorf("identity: ordinal %d out of range 0..%d", ordinal, MaxOrdinal)
 	}
-	m, ok, err := Load(dir)
+	f, ok, err := load(dir)
 	if err != nil {
 		return Member{}, false, err
 	}
 	if ok {
-		if m.Ordinal != ordinal {
-			return Member{}, false, fmt.Errorf("identity: the data dir %s belongs to ordinal %d, this worker is ordinal %d: a volume mounted on the wrong pod?", dir, m.Ordinal, ordinal)
+		if f.Ordinal != ordinal {
+			return Member{}, false, fmt.Errorf("identity: the data dir %s belongs to ordinal %d, this worker is ordinal %d: a volume mounted on the wrong pod?", dir, f.Ordinal, ordinal)
 		}
-		return m, false, nil
+		if f.Nonce == 0 {
+			// Written before nonces: the dir still holds this member's log,
+			// so a nonce drawn now names it from here on.
+			if f.Nonce, err = newNonce(); err == nil {
+				err = write(dir, f)
+			}
+			if err != nil {
+				return Member{}, false, err
+			}
+		}
+		return f.Member, false, nil
 	}
 	m = Member{Ordinal: ordinal, Incarnation: BootstrapIncarnation}
+	if m.Nonce, err = newNonce(); err != nil {
+		return Member{}, false, err
+	}
 	if !bootstrap {
 		// Milliseconds since 1970 fit in 48 bits until the year 10889, and
 		// are above 1 for any real clock; a restart takes longer than a
@@ -110,14 +136,32 @@ func Ensure(dir string, ordinal int, bootstrap bool, now time.Time) (m Member, c
 	return m, true, nil
 }
 
-// write stores f durably: temporary file, fsync, rename, fsync of the dir.
-func write(dir string, f file) error {
+// newNonce draws a data dir's nonce: 64 random bits, never 0 (0 is "no
+// nonce", what a member of an older version answers with).
+func newNonce() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("identity: a nonce for the data dir: %w", err)
+		}
+		if n := binary.LittleEndian.Uint64(b[:]); n != 0 {
+			return n, nil
+		}
+	}
+}
+
+// write stores f as member.id.
+func write(dir string, f file) error { return writeJSON(dir, FileName, f) }
+
+// writeJSON stores v in dir/name durably: temporary file, fsync, rename,
+// fsync of the dir.
+func writeJSON(dir, name string, v any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("identity: %w", err)
 	}
-	b, _ := json.MarshalIndent(f, "", "  ")
+	b, _ := json.MarshalIndent(v, "", "  ")
 	b = append(b, '\n')
-	tmp := filepath.Join(dir, FileName+".tmp")
+	tmp := filepath.Join(dir, name+".tmp")
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("identity: %w", err)
@@ -130,7 +174,7 @@ func write(dir string, f file) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, FileName))
+		err = os.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err == nil {
 		var d *os.File
@@ -141,7 +185,7 @@ func write(dir string, f file) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("identity: write %s: %w", filepath.Join(dir, FileName), err)
+		return fmt.Errorf("identity: write %s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
 }

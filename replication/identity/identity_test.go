@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func TestEnsureBootstrapThenRestart(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Unix(1733100000, 0)
 	m, created, err := Ensure(dir, 2, true, now)
-	if err != nil || !created || m != (Member{Ordinal: 2, Incarnation: BootstrapIncarnation}) || m.ID() != BootstrapID(2) {
+	if err != nil || !created || m.Ordinal != 2 || m.Incarnation != BootstrapIncarnation || m.ID() != BootstrapID(2) || m.Nonce == 0 {
 		t.Fatalf("bootstrap: %+v %v %v", m, created, err)
 	}
 	again, created, err := Ensure(dir, 2, true, now.Add(time.Hour))
@@ -62,6 +63,84 @@ func TestWipedVolumeIsANewMember(t *testing.T) {
 	later, _, _ := Ensure(t.TempDir(), 1, false, now.Add(2*time.Minute))
 	if later.ID() == joined.ID() {
 		t.Fatal("two joins of one ordinal got one ID")
+	}
+}
+
+// Every data dir draws its own nonce, even two that bootstrap the same
+// member ID; a file written before nonces gets one at its next start,
+// kept from then on.
+func TestNonceNamesTheDataDir(t *testing.T) {
+	now := time.Unix(1733100000, 0)
+	a, _, err := Ensure(t.TempDir(), 0, true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := Ensure(t.TempDir(), 0, true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID() != b.ID() || a.Nonce == 0 || b.Nonce == 0 || a.Nonce == b.Nonce {
+		t.Fatalf("two dirs of one ID: %+v and %+v", a, b)
+	}
+
+	dir := t.TempDir()
+	old := `{"version":1,"ordinal":1,"incarnation":1733100000123,"created":"2024-12-02T00:40:00Z"}`
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, created, err := Ensure(dir, 1, false, now)
+	if err != nil || created || m.Incarnation != 1733100000123 || m.Nonce == 0 {
+		t.Fatalf("an old file: %+v %v %v", m, created, err)
+	}
+	again, ok, err := Load(dir)
+	if err != nil || !ok || again != m {
+		t.Fatalf("the nonce drawn for an old file was not kept: %+v, then %+v (%v)", m, again, err)
+	}
+}
+
+func TestBookRefusesAnotherNonce(t *testing.T) {
+	dir := t.TempDir()
+	b, err := OpenBook(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Check(0x1000000000001, 0); err != nil {
+		t.Fatalf("nonce 0 (an older member) refused: %v", err)
+	}
+	if err := b.Check(0x1000000000001, 7); err != nil {
+		t.Fatalf("first sight refused: %v", err)
+	}
+	if err := b.Check(0x1000000000001, 7); err != nil {
+		t.Fatalf("the same nonce refused: %v", err)
+	}
+	if err := b.Check(0x2000000000001, 9); err != nil {
+		t.Fatalf("another member refused: %v", err)
+	}
+	// Durable: a restart still knows both.
+	b, err = OpenBook(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Check(0x1000000000001, 8)
+	if !errors.Is(err, ErrWiped) || !strings.Contains(err.Error(), "1000000000001") {
+		t.Fatalf("another nonce for a known member: %v", err)
+	}
+	if err := b.Check(0x2000000000001, 9); err != nil {
+		t.Fatalf("a known member's nonce after a restart: %v", err)
+	}
+	if err := b.Check(0x1000000000001, 0); err != nil {
+		t.Fatalf("nonce 0 refused: %v", err)
+	}
+}
+
+func TestOpenBookNamesADamagedFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, BookFileName)
+	for _, body := range []string{"{", `{"version":2,"nonces":{}}`, `{"version":1,"nonces":{"zz":"1"}}`, `{"version":1,"nonces":{"1":"0"}}`} {
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := OpenBook(dir); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v", body, err)
+		}
 	}
 }
 
@@ -104,4 +183,19 @@ func ExampleEnsure() {
 	m, created, _ := Ensure(dir, 2, true, time.Unix(1733100000, 0))
 	fmt.Println(m, created)
 	// Output: ordinal 2 incarnation 1 (id 2000000000001) true
+}
+
+func ExampleBook_Check() {
+	dir, _ := os.MkdirTemp("", "wo-book")
+	defer os.RemoveAll(dir)
+	b, _ := OpenBook(dir)
+	id := BootstrapID(1)
+	fmt.Println(b.Check(id, 0x5eed)) // first sight: recorded
+	fmt.Println(b.Check(id, 0x5eed)) // the same data dir
+	err := b.Check(id, 0xbeef)       // the same ID from another data dir
+	fmt.Println(errors.Is(err, ErrWiped))
+	// Output:
+	// <nil>
+	// <nil>
+	// true
 }

@@ -18,7 +18,10 @@ import (
 //	body   length-1 bytes
 //
 // A connection starts with one hello frame from the dialer, answered by a
-// helloAck (or a refused frame naming why, and the close). After it, a
+// helloAck (or a refused frame naming why, and the close). The helloAck's
+// body is the listener's data-dir nonce, 8 bytes big endian (empty from a
+// member of a version before nonces; a later version may append to it).
+// After it, a
 // message stream carries only msgs frames; a snapshot stream carries one
 // snapHeader, any number of snapChunk frames, one snapEnd, and the receiver
 // answers with one snapAck. See docs/replication.md, "Transport".
@@ -43,6 +46,7 @@ const (
 const (
 	refusedOther   byte = 0
 	refusedRemoved byte = 1 // the dialer was removed from the group
+	refusedWiped   byte = 2 // the dialer's ID first answered from another data dir (Config.Nonces)
 )
 
 // Stream kinds, named in the hello frame.
@@ -150,6 +154,26 @@ func (h hello) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, h.cluster)
 	b = binary.BigEndian.AppendUint64(b, h.from)
 	return binary.BigEndian.AppendUint64(b, h.to)
+}
+
+// encodeHelloAck is a helloAck's body: the listener's nonce, none when 0.
+func encodeHelloAck(nonce uint64) []byte {
+	if nonce == 0 {
+		return nil
+	}
+	return binary.BigEndian.AppendUint64(nil, nonce)
+}
+
+// decodeHelloAck reads the listener's nonce: 0 (unknown) from an empty
+// body, an error from one too short to hold a nonce.
+func decodeHelloAck(body []byte) (uint64, error) {
+	switch {
+	case len(body) == 0:
+		return 0, nil
+	case len(body) < 8:
+		return 0, badFrame("hello answer of %d bytes, want 0 or at least 8", len(body))
+	}
+	return binary.BigEndian.Uint64(body), nil
 }
 
 func decodeHello(body []byte) (hello, error) {

@@ -16,6 +16,8 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(append(helloFrame(42, 1, 2), appendFrame(nil, kindMsgs, body)...))
 	hdr, _ := encodeSnapHeader(nil, &raftpb.Message{Type: raftpb.MsgSnap.Enum(), Snapshot: &raftpb.Snapshot{Data: []byte("abc")}}, 3)
 	f.Add(appendFrame(nil, kindSnapHeader, hdr))
+	f.Add(appendFrame(nil, kindHelloAck, encodeHelloAck(0x5eed)))
+	f.Add(appendFrame(nil, kindHelloAck, []byte{1, 2, 3}))
 	f.Add([]byte{0, 0, 0, 0})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 2})
 	f.Add(appendFrame(nil, kindMsgs, []byte{3, 1, 0, 0}))
@@ -61,6 +63,12 @@ func FuzzDecodeFrame(f *testing.F) {
 				for i := range msgs {
 					if !proto.Equal(msgs[i], back[i]) {
 						t.Fatalf("message %d changed in a round trip", i)
+					}
+				}
+			case kindHelloAck:
+				if n, err := decodeHelloAck(body); err == nil {
+					if n2, err := decodeHelloAck(encodeHelloAck(n)); err != nil || n2 != n {
+						t.Fatalf("hello answer nonce %x did not round-trip: %x, %v", n, n2, err)
 					}
 				}
 			case kindSnapHeader:

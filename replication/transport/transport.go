@@ -47,6 +47,12 @@ type Net interface {
 	RemovePeer(f *runtime.Fiber, id uint64)
 }
 
+// NonceBook checks the data-dir nonce a member answers with
+// (identity.Book): nil to accept it, an error to refuse the member.
+type NonceBook interface {
+	Check(id, nonce uint64) error
+}
+
 // Config configures a TCP transport. ID, Cluster, Addr and Handler are
 // required; the rest have defaults.
 type Config struct {
@@ -58,6 +64,14 @@ type Config struct {
 	TLS     *tls.Config
 	Handler Handler
 	Logger  *slog.Logger
+	// Nonce is this member's data-dir nonce (identity.Member.Nonce), sent
+	// in the answer to every hello; 0 sends none. Nonces, when set, checks
+	// the nonce each dialled peer answers with (identity.Book): a member
+	// whose answer is refused is never sent to, and its own connections
+	// are refused from then on, as a member whose data dir was wiped and
+	// who took its old ID again.
+	Nonce  uint64
+	Nonces NonceBook
 	// DialMap rewrites a peer address before it is dialled (the worker's
 	// peer.dial_map): tests run pods' DNS names on loopback. The TLS
 	// server name stays the peer's own address's host.
@@ -138,6 +152,9 @@ type Stats struct {
 	// member of (yet: a partition still opening; or any more): dropped,
 	// raft sends again what matters.
 	UnknownGroup atomic.Int64
+	// PeersWiped counts members refused for answering from another data
+	// dir than their ID first did (Config.Nonces).
+	PeersWiped atomic.Int64
 }
 
 // TCP is the transport between members: one listener on the peer port, one
@@ -163,6 +180,7 @@ type TCP struct {
 	peers   map[uint64]*peer
 	groups  map[uint32]Handler // group 0 is cfg.Handler
 	refused map[uint64]bool    // removed members
+	wiped   map[uint64]bool    // members that answered from another data dir (Config.Nonces)
 	inbound map[*runtime.Conn]struct{}
 	closed  bool
 	Stats   Stats
@@ -216,7 +234,7 @@ func New(f *runtime.Fiber, cfg Config) (*TCP, error) {
 		return nil, fmt.Errorf("transport: listen on peer address %s: %w", cfg.Addr, err)
 	}
 	t := &TCP{cfg: cfg, ln: ln, peers: map[uint64]*peer{}, groups: map[uint32]Handler{0: cfg.Handler},
-		refused: map[uint64]bool{}, inbound: map[*runtime.Conn]struct{}{}}
+		refused: map[uint64]bool{}, wiped: map[uint64]bool{}, inbound: map[*runtime.Conn]struct{}{}}
 	if cfg.TLS == nil {
 		cfg.Logger.Warn("transport: peer TLS is off: members are not authenticated and raft traffic is plaintext; set the peer TLS certificate, key and CA files for anything but a single machine", "addr", ln.Addr().String())
 	} else {
@@ -591,18 +609,63 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 	case err != nil:
 		return raw, nil, fmt.Errorf("hello to %s: no answer: %w", addr, err)
 	case kind == kindRefused && len(body) > 0:
-		if body[0] == refusedRemoved {
+		switch body[0] {
+		case refusedRemoved:
 			t.cfg.Logger.Error("transport: a peer says this member was removed from the group", "peer", to, "addr", addr)
-			for _, h := range t.groups {
-				h.ReportRemoved(f, to)
-			}
+			t.reportRemoved(f, to)
+		case refusedWiped:
+			t.toldWiped(f, to, addr)
 		}
 		return raw, nil, fmt.Errorf("peer %x at %s refused this member: %s", to, addr, body[1:])
 	case kind != kindHelloAck:
 		return raw, nil, fmt.Errorf("hello to %s: answered with frame kind %d", addr, kind)
 	}
+	nonce, err := decodeHelloAck(body)
+	if err != nil {
+		return raw, nil, fmt.Errorf("hello to %s: %w", addr, err)
+	}
+	if t.cfg.Nonces != nil {
+		if err := t.cfg.Nonces.Check(to, nonce); err != nil {
+			t.markWiped(to, addr, err)
+			// Tell it, so that it stops (a wiped initial member that
+			// bootstrapped alone dials nobody, and would serve on).
+			why := fmt.Sprintf("member %x answers from another data dir than it first did", to)
+			_, _ = c.Write(appendFrame(nil, kindRefused, append([]byte{refusedWiped}, why...)))
+			return raw, nil, fmt.Errorf("peer %x at %s: %w", to, addr, err)
+		}
+	}
 	_ = raw.SetDeadline(time.Time{})
 	return raw, c, nil
+}
+
+// reportRemoved tells every group that peer by refused this member for
+// good: the member stops.
+func (t *TCP) reportRemoved(f *runtime.Fiber, by uint64) {
+	for _, h := range t.groups {
+		h.ReportRemoved(f, by)
+	}
+}
+
+// toldWiped handles a peer's word that this member's ID first answered it
+// from another data dir: this member is a wiped volume under its old ID,
+// which can never count in the group, and stops as a removed member does.
+func (t *TCP) toldWiped(f *runtime.Fiber, by uint64, addr string) {
+	t.cfg.Logger.Error("transport: a peer refuses this member: it knew this member ID from another data dir, so this one is a wiped volume started again under its old ID (an initial member started with cluster.state new on an empty data dir, or two members given one ordinal); stopping: remove the ID (DELETE /admin/members/{id}) and start on an empty data dir with cluster.state existing, as a new member",
+		"peer", fmt.Sprintf("%x", by), "addr", addr, "member", fmt.Sprintf("%x", t.cfg.ID))
+	t.reportRemoved(f, by)
+}
+
+// markWiped refuses member id from now on: it answered a dial from another
+// data dir than the one its ID first answered from. Its inbound streams
+// stop at their next frame (serveConn).
+func (t *TCP) markWiped(id uint64, addr string, err error) {
+	if t.wiped[id] {
+		return
+	}
+	t.wiped[id] = true
+	t.Stats.PeersWiped.Add(1)
+	t.cfg.Logger.Error("transport: a peer answers from another data dir than its member ID first did: its volume was wiped and it started again under its old ID, having forgotten its votes and its log; it is refused from now on (remove the ID with DELETE /admin/members/{id}, and start the pod on an empty data dir with cluster.state existing)",
+		"peer", fmt.Sprintf("%x", id), "addr", addr, "err", err)
 }
 
 func (t *TCP) acceptLoop(f *runtime.Fiber) {
@@ -713,12 +776,15 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 	case t.refused[h.from]:
 		answer(refusedRemoved, "member was removed from the group", fmt.Errorf("member %x", h.from))
 		return
+	case t.wiped[h.from]:
+		answer(refusedWiped, "member answers from another data dir than it first did", fmt.Errorf("member %x", h.from))
+		return
 	}
 	if err := t.checkIdentity(c, h.from); err != nil {
 		answer(refusedOther, "certificate does not name the member the hello claims", err)
 		return
 	}
-	if _, err := c.Write(appendFrame(nil, kindHelloAck, nil)); err != nil {
+	if _, err := c.Write(appendFrame(nil, kindHelloAck, encodeHelloAck(t.cfg.Nonce))); err != nil {
 		t.refuse(raw, "hello answer failed", err)
 		return
 	}
@@ -750,6 +816,13 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 				t.refuse(raw, "bad group message frame", err)
 				return
 			}
+		case kindRefused:
+			// The dialer found this member's nonce is not the one its ID
+			// first answered with (it writes this instead of messages).
+			if len(body) > 0 && body[0] == refusedWiped {
+				t.toldWiped(f, h.from, raw.RemoteAddr().String())
+			}
+			return
 		default:
 			t.refuse(raw, "unexpected frame on a message stream", badFrame("kind %d", kind))
 			return
@@ -764,7 +837,7 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 			t.refuse(raw, "message does not match the hello", err)
 			return
 		}
-		if t.refused[h.from] || t.closed {
+		if t.refused[h.from] || t.wiped[h.from] || t.closed {
 			return
 		}
 		t.deliver(f, g, h.from, body, msgs)

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -605,6 +606,107 @@ func TestTCPRefusesARemovedMember(t *testing.T) {
 		b.rec.mu.Unlock()
 		if n == 0 {
 			t.Error("a send to a removed peer was not reported unreachable")
+		}
+	})
+}
+
+// memBook is identity.Book without the file.
+type memBook struct {
+	mu   sync.Mutex
+	seen map[uint64]uint64
+}
+
+func newMemBook() *memBook { return &memBook{seen: map[uint64]uint64{}} }
+
+func (b *memBook) Check(id, nonce uint64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if nonce == 0 {
+		return nil
+	}
+	if was, ok := b.seen[id]; ok && was != nonce {
+		return fmt.Errorf("member %x: nonce %x, first %x", id, nonce, was)
+	}
+	b.seen[id] = nonce
+	return nil
+}
+
+func (b *memBook) get(id uint64) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seen[id]
+}
+
+// A member whose data dir was wiped and that started again under its old
+// ID answers a dial with another nonce: its peer, which knew the first,
+// drops the connection before sending anything on it, refuses the
+// member's own connections (telling it why), and hands raft nothing from
+// it. A member of a version without nonces (nonce 0) is let in and not
+// recorded.
+func TestTCPRefusesAWipedMember(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		book := newMemBook()
+		a := startEndpoint(t, f, 0, Config{ID: 1, Nonce: 11, Nonces: book})
+		defer a.close(f)
+		b := startEndpoint(t, f, 1, Config{ID: 2, Nonce: 22, Nonces: newMemBook()})
+		a.addPeer(f, 2, b.tcp.Addr().String())
+		a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
+		waitFor(t, f, "the first member's message delivered", func() bool { return b.rec.count() == 1 })
+		if n := book.get(2); n != 22 {
+			t.Fatalf("the book holds nonce %x for member 2, want 22", n)
+		}
+		b.close(f)
+
+		// Member 2 again, on an empty data dir: another nonce.
+		b2 := startEndpoint(t, f, 1, Config{ID: 2, Nonce: 23, Nonces: newMemBook()})
+		defer b2.close(f)
+		a.addPeer(f, 2, b2.tcp.Addr().String())
+		// (The first sends may go to the old connection and be lost.)
+		waitFor(t, f, "the wiped member refused", func() bool {
+			a.send(f, []*raftpb.Message{heartbeat(1, 2, 2)})
+			return a.tcp.Stats.PeersWiped.Load() == 1
+		})
+		if !strings.Contains(a.logs.String(), "answers from another data dir than its member ID first did") {
+			t.Errorf("no log line naming the wiped member:\n%s", a.logs.String())
+		}
+		// The dialer told it on the connection it dropped: it stops, as a
+		// removed member.
+		waitFor(t, f, "the wiped member told why", func() bool {
+			b2.rec.mu.Lock()
+			defer b2.rec.mu.Unlock()
+			return len(b2.rec.removedBy) > 0 && b2.rec.removedBy[0] == 1 &&
+				strings.Contains(b2.logs.String(), "it knew this member ID from another data dir")
+		})
+		// Its own connections are refused, with the reason.
+		removedBy := func() int {
+			b2.rec.mu.Lock()
+			defer b2.rec.mu.Unlock()
+			return len(b2.rec.removedBy)
+		}
+		told := removedBy()
+		b2.addPeer(f, 1, a.tcp.Addr().String())
+		waitFor(t, f, "the wiped member's connection refused", func() bool {
+			b2.send(f, []*raftpb.Message{heartbeat(2, 1, 1)})
+			return removedBy() > told && strings.Contains(a.logs.String(), "member answers from another data dir than it first did")
+		})
+		if n := b2.rec.count(); n != 0 {
+			t.Errorf("the wiped member got %d messages", n)
+		}
+		if n := a.rec.count(); n != 0 {
+			t.Errorf("%d messages of the wiped member reached raft", n)
+		}
+		if n := book.get(2); n != 22 {
+			t.Errorf("the book now holds nonce %x for member 2, want the first, 22", n)
+		}
+
+		// Member 3 of a version without nonces: let in, not recorded.
+		c := startEndpoint(t, f, 1, Config{ID: 3})
+		defer c.close(f)
+		a.addPeer(f, 3, c.tcp.Addr().String())
+		a.send(f, []*raftpb.Message{heartbeat(1, 3, 1)})
+		waitFor(t, f, "the older member's message delivered", func() bool { return c.rec.count() == 1 })
+		if n := book.get(3); n != 0 {
+			t.Errorf("nonce %x recorded for a member that sent none", n)
 		}
 	})
 }
