@@ -196,6 +196,45 @@ func promote(ctx context.Context, c *Cluster, id adminapi.ID) error {
 	}, http.StatusConflict, http.StatusServiceUnavailable)
 }
 
+// writeThenFollower writes n records prefix00, prefix01, ... through the
+// leader and returns it and a follower that has applied them.
+func writeThenFollower(t *testing.T, ctx context.Context, c *Cluster, prefix string, n int) (leader, follower *Member) {
+	t.Helper()
+	leader, _, err := c.Leader(ctx)
+	must(t, err)
+	for i := range n {
+		if _, err := leader.Put(ctx, fmt.Sprintf("%s%02d", prefix, i), map[string]string{"v": "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follower = followers(c, leader)[0]
+	must(t, c.WaitCaughtUp(ctx, follower))
+	return leader, follower
+}
+
+// stopsAsRemoved waits up to a minute for a refused member to exit or to
+// say it was removed; one still running must not answer a linearizable
+// read of key, and is killed. exited says which it was.
+func stopsAsRemoved(ctx context.Context, m *Member, key string) (exited bool, err error) {
+	var v adminapi.Cluster
+	if !within(ctx, time.Minute, func() bool {
+		if !m.Running() {
+			return true
+		}
+		v, err = m.Cluster(ctx)
+		return err == nil && v.State == adminapi.StateRemoved
+	}) {
+		return false, fmt.Errorf("not stopped as removed: %+v %v", v, err)
+	}
+	if !m.Running() {
+		return true, nil
+	}
+	if _, err := m.Get(ctx, key, false); err == nil {
+		return false, fmt.Errorf("removed, it answered a linearizable read")
+	}
+	return false, m.Kill()
+}
+
 // throughLeader calls do with the leader's admin client, finding the
 // leader again and retrying for up to a minute while the answer is one of
 // the retry statuses.
@@ -347,15 +386,8 @@ func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
 	c := Start(t, Options{Setup: x.set, AdminToken: "wiped-test-token"})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	leader, _, err := c.Leader(ctx)
-	must(t, err)
-	for i := range 50 {
-		if _, err := leader.Put(ctx, fmt.Sprintf("w%02d", i), map[string]string{"v": "1"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wiped := followers(c, leader)[0]
-	must(t, c.WaitCaughtUp(ctx, wiped))
+	_, wiped := writeThenFollower(t, ctx, c, "w", 50)
+	var err error
 	oldID := wiped.Addrs().Member
 	must(t, wiped.Kill())
 	ghostDir := filepath.Join(t.TempDir(), "old-incarnation")
@@ -423,22 +455,11 @@ func TestWipedMemberRejoinsUnderNewID(t *testing.T) {
 		if ghost.Addrs().Member != oldID {
 			t.Fatalf("the copy of the old data dir runs as %s, want the old ID %s", ghost.Addrs().Member, oldID)
 		}
-		var gv adminapi.Cluster
-		if !within(ctx, time.Minute, func() bool {
-			if !ghost.Running() {
-				return true
-			}
-			gv, err = ghost.Cluster(ctx)
-			return err == nil && gv.State == adminapi.StateRemoved
-		}) {
-			t.Fatalf("the old incarnation was not refused: %+v %v", gv, err)
+		exited, err := stopsAsRemoved(ctx, ghost, "w00")
+		if err != nil {
+			t.Fatalf("the old incarnation: %v", err)
 		}
-		if ghost.Running() {
-			if _, err := ghost.Get(ctx, "w00", false); err == nil {
-				t.Fatal("the removed old incarnation answered a linearizable read")
-			}
-			must(t, ghost.Kill())
-		} else if !strings.Contains(ghost.Logs(), removedMsg) {
+		if exited && !strings.Contains(ghost.Logs(), removedMsg) {
 			t.Fatalf("the old incarnation exited without saying it was removed")
 		}
 	}
@@ -477,15 +498,7 @@ func TestWipedInitialMemberIsRefused(t *testing.T) {
 	c := Start(t, Options{Setup: x.set})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	leader, _, err := c.Leader(ctx)
-	must(t, err)
-	for i := range 20 {
-		if _, err := leader.Put(ctx, fmt.Sprintf("i%02d", i), map[string]string{"v": "1"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wiped := followers(c, leader)[0]
-	must(t, c.WaitCaughtUp(ctx, wiped))
+	leader, wiped := writeThenFollower(t, ctx, c, "i", 20)
 	oldID := wiped.Addrs().Member
 	must(t, wiped.Kill())
 	must(t, wiped.Wipe())
@@ -507,22 +520,9 @@ func TestWipedInitialMemberIsRefused(t *testing.T) {
 	if !strings.Contains(sinceWipe(), fmt.Sprintf("member=%x", uint64(oldID))) {
 		t.Fatalf("the wiped member did not run as its old ID %s (the case under test):\n%s", oldID, sinceWipe())
 	}
-	if started && wiped.Running() {
-		var wv adminapi.Cluster
-		if !within(ctx, time.Minute, func() bool {
-			if !wiped.Running() {
-				return true
-			}
-			wv, err = wiped.Cluster(ctx)
-			return err == nil && wv.State == adminapi.StateRemoved
-		}) {
-			t.Fatalf("the wiped member did not stop as removed: %+v %v", wv, err)
-		}
-		if wiped.Running() {
-			if _, err := wiped.Get(ctx, "i00", false); err == nil {
-				t.Fatal("the wiped member answered a linearizable read")
-			}
-			must(t, wiped.Kill())
+	if started {
+		if _, err := stopsAsRemoved(ctx, wiped, "i00"); err != nil {
+			t.Fatalf("the wiped member: %v", err)
 		}
 	}
 	// The two others keep the group: writes go on, reads see them all.
