@@ -262,17 +262,24 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 	}()
 	opsSrv.Attach(rt, db)
 	adminSrv.Attach(f, db)
-	if err := records.Setup(f, db); err != nil {
-		if !errors.Is(err, dbowner.ErrJoining) && !errors.Is(err, dbowner.ErrNoQuorum) {
-			log.Error("worker: records", "err", err)
-			return 1
-		}
+	switch err := records.Setup(f, db); {
+	case err == nil:
+	case errors.Is(err, dbowner.ErrRemoved):
+		// Refused by the group (removed, or a wiped volume under its old
+		// ID): the worker stays up, as it does when removed later, so that
+		// its state (removed) and the reason in its log can be read, and
+		// the operator can start the pod again empty.
+		log.Error("worker: this member is not in the group and never will be; serving the ops port only (the log above says why)", "state", db.State(), "err", err)
+	case errors.Is(err, dbowner.ErrJoining), errors.Is(err, dbowner.ErrNoQuorum):
 		// A member waiting to be added, or a group not yet at quorum:
 		// the table comes with the log (or is created once a quorum is
 		// up); meanwhile the worker serves ops and answers data routes
 		// with the reason.
 		log.Warn("worker: records table not set up yet; retrying in the background", "state", db.State(), "err", err)
 		runtime.Go(f, func(f *runtime.Fiber) { setupLater(f, db, log) })
+	default:
+		log.Error("worker: records", "err", err)
+		return 1
 	}
 
 	srv := httpd.New(httpd.Options{
@@ -347,8 +354,6 @@ func mainFiber(f *runtime.Fiber, cfg config.Config, log *slog.Logger, token *tok
 	return 0
 }
 
-// setupLater retries records.Setup every second until it succeeds, the
-// member is removed, or the runtime stops.
 // setMemoryLimit gives the collector its soft limit from the container's
 // (internal/memlimit) before the database is read into memory: without it
 // the heap grows to twice the live bytes between collections, and a pod
@@ -366,6 +371,8 @@ func setMemoryLimit(log *slog.Logger, shards int) {
 	log.Info("worker: memory limit", "soft_bytes", d.Soft, "cgroup_bytes", d.Limit, "source", d.Source)
 }
 
+// setupLater retries records.Setup every second until it succeeds, the
+// member is removed, or the runtime stops.
 func setupLater(f *runtime.Fiber, db *dbowner.DB, log *slog.Logger) {
 	for !f.Stopping() {
 		runtime.Sleep(f, time.Second)

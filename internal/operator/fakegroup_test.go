@@ -79,7 +79,10 @@ type fakeGroup struct {
 	pvcs     map[int]bool        // volumes with a claim object in the API server
 	podObjs  map[int]bool        // pods with a Pod object in the API server
 	removed  map[adminapi.ID]bool
-	inc      uint64
+	// refused are members whose pod came back on a wiped volume under its
+	// old ID (wipeUnderOldID): the others refuse it, and it says removed.
+	refused map[adminapi.ID]bool
+	inc     uint64
 	down     map[int]bool // pods whose process is up but unreachable (a dead node)
 	ops      []string     // membership steps in the order applied
 	onRemove func(id adminapi.ID)
@@ -105,7 +108,7 @@ type fakePod struct {
 // ends. The admin token is read from the Secret the operator creates.
 func startFakeGroup(t *testing.T, ns, name string) *fakeGroup {
 	t.Helper()
-	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, podObjs: map[int]bool{}, removed: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, frozenTLS: map[int]bool{}, frozenLeaf: map[int]bool{}}
+	g := &fakeGroup{t: t, ns: ns, name: name, term: 1, pods: map[int]*fakePod{}, volumes: map[int]adminapi.ID{}, pvcs: map[int]bool{}, podObjs: map[int]bool{}, removed: map[adminapi.ID]bool{}, refused: map[adminapi.ID]bool{}, down: map[int]bool{}, frozenTokens: map[int]bool{}, frozenTLS: map[int]bool{}, frozenLeaf: map[int]bool{}}
 	g.loop = startKubeletLoop(50*time.Millisecond, g.pass)
 	t.Cleanup(g.stop)
 	return g
@@ -528,7 +531,7 @@ func (g *fakeGroup) viewLocked(p *fakePod) adminapi.Cluster {
 	}
 	i := slices.IndexFunc(g.members, func(m adminapi.Member) bool { return m.ID == p.id })
 	switch {
-	case i < 0 && g.removed[p.id]:
+	case g.refused[p.id], i < 0 && g.removed[p.id]:
 		c.State = adminapi.StateRemoved
 		return c
 	case i < 0:
@@ -577,6 +580,21 @@ func (g *fakeGroup) wipe(ord int) {
 	g.mu.Unlock()
 	p.srv.Close()
 	g.mu.Lock()
+}
+
+// wipeUnderOldID is wipe, except that the pod comes back under its old
+// ID (an initial member started with cluster.state new on its empty
+// volume): the others refuse it, and it stops and says removed while the
+// configuration still names it.
+func (g *fakeGroup) wipeUnderOldID(ord int) {
+	g.mu.Lock()
+	id := g.pods[ord].id
+	g.refused[id] = true
+	g.mu.Unlock()
+	g.wipe(ord)
+	g.mu.Lock()
+	g.volumes[ord] = id
+	g.mu.Unlock()
 }
 
 // removeMember removes pod ord's member from the group as a scale-down

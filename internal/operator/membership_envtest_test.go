@@ -430,6 +430,40 @@ func TestWipedPodRejoinsAsNewMember(t *testing.T) {
 	}
 }
 
+// TestWipedPodUnderItsOldIDIsReplaced: a pod's volume is wiped and the pod
+// comes back under its old ID (what an initial member started with
+// cluster.state new on an empty volume does); its peers refuse it and it
+// says removed while the configuration still names it. The operator
+// removes that ID, then starts the pod again empty (claim, then pod), and
+// it joins as a new member.
+func TestWipedPodUnderItsOldIDIsReplaced(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	startOperator(t, ns, operatorConfig)
+
+	w, g := startVoters(t, ns, 3)
+	old := getWorker(t, w).Status.Members[1]
+	g.wipeUnderOldID(1)
+	eventually(t, "pod 1 back as a new voter", func() error {
+		got := getWorker(t, w)
+		if len(got.Status.Members) != 3 {
+			return fmt.Errorf("members %+v", got.Status.Members)
+		}
+		m := got.Status.Members[1]
+		if m.Pod != w.Name+"-1" || m.ID == old.ID || m.Role != wov1.MemberVoter {
+			return fmt.Errorf("pod 1 is %+v (old ID %s)", m, old.ID)
+		}
+		return nil
+	})
+	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	// Its ID removed, then the pod recycled, then the new member added.
+	ops := g.opLog()
+	i := slices.Index(ops, "remove 1")
+	if i < 0 || !slices.Equal(ops[i:], []string{"remove 1", "pod-deleted 1", "volume-deleted 1", "add 1", "promote 1"}) {
+		t.Errorf("steps %v: want pod 1's refused ID removed, its pod and volume deleted, then the new member added and promoted", ops)
+	}
+}
+
 // TestPodHoldingARemovedMemberIsRecycled: a pod the spec wants whose
 // volume holds a member the group removed (a scale-down removed it, then a
 // scale-up wanted it back before its pod and volume were gone: the real-node

@@ -339,20 +339,35 @@ func (g *groupView) nextStep(out Decision) (Action, bool) {
 
 // replacedPod: a pod that came back with a new ID (its volume was wiped):
 // its old ID can never answer again, so it goes first; the new one is then
-// added like any joining pod.
+// added like any joining pod. The same for a pod that came back under its
+// old ID and says the group refused it (state removed while the
+// configuration still names it): a wiped volume that bootstrapped again
+// as incarnation 1, which its peers refuse (docs/replication.md, "A wiped
+// initial member is refused"); once its ID is removed, the pod is
+// recycled (Decision.Recycle) and joins as a new member.
 func (g *groupView) replacedPod() (Action, bool) {
 	w := g.w
 	for _, m := range g.members {
 		v, ok := g.views[m.Ordinal]
-		if !ok || v.Err != nil || v.Cluster.Self == 0 || v.Cluster.Self == m.ID || int32(m.Ordinal) >= g.desired {
+		if !ok || v.Err != nil || v.Cluster.Self == 0 || int32(m.Ordinal) >= g.desired {
+			continue
+		}
+		pod := render.PodName(w, m.Ordinal)
+		var what string
+		switch {
+		case v.Cluster.Self != m.ID:
+			what = fmt.Sprintf("pod %s came back as a new member %s (its volume was replaced)", pod, v.Cluster.Self)
+		case v.Cluster.State == adminapi.StateRemoved:
+			what = fmt.Sprintf("pod %s runs member %s, which the group refuses (a wiped volume started again under its old ID)", pod, m.ID)
+		default:
 			continue
 		}
 		if why, safe := removalKeepsQuorum(g.L, g.members, m); !safe {
 			return Action{Kind: ActionBlocked, ID: m.ID, Ordinal: m.Ordinal,
-				Reason: fmt.Sprintf("pod %s came back as a new member %s; removing its old ID %s %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID, why)}, true
+				Reason: fmt.Sprintf("%s; removing its old ID %s %s", what, m.ID, why)}, true
 		}
 		return Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
-			Reason: fmt.Sprintf("pod %s came back as a new member %s (its volume was replaced): removing its old ID %s", render.PodName(w, m.Ordinal), v.Cluster.Self, m.ID)}, true
+			Reason: fmt.Sprintf("%s: removing its old ID %s", what, m.ID)}, true
 	}
 	return Action{}, false
 }

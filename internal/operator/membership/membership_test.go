@@ -208,6 +208,20 @@ func TestDecide(t *testing.T) {
 			want: ActionRemove, wantID: id(0, 1), wantVia: 1, wantSts: 3, reason: "came back as a new member", quorum: metav1.ConditionTrue,
 		},
 		{
+			name: "a wiped pod 0 came back under its old ID and the group refuses it: the ID is removed",
+			w:    worker(3, 3), sts: 3,
+			g: group{leader: 1, commit: 100, members: []adminapi.Member{voter(0, false), voter(1, true), voter(2, true)}, pods: 3,
+				removed: map[int]adminapi.ID{0: id(0, 1)}},
+			want: ActionRemove, wantID: id(0, 1), wantVia: 1, wantSts: 3, reason: "which the group refuses", quorum: metav1.ConditionTrue,
+		},
+		{
+			name: "the same when removing it would cost the quorum: blocked",
+			w:    worker(3, 3), sts: 3,
+			g: group{leader: 1, commit: 100, members: []adminapi.Member{voter(0, false), voter(1, true), voter(2, false)}, pods: 3,
+				removed: map[int]adminapi.ID{0: id(0, 1)}, down: map[int]bool{2: true}},
+			want: ActionBlocked, wantID: id(0, 1), wantVia: 1, wantSts: 3, reason: "which the group refuses", quorum: metav1.ConditionFalse,
+		},
+		{
 			name: "no leader: nothing changes, the last members' pods keep running",
 			w: func() *wov1.Worker {
 				w := worker(1, 3)
@@ -358,6 +372,9 @@ func TestDecideRecyclesAPodHoldingARemovedMember(t *testing.T) {
 		{"the leader has not applied the removal", worker(2, 3),
 			group{leader: 0, commit: 100, members: []adminapi.Member{voter(0, true), voter(1, false)}, pods: 2, removed: map[int]adminapi.ID{1: id(1, 1)}}, nil},
 		{"stopped on an error", worker(2, 3), stopped, nil},
+		{"a wiped pod under its old ID, once that ID is removed", worker(3, 3),
+			group{leader: 1, commit: 100, members: []adminapi.Member{voter(1, true), voter(2, true)}, pods: 3, removed: map[int]adminapi.ID{0: id(0, 1)}},
+			[]Recycled{{0, id(0, 1)}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			views := c.g.views()
