@@ -69,20 +69,20 @@ type fakeGroup struct {
 	// it has (its leaf file is not updated).
 	frozenLeaf map[int]bool
 
-	mu       sync.Mutex
-	members  []adminapi.Member // the configuration
-	leader   adminapi.ID
-	term     uint64
-	commit   uint64
-	pods     map[int]*fakePod
-	volumes  map[int]adminapi.ID // ordinal -> member ID on its volume
-	pvcs     map[int]bool        // volumes with a claim object in the API server
-	podObjs  map[int]bool        // pods with a Pod object in the API server
-	removed  map[adminapi.ID]bool
+	mu      sync.Mutex
+	members []adminapi.Member // the configuration
+	leader  adminapi.ID
+	term    uint64
+	commit  uint64
+	pods    map[int]*fakePod
+	volumes map[int]adminapi.ID // ordinal -> member ID on its volume
+	pvcs    map[int]bool        // volumes with a claim object in the API server
+	podObjs map[int]bool        // pods with a Pod object in the API server
+	removed map[adminapi.ID]bool
 	// refused are members whose pod came back on a wiped volume under its
 	// old ID (wipeUnderOldID): the others refuse it, and it says removed.
-	refused map[adminapi.ID]bool
-	inc     uint64
+	refused  map[adminapi.ID]bool
+	inc      uint64
 	down     map[int]bool // pods whose process is up but unreachable (a dead node)
 	ops      []string     // membership steps in the order applied
 	onRemove func(id adminapi.ID)
