@@ -71,7 +71,7 @@ const (
 const (
 	StateJoining = "joining" // started with cluster.state=existing, not yet added
 	StateMember  = "member"
-	StateRemoved = "removed"
+	StateRemoved = "removed" // removed from the group, or refused by its peers as a wiped volume under its old ID
 	StateStopped = "stopped" // the member stopped on an error (Cluster.Error says which)
 )
 
