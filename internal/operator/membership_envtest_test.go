@@ -390,6 +390,24 @@ func TestSpecVotersRules(t *testing.T) {
 	}
 }
 
+// waitNewVoter waits for pod ord of a 3-voter Worker to be a voter again
+// under another ID than old, and for the group to be in step.
+func waitNewVoter(t *testing.T, w *wov1.Worker, g *fakeGroup, ord int, old string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("pod %d back as a new voter", ord), func() error {
+		got := getWorker(t, w)
+		if len(got.Status.Members) != 3 {
+			return fmt.Errorf("members %+v", got.Status.Members)
+		}
+		m := got.Status.Members[ord]
+		if m.Pod != fmt.Sprintf("%s-%d", w.Name, ord) || m.ID == old || m.Role != wov1.MemberVoter {
+			return fmt.Errorf("pod %d is %+v (old ID %s)", ord, m, old)
+		}
+		return nil
+	})
+	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+}
+
 // TestWipedPodRejoinsAsNewMember: pod 0, the group's founder and leader,
 // loses its volume. It restarts with cluster.state existing (the operator
 // flipped it once the group existed), so it waits as a new member instead of
@@ -412,18 +430,7 @@ func TestWipedPodRejoinsAsNewMember(t *testing.T) {
 	})
 
 	g.wipe(0)
-	eventually(t, "pod 0 back as a new voter", func() error {
-		got := getWorker(t, w)
-		if len(got.Status.Members) != 3 {
-			return fmt.Errorf("members %+v", got.Status.Members)
-		}
-		m := got.Status.Members[0]
-		if m.Pod != w.Name+"-0" || m.ID == old.ID || m.Role != wov1.MemberVoter {
-			return fmt.Errorf("pod 0 is %+v (old ID %s)", m, old.ID)
-		}
-		return nil
-	})
-	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	waitNewVoter(t, w, g, 0, old.ID)
 	ops := g.opLog()
 	if i, j := slices.Index(ops, "remove 0"), slices.Index(ops, "add 0"); i < 0 || j < 0 || i > j {
 		t.Errorf("steps %v: the old ID of pod 0 must go before the new one is added", ops)
@@ -444,18 +451,7 @@ func TestWipedPodUnderItsOldIDIsReplaced(t *testing.T) {
 	w, g := startVoters(t, ns, 3)
 	old := getWorker(t, w).Status.Members[1]
 	g.wipeUnderOldID(1)
-	eventually(t, "pod 1 back as a new voter", func() error {
-		got := getWorker(t, w)
-		if len(got.Status.Members) != 3 {
-			return fmt.Errorf("members %+v", got.Status.Members)
-		}
-		m := got.Status.Members[1]
-		if m.Pod != w.Name+"-1" || m.ID == old.ID || m.Role != wov1.MemberVoter {
-			return fmt.Errorf("pod 1 is %+v (old ID %s)", m, old.ID)
-		}
-		return nil
-	})
-	waitGroup(t, g, w, 3, "0:voter", "1:voter", "2:voter")
+	waitNewVoter(t, w, g, 1, old.ID)
 	// Its ID removed, then the pod recycled, then the new member added.
 	ops := g.opLog()
 	i := slices.Index(ops, "remove 1")
