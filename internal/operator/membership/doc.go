@@ -5,8 +5,9 @@
 // looking again. It adds each new pod as a learner, promotes it once caught
 // up until spec.voters vote, removes the members on the highest ordinals on
 // a scale-down (moving leadership off them first) before the StatefulSet
-// shrinks, and demotes voters when spec.voters is lowered, never below a
-// quorum. Beside the step it names the volumes to delete: those of pods a
+// shrinks, demotes voters when spec.voters is lowered, never below a
+// quorum, and removes the old ID of a pod whose volume was wiped (it came
+// back under a new ID, or under its old one and refused by the group). Beside the step it names the volumes to delete: those of pods a
 // scale-down removed once the StatefulSet no longer runs them, and those of
 // pods the spec wants again while their volume still holds a member the
 // group removed (Decision.Recycle: the pod is started again empty).
