@@ -562,13 +562,28 @@ func (g *fakeGroup) viewLocked(p *fakePod) adminapi.Cluster {
 
 // wipe stops a pod, loses its volume (a new disk) and lets the next pass
 // start it again, empty. If it led, the others elect a new leader.
-func (g *fakeGroup) wipe(ord int) {
+func (g *fakeGroup) wipe(ord int) { g.lose(ord, false) }
+
+// wipeUnderOldID is wipe, except that the pod comes back under its old
+// ID (an initial member started with cluster.state new on its empty
+// volume): the others refuse it, and it stops and says removed while the
+// configuration still names it.
+func (g *fakeGroup) wipeUnderOldID(ord int) { g.lose(ord, true) }
+
+// lose stops pod ord and loses its volume in one step under the lock (a
+// pass in between would start the pod on what is left): the next pass
+// starts it empty, or, with oldID, under its old ID and refused.
+func (g *fakeGroup) lose(ord int, oldID bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p := g.pods[ord]
 	delete(g.pods, ord)
 	podURLs.Delete(fmt.Sprintf("%s/%s-%d", g.ns, g.name, ord))
-	delete(g.volumes, ord)
+	if oldID {
+		g.refused[p.id] = true
+	} else {
+		delete(g.volumes, ord)
+	}
 	if p.id == g.leader {
 		for _, m := range g.members {
 			if m.Role == adminapi.RoleVoter && m.ID != p.id && g.reachableLocked(m) {
@@ -580,21 +595,6 @@ func (g *fakeGroup) wipe(ord int) {
 	g.mu.Unlock()
 	p.srv.Close()
 	g.mu.Lock()
-}
-
-// wipeUnderOldID is wipe, except that the pod comes back under its old
-// ID (an initial member started with cluster.state new on its empty
-// volume): the others refuse it, and it stops and says removed while the
-// configuration still names it.
-func (g *fakeGroup) wipeUnderOldID(ord int) {
-	g.mu.Lock()
-	id := g.pods[ord].id
-	g.refused[id] = true
-	g.mu.Unlock()
-	g.wipe(ord)
-	g.mu.Lock()
-	g.volumes[ord] = id
-	g.mu.Unlock()
 }
 
 // removeMember removes pod ord's member from the group as a scale-down

@@ -156,6 +156,11 @@ func (h hello) encode() []byte {
 	return binary.BigEndian.AppendUint64(b, h.to)
 }
 
+// refusedFrame is a refused frame: the reason, then the text naming why.
+func refusedFrame(reason byte, why string) []byte {
+	return appendFrame(nil, kindRefused, append([]byte{reason}, why...))
+}
+
 // encodeHelloAck is a helloAck's body: the listener's nonce, none when 0.
 func encodeHelloAck(nonce uint64) []byte {
 	if nonce == 0 {

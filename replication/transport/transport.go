@@ -629,8 +629,7 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 			t.markWiped(to, addr, err)
 			// Tell it, so that it stops (a wiped initial member that
 			// bootstrapped alone dials nobody, and would serve on).
-			why := fmt.Sprintf("member %x answers from another data dir than it first did", to)
-			_, _ = c.Write(appendFrame(nil, kindRefused, append([]byte{refusedWiped}, why...)))
+			_, _ = c.Write(refusedFrame(refusedWiped, fmt.Sprintf("member %x answers from another data dir than it first did", to)))
 			return raw, nil, fmt.Errorf("peer %x at %s: %w", to, addr, err)
 		}
 	}
@@ -764,7 +763,7 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 	// turned away (and a removed member learn that it was).
 	answer := func(reason byte, why string, err error) {
 		t.refuse(raw, why, err)
-		_, _ = c.Write(appendFrame(nil, kindRefused, append([]byte{reason}, why+": "+err.Error()...)))
+		_, _ = c.Write(refusedFrame(reason, why+": "+err.Error()))
 	}
 	switch {
 	case h.cluster != t.cfg.Cluster:
