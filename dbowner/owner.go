@@ -50,15 +50,18 @@ type owner struct {
 
 	addr runtime.Addr[request]
 
-	eng      *engine.DB
-	dedupe   *dedupe
-	log      *wal.Log
-	rlog     *raftLog
-	node     *node.Node
-	net      transport.Net
-	tcp      *transport.TCP // the transport the owner started, if any
-	relay    *node.Relay
-	peerAddr string
+	eng    *engine.DB
+	dedupe *dedupe
+	// applyScratch is the last applied entry's decoded batch, whose
+	// storage the next one's decode reuses (stateMachine.Apply).
+	applyScratch engine.Batch
+	log          *wal.Log
+	rlog         *raftLog
+	node         *node.Node
+	net          transport.Net
+	tcp          *transport.TCP // the transport the owner started, if any
+	relay        *node.Relay
+	peerAddr     string
 
 	fatal  error // sticky: the WAL failed fatally
 	closed bool
@@ -270,9 +273,9 @@ func (o *owner) submit(f *runtime.Fiber, req *request, sp trace.Span, done func(
 // await is submit for a caller on the owner shard: it parks until the
 // outcome.
 func (o *owner) await(f *runtime.Fiber, req *request, sp trace.Span) response {
-	reply, fu := runtime.NewFuture[response](f)
-	o.submit(f, req, sp, func(f *runtime.Fiber, resp response) { reply.Send(f, resp) })
-	resp, err := fu.Wait(f, 0)
+	resp, err := runtime.Await(f, 0, func(reply runtime.Reply[response]) {
+		o.submit(f, req, sp, func(f *runtime.Fiber, resp response) { reply.Send(f, resp) })
+	})
 	if err != nil {
 		return response{err: fmt.Errorf("dbowner: %s %q: %w", req.op, req.table, err)}
 	}
@@ -287,7 +290,9 @@ func (o *owner) command(req *request) ([]byte, error) {
 	if len(req.reqID) > maxRequestID {
 		return nil, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", req.op, req.table, len(req.reqID), maxRequestID)
 	}
-	cmd := encodeCommand(nil, req.reqID, time.Now(), req.batch)
+	// Built behind the room for the raft member's header (node.NewEntry),
+	// so the command is not copied again behind one.
+	cmd := encodeCommand(node.NewEntry(commandHeaderMax+len(req.reqID)+engine.SizeHint(req.batch)), req.reqID, time.Now(), req.batch)
 	if err := o.room(cmd); err != nil {
 		return nil, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
 	}

@@ -43,8 +43,8 @@ func FuzzRaftRecords(f *testing.F) {
 				t.Fatalf("snapshot body did not reparse: %v", err)
 			}
 		}
-		if id, ms, b, err := decodeCommand(p); err == nil {
-			id2, ms2, b2, err := decodeCommand(encodeCommand(nil, id, time.UnixMilli(ms), b))
+		if id, ms, b, err := decodeCommand(p, nil); err == nil {
+			id2, ms2, b2, err := decodeCommand(encodeCommand(nil, id, time.UnixMilli(ms), b), nil)
 			if err != nil || id2 != id || ms2 != ms || !bytes.Equal(engine.AppendBatch(nil, b2), engine.AppendBatch(nil, b)) {
 				t.Fatalf("command did not re-encode: %v", err)
 			}

@@ -43,6 +43,10 @@ const (
 	maxRequestID = 256
 )
 
+// commandHeaderMax is the most a command's bytes before its batch take,
+// beside the request ID's own bytes.
+const commandHeaderMax = 1 + 2*binary.MaxVarintLen64
+
 func encodeCommand(dst []byte, reqID string, now time.Time, b engine.Batch) []byte {
 	dst = append(dst, commandVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(reqID)))
@@ -51,7 +55,9 @@ func encodeCommand(dst []byte, reqID string, now time.Time, b engine.Batch) []by
 	return engine.AppendBatch(dst, b)
 }
 
-func decodeCommand(p []byte) (reqID string, unixms int64, b engine.Batch, err error) {
+// decodeCommand decodes a command; its batch reuses scratch's storage
+// (engine.DecodeBatchInto), nil for a new one.
+func decodeCommand(p []byte, scratch engine.Batch) (reqID string, unixms int64, b engine.Batch, err error) {
 	if len(p) < 1 || p[0] != commandVersion {
 		return "", 0, nil, fmt.Errorf("command: unknown version %v", p[:min(len(p), 1)])
 	}
@@ -66,7 +72,7 @@ func decodeCommand(p []byte) (reqID string, unixms int64, b engine.Batch, err er
 	if k <= 0 {
 		return "", 0, nil, errors.New("command: bad time")
 	}
-	b, err = engine.DecodeBatch(p[k:])
+	b, err = engine.DecodeBatchInto(scratch, p[k:])
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("command: %w", err)
 	}
@@ -133,10 +139,14 @@ type stateMachine struct{ o *owner }
 
 func (s stateMachine) Apply(f *runtime.Fiber, index uint64, data []byte) (any, error) {
 	o := s.o
-	reqID, unixms, b, err := decodeCommand(data)
+	reqID, unixms, b, err := decodeCommand(data, o.applyScratch)
 	if err != nil {
 		return nil, fmt.Errorf("dbowner: committed entry %d: %w", index, err)
 	}
+	// The engine keeps nothing of a batch it executed (a row copies its
+	// values, an error copies the values it names): its storage serves
+	// the next entry's decode.
+	o.applyScratch = b
 	if reqID != "" {
 		if out, ok := o.dedupe.get(reqID); ok {
 			o.stats.deduped.Add(1)

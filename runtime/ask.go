@@ -195,6 +195,19 @@ func NewFuture[T any](f *Fiber) (Reply[T], *Future[T]) {
 	return Reply[T]{w: w}, &Future[T]{w: w}
 }
 
+// Await hands fn a Reply and parks f until some code answers it, the
+// timeout passes (ErrTimeout; 0: none) or the runtime stops. It is
+// NewFuture followed by Wait without the allocation: the Reply is the
+// fiber's cached waiter, the one its Asks use, in a new generation, so an
+// answer that comes after Await returned (a timeout, a second Send) is
+// dropped instead of answering a later wait. fn may send the Reply
+// anywhere, or answer it itself, before Await parks.
+func Await[T any](f *Fiber, timeout time.Duration, fn func(Reply[T])) (T, error) {
+	r := askWaiter[T](f)
+	fn(r)
+	return endAsk(f, r.w, timeout)
+}
+
 // askWaiter returns a waiter for one Ask by f: the one f used for its last
 // Ask of the same reply type when that wait is over and no timer can still
 // fire for it, in its next generation; else a new one. A fiber waits for one

@@ -263,3 +263,72 @@ func TestNothingStagedForIsByDestination(t *testing.T) {
 		return 0
 	})
 }
+
+// lateThenNow answers a kept Reply late, then the current one.
+type lateThenNow struct{}
+
+type lateMsg struct{ late, now Reply[int] }
+
+func (lateThenNow) Receive(f *Fiber, m lateMsg) {
+	m.late.Send(f, 667)
+	m.now.Send(f, 3)
+}
+
+// Await (NewFuture and Wait on the fiber's cached waiter) shares the Ask's
+// generations: an answer given after Await returned never answers a later
+// Await or Ask, whether it came from this shard or another.
+func TestAwaitLateAnswersAnswerNothingLater(t *testing.T) {
+	cfg := multiShardConfig(t)
+	run(t, cfg, func(f *Fiber) int {
+		// Answered before Await parks.
+		if v, err := Await(f, 0, func(r Reply[int]) { r.Send(f, 1) }); err != nil || v != 1 {
+			t.Errorf("answered inside fn: %d, %v; want 1", v, err)
+		}
+		// Answered later, from another shard.
+		echo := SpawnOn[echoMsg](f, 1, echoLater{})
+		v, err := Await(f, 0, func(r Reply[int]) {
+			Send(f, echo, echoMsg{v: 2, pause: time.Millisecond, reply: r})
+		})
+		if err != nil || v != 2 {
+			t.Errorf("answered from shard 1: %d, %v; want 2", v, err)
+		}
+		// Timed out; answered after, here and from another shard, just
+		// before the next Await's answer.
+		var late Reply[int]
+		if _, err := Await(f, time.Millisecond, func(r Reply[int]) { late = r }); !errors.Is(err, ErrTimeout) {
+			t.Errorf("unanswered Await: %v, want ErrTimeout", err)
+		}
+		both := SpawnOn[lateMsg](f, 1, lateThenNow{})
+		v, err = Await(f, 0, func(r Reply[int]) {
+			late.Send(f, 666)
+			Send(f, both, lateMsg{late: late, now: r})
+		})
+		if err != nil || v != 3 {
+			t.Errorf("after a timed-out Await: %d, %v; want 3 (666 and 667 answer the one that timed out)", v, err)
+		}
+		c := SpawnOn[counterMsg](f, 1, &counter{})
+		v, err = Ask(f, c, 0, func(r Reply[int]) counterMsg { late.Send(f, 668); return counterMsg{add: 5, query: r} })
+		if err != nil || v != 5 {
+			t.Errorf("an Ask after: %d, %v; want 5", v, err)
+		}
+		return 0
+	})
+}
+
+// TestAwaitAllocatesNothing: once warm, an Await answered on its own shard
+// makes no allocation (dbowner's writes on the owner's shard wait this way).
+func TestAwaitAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	run(t, multiShardConfig(t), func(f *Fiber) int {
+		var pending Reply[int]
+		answer := func(r Reply[int]) { pending = r; pending.Send(f, 1) }
+		checkNoAllocs(t, "an Await", func() {
+			if _, err := Await(f, 0, answer); err != nil {
+				t.Error(err)
+			}
+		})
+		return 0
+	})
+}

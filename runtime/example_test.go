@@ -115,3 +115,26 @@ func ExampleRegister() {
 	// true false
 	// 42 <nil>
 }
+
+// Await parks a fiber until some code answers the Reply it was handed:
+// here a group of fibers, the last of which answers with their sum. Unlike
+// NewFuture it allocates nothing once the fiber has waited before, and an
+// answer that comes after it returned (a timeout) answers nothing later.
+func ExampleAwait() {
+	runtime.Run(runtime.Config{}, func(f *runtime.Fiber) int {
+		sum, err := runtime.Await(f, time.Second, func(done runtime.Reply[int]) {
+			total, left := 0, 3
+			for i := 1; i <= 3; i++ {
+				runtime.Go(f, func(g *runtime.Fiber) {
+					total += i * 10
+					if left--; left == 0 {
+						done.Send(g, total)
+					}
+				})
+			}
+		})
+		fmt.Println(sum, err)
+		return 0
+	})
+	// Output: 60 <nil>
+}

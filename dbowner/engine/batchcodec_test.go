@@ -37,6 +37,52 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeBatchIntoReuses: every sample decoded into the storage of
+// every other (more operations, fewer, maps of other fields) decodes to
+// what a fresh decode gives, the previous batch's values stay as they
+// were, and a batch of one Put decoded into the last one's storage
+// allocates only the copy of its bytes.
+func TestDecodeBatchIntoReuses(t *testing.T) {
+	samples := sampleBatches()
+	for i, prev := range samples {
+		for j, next := range samples {
+			scratch, err := DecodeBatch(AppendBatch(nil, prev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := make([]Value, 0)
+			for _, op := range scratch {
+				for _, v := range op.Fields {
+					kept = append(kept, v)
+				}
+			}
+			keptCopy := append([]Value(nil), kept...)
+			enc := AppendBatch(nil, next)
+			got, err := DecodeBatchInto(scratch, enc)
+			if err != nil {
+				t.Fatalf("batch %d into %d: %v", j, i, err)
+			}
+			want, _ := DecodeBatch(enc)
+			if len(want) == 0 && len(got) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("batch %d into %d's storage: %+v, want %+v", j, i, got, want)
+			}
+			for k := range kept {
+				if kept[k] != keptCopy[k] {
+					t.Errorf("batch %d into %d's storage: a value read before changed", j, i)
+				}
+			}
+		}
+	}
+	put := AppendBatch(nil, Batch{Put("kv", map[string]Value{"k": String("c"), "v": Int(1)})})
+	scratch, _ := DecodeBatch(put)
+	if n := testing.AllocsPerRun(100, func() { scratch, _ = DecodeBatchInto(scratch, put) }); n > 1 {
+		t.Errorf("a Put decoded into the last one's storage: %.0f allocations, want 1 (the copy of its bytes)", n)
+	}
+}
+
 func TestDecodeBatchRefusesDamage(t *testing.T) {
 	enc := AppendBatch(nil, sampleBatches()[3])
 	for _, bad := range [][]byte{nil, {2}, enc[:len(enc)-1], append(append([]byte{}, enc...), 0), {1, 1, 99}} {
@@ -63,6 +109,15 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 		if !bytes.Equal(AppendBatch(nil, b2), AppendBatch(nil, b)) {
 			t.Fatal("not stable")
+		}
+		// Decoded into the storage of a batch with maps, it is the same.
+		scratch, _ := DecodeBatch(AppendBatch(nil, sampleBatches()[4]))
+		b3, err := DecodeBatchInto(scratch, p)
+		if err != nil {
+			t.Fatalf("DecodeBatchInto: %v, DecodeBatch decoded it", err)
+		}
+		if !bytes.Equal(AppendBatch(nil, b3), AppendBatch(nil, b)) {
+			t.Fatal("DecodeBatchInto decodes differently from DecodeBatch")
 		}
 	})
 }

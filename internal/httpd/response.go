@@ -178,7 +178,17 @@ func (w *response) finish() {
 	if bodyAllowed && w.req.Method != http.MethodHead {
 		_, _ = c.bw.Write(w.body)
 	}
+	// The next request's body is built in this one's buffer (it was a
+	// growth or two per answer); a large one is not kept by an idle
+	// connection.
+	if cap(w.body) <= maxKeptBody {
+		c.body = w.body[:0]
+	}
+	w.body = nil
 }
+
+// maxKeptBody bounds the body buffer a connection keeps between requests.
+const maxKeptBody = 4 << 10
 
 // now is the Date header value, formatted once a second per connection.
 func (c *conn) now() []byte {

@@ -264,6 +264,7 @@ type conn struct {
 	dateSec int64
 	date    []byte
 	scratch []byte
+	body    []byte // the body buffer of the next response (response.finish)
 }
 
 // streamConn is a net.Conn whose sending side can be shut alone (lingerClose):
@@ -396,7 +397,8 @@ func (c *conn) serveRequest(req *http.Request) bool {
 	if c.shard < len(c.s.shards) && c.s.shards[c.shard].draining {
 		keep = false
 	}
-	w := &response{c: c, req: req, header: c.resetHeader(), close: !keep}
+	w := &response{c: c, req: req, header: c.resetHeader(), body: c.body[:0], close: !keep}
+	c.body = nil // the response's until finish gives it back
 
 	// The checks net/http's server makes before a handler runs.
 	switch {

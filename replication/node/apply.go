@@ -61,9 +61,9 @@ func (n *Node) applyCommand(f *runtime.Fiber, e *raftpb.Entry) error {
 	}
 	proposer, id, ok := parseHeader(data)
 	if !ok {
-		return fmt.Errorf("entry %d: %d bytes, shorter than its %d-byte header", idx, len(data), headerLen)
+		return fmt.Errorf("entry %d: %d bytes, shorter than its %d-byte header", idx, len(data), HeaderLen)
 	}
-	v, err := n.sm.Apply(f, idx, data[headerLen:])
+	v, err := n.sm.Apply(f, idx, data[HeaderLen:])
 	if err != nil {
 		return fmt.Errorf("apply entry %d: %w", idx, err)
 	}

@@ -77,17 +77,36 @@ func (n *Node) timeoutErr(w *waiter) error {
 // A proposal raft drops for want of a leader, or during a leadership
 // transfer, is stepped again when a leader is known, until timeout.
 func (n *Node) ProposeFunc(f *runtime.Fiber, data []byte, timeout time.Duration, done func(f *runtime.Fiber, index uint64, value any, err error)) {
+	if err := checkEntry(data); err != nil {
+		done(f, 0, nil, err)
+		return
+	}
 	w := &waiter{kind: waitEntry, what: "propose", data: data, done: done}
 	if err := n.submit(f, w, timeout); err != nil {
 		done(f, 0, nil, err)
 	}
 }
 
+// ErrNoHeaderRoom refuses a proposal not built with NewEntry.
+var ErrNoHeaderRoom = errors.New("node: a proposal must start with the header's room (build it with NewEntry)")
+
+func checkEntry(data []byte) error {
+	if len(data) < HeaderLen {
+		return fmt.Errorf("%w: %d bytes, fewer than the %d of the room", ErrNoHeaderRoom, len(data), HeaderLen)
+	}
+	return nil
+}
+
 // ProposeValue replicates data and parks f until it is committed on a
 // quorum and applied on this member; it returns the entry's index and what
-// StateMachine.Apply returned for it on this member. A proposal made with
-// no leader known waits for one, until timeout.
+// StateMachine.Apply returned for it on this member. data is a NewEntry
+// buffer with the payload appended (Apply is given the payload), owned by
+// the node from then on. A proposal made with no leader known waits for
+// one, until timeout.
 func (n *Node) ProposeValue(f *runtime.Fiber, data []byte, timeout time.Duration) (uint64, any, error) {
+	if err := checkEntry(data); err != nil {
+		return 0, nil, err
+	}
 	return n.call(f, &waiter{kind: waitEntry, what: "propose", data: data}, timeout)
 }
 

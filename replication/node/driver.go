@@ -183,8 +183,8 @@ func (n *Node) stepCompletions(f *runtime.Fiber) error {
 	// What is pushed meanwhile (a send's unreachable report) goes after
 	// the rest.
 	batch := n.work
-	n.work = nil
-	rest := make([]work, 0, len(batch)-done)
+	n.work, n.spareWork = n.spareWork[:0], nil
+	rest := batch[:0] // compacted in place: rest never passes the reading
 	var err error
 	for _, w := range batch {
 		switch {
@@ -194,7 +194,11 @@ func (n *Node) stepCompletions(f *runtime.Fiber) error {
 			err = n.handle(f, w)
 		}
 	}
-	n.work = append(rest, n.work...)
+	clear(batch[len(rest):])
+	pushed := n.work
+	n.work = append(rest, pushed...)
+	clear(pushed)
+	n.spareWork = pushed[:0]
 	n.gateDue = true
 	return err
 }
@@ -291,7 +295,9 @@ func (n *Node) gather(f *runtime.Fiber) {
 // could not be handled).
 func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) ([]*waiter, error) {
 	batch := n.work
-	n.work = nil
+	// The queue fills its spare meanwhile, and batch becomes the spare:
+	// two slices serve every turn instead of one grown per turn.
+	n.work, n.spareWork = n.spareWork[:0], nil
 	n.group.queued = 0
 	ws := n.group.submits[:0]
 	var later []work
@@ -323,6 +329,8 @@ func (n *Node) stepWork(f *runtime.Fiber, reads []*waiter) ([]*waiter, error) {
 	if len(later) > 0 {
 		n.work = append(later, n.work...)
 	}
+	clear(batch)
+	n.spareWork = batch[:0]
 	return reads, nil
 }
 
@@ -438,8 +446,8 @@ func (n *Node) stepOne(f *runtime.Fiber, w *waiter) {
 }
 
 // stepEntries steps proposals into raft as one MsgProp. Each entry's data
-// is the header (header.go: this member's ID, the waiter's id) and the
-// caller's bytes.
+// is the caller's buffer, the header (header.go: this member's ID, the
+// waiter's id) written in the room NewEntry left at its front.
 func (n *Node) stepEntries(f *runtime.Fiber, ws []*waiter) {
 	if len(ws) == 0 {
 		return
@@ -454,7 +462,8 @@ func (n *Node) stepEntries(f *runtime.Fiber, ws []*waiter) {
 	}
 	ents := make([]*raftpb.Entry, len(ws))
 	for i, w := range ws {
-		ents[i] = &raftpb.Entry{Data: append(appendHeader(n.cfg.ID, w.id, len(w.data)), w.data...)}
+		putHeader(w.data, n.cfg.ID, w.id)
+		ents[i] = &raftpb.Entry{Data: w.data}
 	}
 	n.stepped(f, ws, n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.ID), Entries: ents}))
 }

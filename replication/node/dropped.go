@@ -52,7 +52,7 @@ func (n *Node) returnDropped(f *runtime.Fiber, m *raftpb.Message) {
 		if p, _, ok := parseHeader(d); e.GetType() != raftpb.EntryNormal || !ok || p != proposer {
 			continue
 		}
-		heads = append(heads, &raftpb.Entry{Data: d[:headerLen:headerLen]})
+		heads = append(heads, &raftpb.Entry{Data: d[:HeaderLen:HeaderLen]})
 	}
 	if len(heads) == 0 {
 		return

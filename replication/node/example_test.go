@@ -48,7 +48,7 @@ func ExampleStart() {
 			fmt.Println(err)
 			return 1
 		}
-		idx, err := n.Propose(f, []byte("one"), 5*time.Second)
+		idx, err := n.Propose(f, append(node.NewEntry(3), "one"...), 5*time.Second)
 		fmt.Println("applied at", idx, err, "count", sm.n)
 		_, err = n.ReadIndex(f, 5*time.Second)
 		fmt.Println("read", err, "count", sm.n)
@@ -73,7 +73,7 @@ func ExampleNode_ProposeValue() {
 		}
 		defer n.Stop(f)
 		fmt.Println("leader known:", n.Leader() != 0)
-		_, _, err = n.ProposeValue(f, []byte("one"), 5*time.Second)
+		_, _, err = n.ProposeValue(f, append(node.NewEntry(3), "one"...), 5*time.Second)
 		fmt.Println("applied:", err, "count", sm.n)
 		return 0
 	})

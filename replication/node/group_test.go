@@ -97,7 +97,7 @@ func (n *Node) proposeShort(g *group, cmd string) (uint64, error) {
 	m := g.members[n.ID()]
 	var idx uint64
 	var err error
-	g.on(m, func(f *runtime.Fiber) { idx, err = n.Propose(f, []byte(cmd), 30*testTick) })
+	g.on(m, func(f *runtime.Fiber) { idx, err = n.Propose(f, append(NewEntry(len(cmd)), cmd...), 30*testTick) })
 	return idx, err
 }
 
@@ -238,7 +238,7 @@ func TestCallFromAnotherShard(t *testing.T) {
 		}
 		m := g.members[1]
 		shardtest.On(f, (m.shard+1)%f.Shards(), func(f *runtime.Fiber) {
-			if _, err := m.node.Propose(f, []byte("k=v"), time.Second); !errors.Is(err, ErrWrongShard) {
+			if _, err := m.node.Propose(f, append(NewEntry(3), "k=v"...), time.Second); !errors.Is(err, ErrWrongShard) {
 				t.Errorf("propose from another shard: %v, want ErrWrongShard", err)
 			}
 		})
@@ -612,7 +612,7 @@ func heldLeader(t *testing.T, fn func(g *group, f *runtime.Fiber, lead uint64, g
 		propose := func(cmd string, done chan<- error) {
 			g.on(m, func(f *runtime.Fiber) {
 				runtime.Go(f, func(f *runtime.Fiber) {
-					_, err := m.node.Propose(f, []byte(cmd), opWait)
+					_, err := m.node.Propose(f, append(NewEntry(len(cmd)), cmd...), opWait)
 					done <- err
 				})
 			})
@@ -827,7 +827,7 @@ func TestASoleVoterKeepsGroupCommit(t *testing.T) {
 			for w := range writers {
 				runtime.Go(f, func(f *runtime.Fiber) {
 					for i := range each {
-						if _, err := m.node.Propose(f, fmt.Appendf(nil, "w%d-%d=v", w, i), opWait); err != nil {
+						if _, err := m.node.Propose(f, fmt.Appendf(NewEntry(0), "w%d-%d=v", w, i), opWait); err != nil {
 							done <- err
 							return
 						}

@@ -449,7 +449,7 @@ func (g *group) propose(id uint64, cmd string) (uint64, error) {
 	m := g.members[id]
 	var idx uint64
 	var err error
-	g.on(m, func(f *runtime.Fiber) { idx, err = m.node.Propose(f, []byte(cmd), opWait) })
+	g.on(m, func(f *runtime.Fiber) { idx, err = m.node.Propose(f, append(NewEntry(len(cmd)), cmd...), opWait) })
 	return idx, err
 }
 

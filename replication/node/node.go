@@ -181,7 +181,8 @@ type Node struct {
 	sm    StateMachine
 	inbox runtime.Addr[transport.Envelope]
 
-	work []work // queued by callers and the transport, drained by the driver
+	work      []work // queued by callers and the transport, drained by the driver
+	spareWork []work // the other of the driver's two work slices (stepWork)
 	// wake is notified by whatever gives the driver something to do: work
 	// queued, a tick due, a snapshot written, a stop.
 	wake    runtime.Signal

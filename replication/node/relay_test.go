@@ -40,7 +40,7 @@ func (g *group) load(m *member, prefix string, props, reads int, res *outcomes) 
 	g.on(m, func(f *runtime.Fiber) {
 		sawLeader = m.node.Leader()
 		for i := range props {
-			m.node.ProposeFunc(f, fmt.Appendf(nil, "%s%d=v", prefix, i), opWait, func(_ *runtime.Fiber, _ uint64, _ any, err error) { res.add(err) })
+			m.node.ProposeFunc(f, fmt.Appendf(NewEntry(0), "%s%d=v", prefix, i), opWait, func(_ *runtime.Fiber, _ uint64, _ any, err error) { res.add(err) })
 		}
 		for range reads {
 			runtime.Go(f, func(g *runtime.Fiber) {
