@@ -93,7 +93,10 @@
 //
 // Snapshots are on by default: once WAL.SnapshotEveryBytes of log
 // (DefaultSnapshotEveryBytes, 16 MiB; the worker's data.snapshot_bytes)
-// have been written since the last one, and what is committed is applied,
+// have been written since the last one (a group's only member also waits
+// for as much log as its last snapshot's size: wal.Log.SnapshotDueScaled,
+// so that snapshots cost each write the same at any size of the state),
+// and what is committed is applied,
 // the driver captures the raft snapshot (the engine frozen, O(tables)) and
 // a fiber of its own does the rest beside the driver's appends: the state
 // serialized, the log re-anchored in a new segment (writes wait for this

@@ -70,7 +70,8 @@
 // each call. A Signal wakes one waiting fiber from any shard, keeping a
 // Notify that comes before the Wait: the sleep of a loop that drains a
 // queue. A Future (NewFuture) waits for one value that some other code will
-// send.
+// send; Await is the same wait on the fiber's reused Ask waiter, without an
+// allocation.
 //
 // # Failure
 //

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Options configure a Log. Zero values take the defaults.
@@ -131,6 +132,11 @@ type Log struct {
 	// What had been appended when the snapshot in progress was started
 	// (BeginSnapshot); SnapshotDone subtracts it.
 	snapStartBytes, snapStartRecords int64
+	// snapBytes is the size of the newest snapshot's body (SnapshotDueScaled);
+	// written is what the last WriteSnapshot wrote, set off the log's
+	// goroutine (hence atomic) and taken by EndSnapshot.
+	snapBytes int64
+	written   atomic.Int64
 
 	buf    []byte
 	failed error // sticky fatal error
@@ -261,6 +267,7 @@ func (l *Log) loadSnapshot(snaps []LSN, rec *Recovered) error {
 			continue
 		}
 		rec.Snapshot, rec.SnapshotLSN = body, lsn
+		l.snapBytes = int64(len(body))
 		if l.opts.Restore != nil {
 			if err := l.opts.Restore(lsn, body); err != nil {
 				return fmt.Errorf("wal: restore snapshot %s: %w", name, err)
@@ -842,6 +849,28 @@ func (l *Log) SnapshotDue() bool {
 		(o.SnapshotEveryRecords > 0 && l.recordsSinceSnap >= o.SnapshotEveryRecords)
 }
 
+// SnapshotDueScaled is SnapshotDue with SnapshotEveryBytes as a floor: the
+// next snapshot is due once the log since the last one is also as large
+// as that snapshot's body. A snapshot costs what the whole state costs to
+// write, so a fixed interval makes each write pay more as the state grows
+// (a state of a million records was written out every 16 MiB of log, and
+// a busy writer's p99 grew with it); an interval that grows with the
+// state keeps the snapshots' share of the work, and of the time, the same
+// at any size: Redis's AOF rewrite at 100% growth. The price: a restart
+// replays up to a snapshot's size of log, and the disk holds that much
+// beside the snapshot. SnapshotEveryBytes of 0 (off) stays off.
+func (l *Log) SnapshotDueScaled() bool {
+	o := &l.opts
+	if o.SnapshotEveryBytes > 0 && l.bytesSinceSnap >= max(o.SnapshotEveryBytes, l.snapBytes) {
+		return true
+	}
+	return o.SnapshotEveryRecords > 0 && l.recordsSinceSnap >= o.SnapshotEveryRecords
+}
+
+// SnapshotBytes is the size of the newest snapshot's body: recovered by
+// Open, or written since (0: none).
+func (l *Log) SnapshotBytes() int64 { return l.snapBytes }
+
 // BeginSnapshot starts a snapshot of the state as of LastLSN(), which it
 // returns: it starts a new segment at the next LSN when the active one
 // holds records (blocking I/O: a header write, fdatasync, directory fsync),
@@ -936,6 +965,7 @@ func (l *Log) EndSnapshot(lsn LSN, werr error) (*Cleanup, error) {
 		return nil, fmt.Errorf("wal: snapshot at LSN %d outside [%d, %d]", lsn, l.snapLSN, l.LastLSN())
 	}
 	l.snapLSN = lsn
+	l.snapBytes = l.written.Load()
 	l.bytesSinceSnap -= min(l.bytesSinceSnap, l.snapStartBytes)
 	l.recordsSinceSnap -= min(l.recordsSinceSnap, l.snapStartRecords)
 	l.snapStartBytes, l.snapStartRecords = 0, 0
@@ -1013,6 +1043,7 @@ func (l *Log) writeSnapshot(name string, lsn LSN, write func(io.Writer) error, s
 		return classifyWrite("write snapshot", name, err)
 	}
 	body := w.off + int64(len(w.buf)) - snapHeaderSize
+	l.written.Store(body)
 	var tr [12]byte
 	putUint64(tr[0:8], uint64(body))
 	w.buf = append(w.buf, tr[:8]...)

@@ -296,6 +296,48 @@ func TestSnapshotBoundsTheLog(t *testing.T) {
 	checkRecords(t, rec.Records, 500, 3)
 }
 
+// TestSnapshotIntervalGrowsWithTheState: SnapshotDueScaled waits for
+// SnapshotEveryBytes of log while the snapshots are smaller, then for as
+// much log as the last snapshot's body (written, or recovered by Open);
+// SnapshotDue keeps the fixed interval.
+func TestSnapshotIntervalGrowsWithTheState(t *testing.T) {
+	fsys := faultfs.New()
+	opts := wal.Options{SnapshotEveryBytes: 1000}
+	l, _ := open(t, fsys, opts)
+	// untilDue appends records of about 30 bytes until SnapshotDueScaled
+	// says a snapshot is due, and returns how many.
+	untilDue := func(l *wal.Log) int {
+		n := 0
+		for !l.SnapshotDueScaled() {
+			appendN(t, l, n, 1)
+			if n++; n > 100000 {
+				t.Fatal("never due")
+			}
+		}
+		return n
+	}
+	if n := untilDue(l); !l.SnapshotDue() || n < 15 || n > 60 {
+		t.Fatalf("first due after %d appends (SnapshotDue %v), want about 1000 bytes' worth", n, l.SnapshotDue())
+	}
+	if err := l.Snapshot(l.LastLSN(), snapshotBody(strings.Repeat("s", 8000))); err != nil {
+		t.Fatal(err)
+	}
+	if l.SnapshotBytes() < 8000 {
+		t.Fatalf("SnapshotBytes %d after a body of 8000", l.SnapshotBytes())
+	}
+	appendN(t, l, 0, 40) // past the fixed interval
+	// A restart knows the snapshot's size from its file.
+	l.Close()
+	l, _ = open(t, fsys, opts)
+	if l.SnapshotBytes() < 8000 || !l.SnapshotDue() || l.SnapshotDueScaled() {
+		t.Fatalf("after ~1200 bytes and a restart: SnapshotBytes %d (want 8000), SnapshotDue %v (want true), SnapshotDueScaled %v (want false)",
+			l.SnapshotBytes(), l.SnapshotDue(), l.SnapshotDueScaled())
+	}
+	if total := 40 + untilDue(l); total < 150 || total > 400 {
+		t.Fatalf("scaled due after %d appends, want about 8000 bytes' worth", total)
+	}
+}
+
 func TestSnapshotCrashSafety(t *testing.T) {
 	fsys := faultfs.New()
 	l, _ := open(t, fsys, wal.Options{})

@@ -230,7 +230,7 @@ var settings = []setting{
 			return nil
 		}},
 	{Key: keys.SnapshotBytes, def: strconv.Itoa(dbowner.DefaultSnapshotEveryBytes), kind: kindInt,
-		help: "log `bytes` written since the last snapshot that make the database take the next one (bounds the log on disk and the replay at start); 0 = never",
+		help: "log `bytes` written since the last snapshot that make the database take the next one (bounds the log on disk and the replay at start; a one-member group also waits for as much log as its last snapshot); 0 = never",
 		apply: func(c *Config, s string) error {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil || n < 0 {

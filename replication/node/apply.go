@@ -152,14 +152,20 @@ func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
 // must still be in its memory then.
 func (n *Node) compactApplied() error {
 	c, ok := n.cfg.Storage.(AppliedCompactor)
-	cs := n.confState
-	if !ok || n.snap.writing || !n.SoleVoter() || len(cs.GetLearners()) > 0 || len(cs.GetVotersOutgoing()) > 0 || len(cs.GetLearnersNext()) > 0 {
+	if !ok || n.snap.writing || !n.alone() {
 		return nil
 	}
 	if err := c.CompactApplied(n.applied); err != nil {
 		return fmt.Errorf("compact the applied log to %d: %w", n.applied, err)
 	}
 	return nil
+}
+
+// alone: this member is the group's only member, voter or learner, in
+// every configuration raft is in.
+func (n *Node) alone() bool {
+	cs := n.confState
+	return n.SoleVoter() && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0 && len(cs.GetLearnersNext()) == 0
 }
 
 // maybeSnapshot starts a snapshot when one is due. It waits until what is
@@ -172,8 +178,14 @@ func (n *Node) maybeSnapshot(f *runtime.Fiber) error {
 	if s.writing || n.applied < n.commit {
 		return nil
 	}
+	due := c.SnapshotDue
+	if c.SnapshotDueAlone != nil && n.alone() {
+		if _, compacts := c.Storage.(AppliedCompactor); compacts {
+			due = c.SnapshotDueAlone
+		}
+	}
 	if s.needed || (c.SnapshotEntries > 0 && n.applied-s.index >= c.SnapshotEntries) ||
-		(c.SnapshotDue != nil && n.applied > s.index && c.SnapshotDue()) {
+		(due != nil && n.applied > s.index && due()) {
 		s.needed = false
 		return n.snapshot(f)
 	}

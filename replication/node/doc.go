@@ -32,7 +32,9 @@
 //
 // Proposals carry a 16-byte header (proposer ID, sequence number) so the
 // proposing member can answer its caller when the entry applies; the state
-// machine sees only the payload. Membership changes (AddLearner, Promote,
+// machine sees only the payload. The caller builds a proposal in a NewEntry
+// buffer, whose first HeaderLen bytes are the header's room, so the driver
+// writes the header in place instead of copying the payload behind one. Membership changes (AddLearner, Promote,
 // Demote, Remove) are ConfChangeV2 entries whose context carries the
 // member's peer address; a follower forwards them to the leader as raft
 // forwards any proposal. Demote is AddLearner on a voter (raft makes a

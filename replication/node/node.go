@@ -84,6 +84,12 @@ type Config struct {
 	// SnapshotDue, when set, is asked after each Ready whether a snapshot
 	// is due anyway (the database: enough log bytes since the last one).
 	SnapshotDue func() bool
+	// SnapshotDueAlone, when set, is asked instead of SnapshotDue while
+	// this member is the group's only member, whose memory keeps no
+	// entries it applied (AppliedCompactor): a longer log costs it disk and
+	// restart time only, no memory (the database: an interval that grows
+	// with the state, wal.Log.SnapshotDueScaled).
+	SnapshotDueAlone func() bool
 	// OnSave, when set, is called after every Save that persisted entries,
 	// with how many and how long the save took (metrics, tracing; it must
 	// not park).
