@@ -21,10 +21,8 @@ DUR=${2:-8}
 SERVER_CPUS=${SERVER_CPUS:-0}
 LOAD_CPUS=${LOAD_CPUS:-1}
 
-if ! command -v wrk >/dev/null; then
-  echo "bench-records-growth: installing wrk (Debian)" >&2
-  (apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; })
-fi
+source hack/lib/bench.sh
+need_wrk
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
@@ -60,7 +58,6 @@ request = function()
     '{"name":"bench","team":"records"}')
 end
 LUA
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 n=${#names[@]}
 echo "# bench-records-growth $(date -u +%FT%TZ): load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, servers on CPU $SERVER_CPUS, wrk on CPU $LOAD_CPUS, $ROUNDS rounds of ${DUR}s"
@@ -73,8 +70,7 @@ for r in $(seq "$ROUNDS"); do
     out=$(taskset -c "$LOAD_CPUS" wrk -t1 -c128 -d"${DUR}s" --latency -s "$tmp/p.lua" "http://127.0.0.1:${ports[$s]}")
     c1=$(cpu "${spids[$s]}")
     awk -v s="${names[$s]}" -v r="$r" -v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" \
-      -v rss="$(awk '/VmRSS/ {print $2}' "/proc/${spids[$s]}/status")" -v load="$(cut -d' ' -f1 /proc/loadavg)" '
-      function us(v) { if (v ~ /ms$/) return substr(v, 1, length(v) - 2) * 1000; if (v ~ /us$/) return substr(v, 1, length(v) - 2) + 0; if (v ~ /s$/) return substr(v, 1, length(v) - 1) * 1e6; return v }
+      -v rss="$(rss "${spids[$s]}")" -v load="$(cut -d' ' -f1 /proc/loadavg)" "$AWK_US"'
       /^Requests\/sec/ { rps = $2 }
       / requests in / { reqs = $1 }
       /^ +99%/ { p99 = us($2) }

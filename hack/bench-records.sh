@@ -34,10 +34,8 @@ LOAD_CPUS=${LOAD_CPUS:-1}
 OPEN_GET_RATE=${OPEN_GET_RATE:-4000}
 OPEN_PUT_RATE=${OPEN_PUT_RATE:-2000}
 
-if ! command -v wrk >/dev/null; then
-  echo "bench-records: installing wrk (Debian)" >&2
-  (apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; })
-fi
+source hack/lib/bench.sh
+need_wrk
 
 tmp=$(mktemp -d)
 pids=()
@@ -83,7 +81,6 @@ request = function()
 end
 LUA
 
-source hack/lib/bench.sh
 results=$tmp/results # "test run server key=value ..." per line
 
 run_closed() { # server op run

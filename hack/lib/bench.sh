@@ -6,6 +6,13 @@ cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # rss PID: its resident set now, in KiB, as the process holds it.
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
+# need_wrk: installs wrk from Debian when it is missing.
+need_wrk() {
+  command -v wrk >/dev/null && return
+  echo "bench: installing wrk (Debian)" >&2
+  (apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; })
+}
+
 # AWK_US is an awk function, us(x): a latency as wrk or Go prints it (850us,
 # 850µs, 1.5ms, 2s) in microseconds. Put it before an awk program:
 #   awk "$AWK_US"' { print us($2) }'
