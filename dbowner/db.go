@@ -583,21 +583,26 @@ func (d *DB) read(f *runtime.Fiber, req request) response {
 	return d.remote(f, req)
 }
 
-// write runs a write transaction. On the owner shard the fiber submits the
-// batch itself (owner.submit) and parks until its group is durable;
-// elsewhere the batch goes to the owner in a message, whose actor submits
-// it the same way and replies from the member's answer.
+// write runs a write transaction. The caller's fiber encodes the batch
+// into the command the log will carry, on its own shard: the owner's shard
+// is the one every write of the database passes through, and a command
+// of bytes needs no copy of the caller's maps to cross shards. On the
+// owner shard the fiber then submits the command itself (owner.submit)
+// and parks until its group is durable; elsewhere the command goes to the
+// owner in a message, whose actor submits it the same way and replies
+// from the member's answer.
 func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, error) {
 	if d.ps != nil {
 		return d.writePartitioned(f, op, table, b)
 	}
-	req := request{kind: reqWrite, op: op, table: table, reqID: d.reqID}
+	if len(d.reqID) > maxRequestID {
+		return 0, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", op, table, len(d.reqID), maxRequestID)
+	}
+	req := request{kind: reqWrite, op: op, table: table, reqID: d.reqID, cmd: newCommand(d.reqID, b)}
 	if f.Shard() != d.o.shard {
-		req.batch = cloneBatch(b)
 		resp := d.remote(f, req)
 		return resp.seq, resp.err
 	}
-	req.batch = b
 	_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, op, table, f.Shard())
 	resp := d.o.serve(f, &req, sp)
 	endSpan(sp, resp.err)
@@ -631,20 +636,6 @@ func (d *DB) remote(f *runtime.Fiber, req request) response {
 	return resp
 }
 
-// cloneBatch copies the maps of a batch that is about to cross shards, so
-// that no map is shared between the caller's shard and the owner's.
-func cloneBatch(b engine.Batch) engine.Batch {
-	c := slices.Clone(b)
-	for i := range c {
-		if c[i].Fields != nil {
-			c[i].Fields = maps.Clone(c[i].Fields)
-		}
-		c[i].Schema.Fields = slices.Clone(c[i].Schema.Fields)
-		c[i].Schema.Indexes = slices.Clone(c[i].Schema.Indexes)
-	}
-	return c
-}
-
 type reqKind uint8
 
 const (
@@ -671,7 +662,7 @@ type request struct {
 	table string
 	key   engine.Value
 	query engine.Query
-	batch engine.Batch
+	cmd   []byte // a write's command (newCommand), in a node.NewEntry buffer
 	reqID string
 	stale bool
 	id    uint64 // membership calls

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -282,21 +281,16 @@ func (o *owner) await(f *runtime.Fiber, req *request, sp trace.Span) response {
 	return resp
 }
 
-// command is req's batch encoded for the log, or why it is refused.
+// command is req's command (encoded by the caller: DB.write), or why it is
+// refused.
 func (o *owner) command(req *request) ([]byte, error) {
 	if err := o.usable(); err != nil {
 		return nil, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
 	}
-	if len(req.reqID) > maxRequestID {
-		return nil, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", req.op, req.table, len(req.reqID), maxRequestID)
-	}
-	// Built behind the room for the raft member's header (node.NewEntry),
-	// so the command is not copied again behind one.
-	cmd := encodeCommand(node.NewEntry(commandHeaderMax+len(req.reqID)+engine.SizeHint(req.batch)), req.reqID, time.Now(), req.batch)
-	if err := o.room(cmd); err != nil {
+	if err := o.room(req.cmd); err != nil {
 		return nil, fmt.Errorf("dbowner: %s %q refused: %w", req.op, req.table, err)
 	}
-	return cmd, nil
+	return req.cmd, nil
 }
 
 // room admits a write's command before raft sees it (wal.Log.Room): on a

@@ -47,6 +47,13 @@ const (
 // beside the request ID's own bytes.
 const commandHeaderMax = 1 + 2*binary.MaxVarintLen64
 
+// newCommand is b's command as the log carries it, built behind the room
+// for the raft member's header (node.NewEntry) so that it is not copied
+// again behind one.
+func newCommand(reqID string, b engine.Batch) []byte {
+	return encodeCommand(node.NewEntry(commandHeaderMax+len(reqID)+engine.SizeHint(b)), reqID, time.Now(), b)
+}
+
 func encodeCommand(dst []byte, reqID string, now time.Time, b engine.Batch) []byte {
 	dst = append(dst, commandVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(reqID)))
