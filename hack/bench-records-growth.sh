@@ -23,10 +23,7 @@ LOAD_CPUS=${LOAD_CPUS:-1}
 
 source hack/lib/bench.sh
 need_wrk
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
+bench_setup
 
 if [ -z "${WORKERS:-}" ]; then go build -o "$tmp/worker" ./cmd/worker; WORKERS=$tmp/worker; fi
 (cd hack/benchsvc && go build -o "$tmp/benchsvc" .)
@@ -50,14 +47,7 @@ for port in "${ports[@]}"; do
   done
 done
 
-cat >"$tmp/put.lua" <<'LUA'
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("PUT", "/v1/records/" .. run .. "-" .. n, {["Content-Type"] = "application/json"},
-    '{"name":"bench","team":"records"}')
-end
-LUA
+cp hack/lib/records-put.lua "$tmp/put.lua"
 
 n=${#names[@]}
 echo "# bench-records-growth $(date -u +%FT%TZ): load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, servers on CPU $SERVER_CPUS, wrk on CPU $LOAD_CPUS, $ROUNDS rounds of ${DUR}s"

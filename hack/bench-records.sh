@@ -36,11 +36,7 @@ OPEN_PUT_RATE=${OPEN_PUT_RATE:-2000}
 
 source hack/lib/bench.sh
 need_wrk
-
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
+bench_setup
 
 if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$tmp/worker"; else go build -o "$tmp/worker" ./cmd/worker; fi
 (cd hack/benchsvc && go build -o "$tmp/benchsvc" .)
@@ -72,14 +68,7 @@ request = function()
   return wrk.format("GET", "/v1/records/g" .. math.random(1, 1000))
 end
 LUA
-cat >"$tmp/put.lua" <<'LUA'
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("PUT", "/v1/records/" .. run .. "-" .. n, {["Content-Type"] = "application/json"},
-    '{"name":"bench","team":"records"}')
-end
-LUA
+cp hack/lib/records-put.lua "$tmp/put.lua"
 
 results=$tmp/results # "test run server key=value ..." per line
 

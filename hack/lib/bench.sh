@@ -6,6 +6,19 @@ cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # rss PID: its resident set now, in KiB, as the process holds it.
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
+# bench_setup: $tmp, a directory removed at exit, and pids, the servers
+# and load generators (append their PIDs) killed at exit.
+bench_setup() {
+  tmp=$(mktemp -d)
+  pids=()
+  trap bench_cleanup EXIT
+}
+bench_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+
 # need_wrk: installs wrk from Debian when it is missing.
 need_wrk() {
   command -v wrk >/dev/null && return
