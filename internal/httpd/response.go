@@ -187,8 +187,10 @@ func (w *response) finish() {
 	w.body = nil
 }
 
-// maxKeptBody bounds the body buffer a connection keeps between requests.
-const maxKeptBody = 4 << 10
+// maxKeptBody bounds the body buffer a connection keeps between requests:
+// a record's answer fits, a list page's is left to the collector, and ten
+// thousand idle connections keep at most 10 MiB.
+const maxKeptBody = 1 << 10
 
 // now is the Date header value, formatted once a second per connection.
 func (c *conn) now() []byte {
