@@ -598,7 +598,7 @@ func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, 
 	if len(d.reqID) > maxRequestID {
 		return 0, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", op, table, len(d.reqID), maxRequestID)
 	}
-	req := request{kind: reqWrite, op: op, table: table, reqID: d.reqID, cmd: newCommand(d.reqID, b)}
+	req := request{kind: reqWrite, op: op, table: table, cmd: newCommand(d.reqID, b)}
 	if f.Shard() != d.o.shard {
 		resp := d.remote(f, req)
 		return resp.seq, resp.err
@@ -662,8 +662,7 @@ type request struct {
 	table string
 	key   engine.Value
 	query engine.Query
-	cmd   []byte // a write's command (newCommand), in a node.NewEntry buffer
-	reqID string
+	cmd   []byte // a write's command (newCommand: its request ID inside), in a node.NewEntry buffer
 	stale bool
 	id    uint64 // membership calls
 	addr  string

@@ -843,11 +843,7 @@ func (l *Log) Failed(p *Pending, err error) error {
 }
 
 // SnapshotDue reports whether the configured snapshot interval has passed.
-func (l *Log) SnapshotDue() bool {
-	o := &l.opts
-	return (o.SnapshotEveryBytes > 0 && l.bytesSinceSnap >= o.SnapshotEveryBytes) ||
-		(o.SnapshotEveryRecords > 0 && l.recordsSinceSnap >= o.SnapshotEveryRecords)
-}
+func (l *Log) SnapshotDue() bool { return l.snapshotDue(l.opts.SnapshotEveryBytes) }
 
 // SnapshotDueScaled is SnapshotDue with SnapshotEveryBytes as a floor: the
 // next snapshot is due once the log since the last one is also as large
@@ -860,11 +856,15 @@ func (l *Log) SnapshotDue() bool {
 // replays up to a snapshot's size of log, and the disk holds that much
 // beside the snapshot. SnapshotEveryBytes of 0 (off) stays off.
 func (l *Log) SnapshotDueScaled() bool {
+	return l.snapshotDue(max(l.opts.SnapshotEveryBytes, l.snapBytes))
+}
+
+// snapshotDue: the log since the last snapshot holds every bytes (when the
+// byte trigger is on) or SnapshotEveryRecords records.
+func (l *Log) snapshotDue(every int64) bool {
 	o := &l.opts
-	if o.SnapshotEveryBytes > 0 && l.bytesSinceSnap >= max(o.SnapshotEveryBytes, l.snapBytes) {
-		return true
-	}
-	return o.SnapshotEveryRecords > 0 && l.recordsSinceSnap >= o.SnapshotEveryRecords
+	return (o.SnapshotEveryBytes > 0 && l.bytesSinceSnap >= every) ||
+		(o.SnapshotEveryRecords > 0 && l.recordsSinceSnap >= o.SnapshotEveryRecords)
 }
 
 // SnapshotBytes is the size of the newest snapshot's body: recovered by

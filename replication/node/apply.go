@@ -151,8 +151,8 @@ func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
 // is being written: the storage records it at the index captured, which
 // must still be in its memory then.
 func (n *Node) compactApplied() error {
-	c, ok := n.cfg.Storage.(AppliedCompactor)
-	if !ok || n.snap.writing || !n.alone() {
+	c := n.appliedCompactor()
+	if c == nil || n.snap.writing {
 		return nil
 	}
 	if err := c.CompactApplied(n.applied); err != nil {
@@ -161,11 +161,17 @@ func (n *Node) compactApplied() error {
 	return nil
 }
 
-// alone: this member is the group's only member, voter or learner, in
-// every configuration raft is in.
-func (n *Node) alone() bool {
+// appliedCompactor is the storage when its memory may drop what this
+// member applied: it can (AppliedCompactor), and the member is the group's
+// only member, voter or learner, in every configuration raft is in (no one
+// will ask for those entries). Else nil.
+func (n *Node) appliedCompactor() AppliedCompactor {
+	c, ok := n.cfg.Storage.(AppliedCompactor)
 	cs := n.confState
-	return n.SoleVoter() && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0 && len(cs.GetLearnersNext()) == 0
+	if !ok || !n.SoleVoter() || len(cs.GetLearners()) > 0 || len(cs.GetVotersOutgoing()) > 0 || len(cs.GetLearnersNext()) > 0 {
+		return nil
+	}
+	return c
 }
 
 // maybeSnapshot starts a snapshot when one is due. It waits until what is
@@ -179,10 +185,8 @@ func (n *Node) maybeSnapshot(f *runtime.Fiber) error {
 		return nil
 	}
 	due := c.SnapshotDue
-	if c.SnapshotDueAlone != nil && n.alone() {
-		if _, compacts := c.Storage.(AppliedCompactor); compacts {
-			due = c.SnapshotDueAlone
-		}
+	if c.SnapshotDueAlone != nil && n.appliedCompactor() != nil {
+		due = c.SnapshotDueAlone
 	}
 	if s.needed || (c.SnapshotEntries > 0 && n.applied-s.index >= c.SnapshotEntries) ||
 		(due != nil && n.applied > s.index && due()) {
