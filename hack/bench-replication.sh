@@ -21,9 +21,11 @@
 # Environment: ETCD (an etcd binary; default: built or reused by
 # hack/envtest-binaries.sh), BASE_REF (default 977e848, main before issue
 # 13 was wired), VALUE_SIZE (default 256), CLIENTS (default 64),
-# PARTITIONS (default 4), PIN (1: every server on CPU 1, the load generator
-# on CPU 0, as docs/benchmarks.md asks; default off, as the figures before
-# issue 27 were taken).
+# PARTITIONS (default 4), PIN (default 1: every server on CPU 1, the load
+# generator on CPU 0, as docs/benchmarks.md asks; 0: unpinned, as the
+# figures before 2026-12-07 were taken), WO_CLIENT (benchrepl's
+# -wo-client: fasthttp, the default, or net/http, the client before
+# 2026-12-07, which took as much CPU as the three members).
 # Prints each run, then medians and ratios (wo / etcd, one-member / base).
 #
 # SIZES="1 3 5" runs another benchmark instead (issue 27, item 6): wo
@@ -50,7 +52,7 @@ CLIENTS=${CLIENTS:-64}
 BASE_REF=${BASE_REF:-977e848}
 PARTITIONS=${PARTITIONS:-4}
 srv=(); cli=()
-if [[ ${PIN:-0} == 1 ]]; then srv=(taskset -c 1); cli=(taskset -c 0); fi
+if [[ ${PIN:-1} == 1 ]]; then srv=(taskset -c 1); cli=(taskset -c 0); fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-replication.XXXXXX")
 pids=()
@@ -87,7 +89,7 @@ wait_leaders() { # ops-url: until every partition's group has a leader (readines
 }
 
 bench() { # system endpoints op
-  "${cli[@]}" "$tmp/benchrepl" -system "$1" -endpoints "$2" -op "$3" -clients "$CLIENTS" -duration "${DUR}s" -value-size "$VALUE_SIZE"
+  "${cli[@]}" "$tmp/benchrepl" -system "$1" -wo-client "${WO_CLIENT:-fasthttp}" -endpoints "$2" -op "$3" -clients "$CLIENTS" -duration "${DUR}s" -value-size "$VALUE_SIZE"
 }
 field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 declare -A OPS P99
@@ -222,7 +224,7 @@ if [[ -n ${SIZES:-} ]]; then
   read -ra workers <<<"${WORKERS:-$tmp/worker}"
   units=()
   for n in "${sizes[@]}"; do for w in "${workers[@]}"; do units+=("$n:$w"); done; done
-  echo "bench-replication sizes: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; ${VALUE_SIZE}-byte values; sizes $SIZES; partitions 1 and $PARTITIONS; workers ${workers[*]}; pinned: ${PIN:-0}"
+  echo "bench-replication sizes: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; ${VALUE_SIZE}-byte values; sizes $SIZES; partitions 1 and $PARTITIONS; workers ${workers[*]}; pinned: ${PIN:-1}"
   for run in $(seq "$RUNS"); do
     echo "run $run (load $(cut -d' ' -f1 /proc/loadavg))"
     k=$(((run - 1) % ${#units[@]}))
@@ -280,7 +282,7 @@ done
 "$tmp/benchrepl" -system etcd -endpoints "$ETCD_EPS" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"
 for eps in "$WO_EPS" "$WOP_EPS"; do "$tmp/benchrepl" -system wo -endpoints "$eps" -op load -clients "$CLIENTS" -value-size "$VALUE_SIZE"; done
 
-echo "bench-replication: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; 13-byte keys, ${VALUE_SIZE}-byte values; wop: $PARTITIONS partitions; pinned: ${PIN:-0}; $("$ETCD" --version | head -1)"
+echo "bench-replication: load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; ${RUNS} runs of ${DUR}s; $CLIENTS clients; 13-byte keys, ${VALUE_SIZE}-byte values; wop: $PARTITIONS partitions; pinned: ${PIN:-1}; $("$ETCD" --version | head -1)"
 for i in $(seq "$RUNS"); do
   echo "run $i (load $(cut -d' ' -f1 /proc/loadavg))"
   for op in put get; do
