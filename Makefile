@@ -162,6 +162,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeBatch -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzRaftRecords -fuzztime 10s ./dbowner/
 	$(GO) test -run '^$$' -fuzz FuzzVerifyBackup -fuzztime 10s ./dbowner/
+	$(GO) test -run '^$$' -fuzz FuzzCallCodec -fuzztime 10s ./dbowner/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./dbowner/engine/
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 10s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 10s ./internal/chat/

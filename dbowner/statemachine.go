@@ -271,6 +271,19 @@ func appendOutcomeErr(b []byte, err error) []byte {
 	return appendStr(b, e.Detail)
 }
 
+// readOutcomeErr reads what appendOutcomeErr wrote after its leading 1.
+// An unknown sentinel number reads as ErrBadBatch (a newer member's kind).
+func readOutcomeErr(r *snapReader) *engine.Error {
+	k := int(r.byte())
+	ee := &engine.Error{Op: r.str(), Index: int(r.varint()), Table: r.str(), Field: r.str(), Value: r.str(), Detail: r.str()}
+	if k > 0 && k < len(engineSentinels) {
+		ee.Err = engineSentinels[k]
+	} else {
+		ee.Err = engine.ErrBadBatch
+	}
+	return ee
+}
+
 // snapReader reads the state machine's snapshot with a sticky error.
 type snapReader struct {
 	p   []byte
@@ -344,14 +357,7 @@ func (s stateMachine) Restore(f *runtime.Fiber, data []byte) error {
 		e := &dedupeEntry{id: r.str(), unixms: r.varint()}
 		e.out.seq = r.uvarint()
 		if r.byte() == 1 {
-			k := int(r.byte())
-			ee := &engine.Error{Op: r.str(), Index: int(r.varint()), Table: r.str(), Field: r.str(), Value: r.str(), Detail: r.str()}
-			if k > 0 && k < len(engineSentinels) {
-				ee.Err = engineSentinels[k]
-			} else {
-				ee.Err = engine.ErrBadBatch
-			}
-			e.out.err = ee
+			e.out.err = readOutcomeErr(r)
 		}
 		d.byID[e.id] = e
 		d.order = append(d.order, e)
