@@ -97,6 +97,9 @@ type Config struct {
 	// buffer, and a three-pod group lost its leader for minutes after two
 	// leader pods were deleted on a real node (internal/e2ecluster).
 	PeerTimeout time.Duration
+	// Calls serves the calls other members make (TCP.Call, calls.go);
+	// nil refuses them.
+	Calls CallHandler
 }
 
 func (c Config) withDefaults() Config {
@@ -155,6 +158,10 @@ type Stats struct {
 	// PeersWiped counts members refused for answering from another data
 	// dir than their ID first did (Config.Nonces).
 	PeersWiped atomic.Int64
+	// AnswersDropped counts answers to others' calls that could not be
+	// queued (the caller unknown, or its queue full); LateAnswers, answers
+	// to this member's calls that came after the call gave up waiting.
+	AnswersDropped, LateAnswers atomic.Int64
 }
 
 // TCP is the transport between members: one listener on the peer port, one
@@ -182,7 +189,12 @@ type TCP struct {
 	refused map[uint64]bool    // removed members
 	wiped   map[uint64]bool    // members that answered from another data dir (Config.Nonces)
 	inbound map[*runtime.Conn]struct{}
-	closed  bool
+	calls   map[uint64]*call // this member's open calls, by ID
+	// nextCall numbers this member's calls; serving counts the calls of
+	// others being served.
+	nextCall uint64
+	serving  int
+	closed   bool
 	Stats   Stats
 }
 
@@ -195,6 +207,9 @@ type outMsg struct {
 	// its own, never decoded and encoded again here.
 	enc []byte
 	n   int
+	// frame, in place of both, is a whole frame written as it is (a call
+	// or an answer: calls.go).
+	frame []byte
 }
 
 type peer struct {
@@ -234,7 +249,7 @@ func New(f *runtime.Fiber, cfg Config) (*TCP, error) {
 		return nil, fmt.Errorf("transport: listen on peer address %s: %w", cfg.Addr, err)
 	}
 	t := &TCP{cfg: cfg, ln: ln, peers: map[uint64]*peer{}, groups: map[uint32]Handler{0: cfg.Handler},
-		refused: map[uint64]bool{}, wiped: map[uint64]bool{}, inbound: map[*runtime.Conn]struct{}{}}
+		refused: map[uint64]bool{}, wiped: map[uint64]bool{}, inbound: map[*runtime.Conn]struct{}{}, calls: map[uint64]*call{}}
 	if cfg.TLS == nil {
 		cfg.Logger.Warn("transport: peer TLS is off: members are not authenticated and raft traffic is plaintext; set the peer TLS certificate, key and CA files for anything but a single machine", "addr", ln.Addr().String())
 	} else {
@@ -379,6 +394,7 @@ func (t *TCP) Close(f *runtime.Fiber) {
 		return
 	}
 	t.closed = true
+	t.failCalls(f, fmt.Errorf("transport: closed: %w", ErrNoAnswer))
 	_ = t.ln.Close()
 	for _, p := range t.peers {
 		p.gone = true
@@ -467,13 +483,19 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 	start := 0
 	for start < len(batch) {
 		g := batch[start].group
+		if fr := batch[start].frame; fr != nil {
+			buf = append(buf, fr...)
+			t.Stats.FramesSent.Add(1)
+			start++
+			continue
+		}
 		if enc := batch[start].enc; enc != nil {
 			buf = t.appendEncoded(buf, p, batch[start])
 			start++
 			continue
 		}
 		end, size := start, 0
-		for end < len(batch) && batch[end].group == g && batch[end].enc == nil {
+		for end < len(batch) && batch[end].group == g && batch[end].enc == nil && batch[end].frame == nil {
 			s := sizeOf(batch[end].m)
 			if end > start && size+s > t.maxBody() {
 				break
@@ -815,6 +837,21 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 				t.refuse(raw, "bad group message frame", err)
 				return
 			}
+		case kindCall, kindAnswer:
+			if t.refused[h.from] || t.wiped[h.from] || t.closed {
+				return
+			}
+			if kind == kindCall {
+				err = t.serveCall(f, h.from, body)
+			} else {
+				err = t.takeAnswer(f, h.from, body)
+			}
+			if err != nil {
+				t.refuse(raw, "bad call frame", err)
+				return
+			}
+			t.Stats.FramesReceived.Add(1)
+			continue
 		case kindRefused:
 			// The dialer found this member's nonce is not the one its ID
 			// first answered with (it writes this instead of messages).
