@@ -19,11 +19,11 @@ import (
 // cluster has (docs/replication.md, "The later steps" 3), where a call for
 // a partition this member does not hold goes to one that does. Only the
 // calls a partition serves travel (Get, Query, a write's command); status
-// and membership calls go to partition 0, which every member holds. Not
-// sent by anything yet: the transport's frames and the forwarding come
-// next.
+// and membership calls go to partition 0, which every member holds.
+// DB.forward sends it (transport.TCP.Call), callServer serves it
+// (forward.go).
 //
-//	call   := version:u8(=1) kind:u8 op:str table:str deadline_ms:uvarint
+//	call   := version:u8(=1) kind:u8 partition:uvarint op:str table:str deadline_ms:uvarint
 //	          flags:u8 ntrace:uvarint (key:str value:str)* body
 //	body   := get: key:value | query: query | write: cmd:bytes
 //	query  := nwhere:uvarint (field:str op:u8 value:value)* order:str
@@ -48,13 +48,15 @@ var callSentinels = []error{
 	ErrCrossPartition, runtime.ErrTimeout, runtime.ErrStopped,
 }
 
-// appendCall appends req's wire form; deadline is the time the caller still
-// waits (0: none), sent as a duration since the members' clocks differ.
-func appendCall(dst []byte, req *request, deadline time.Duration) ([]byte, error) {
+// appendCall appends the wire form of req, a call of partition p; deadline
+// is the time the caller still waits (0: none), sent as a duration since
+// the members' clocks differ.
+func appendCall(dst []byte, p int, req *request, deadline time.Duration) ([]byte, error) {
 	if req.kind != reqGet && req.kind != reqQuery && req.kind != reqWrite {
 		return dst, fmt.Errorf("dbowner: %s: not a call another member serves", req.op)
 	}
 	dst = append(dst, callVersion, byte(req.kind))
+	dst = binary.AppendUvarint(dst, uint64(p))
 	dst = appendStr(dst, req.op)
 	dst = appendStr(dst, req.table)
 	dst = binary.AppendUvarint(dst, uint64(max(deadline, 0)/time.Millisecond))
@@ -93,18 +95,23 @@ func appendCall(dst []byte, req *request, deadline time.Duration) ([]byte, error
 	return dst, nil
 }
 
-// decodeCall decodes a call's wire form. Every error names what was wrong;
-// nothing of p is kept (a write's command is copied behind the raft
+// decodeCall decodes a call's wire form: its partition, the request and
+// the time its caller still waits. Every error names what was wrong;
+// nothing of b is kept (a write's command is copied behind the raft
 // header's room, as a local write's is built).
-func decodeCall(p []byte) (request, time.Duration, error) {
-	r := &snapReader{p: p}
+func decodeCall(b []byte) (int, request, time.Duration, error) {
+	r := &snapReader{p: b}
 	var req request
 	if v := r.byte(); r.err == nil && v != callVersion {
-		return req, 0, fmt.Errorf("dbowner: forwarded call: unknown version %d", v)
+		return 0, req, 0, fmt.Errorf("dbowner: forwarded call: unknown version %d", v)
 	}
 	req.kind = reqKind(r.byte())
 	if r.err == nil && req.kind != reqGet && req.kind != reqQuery && req.kind != reqWrite {
-		return req, 0, fmt.Errorf("dbowner: forwarded call: kind %d is not a call another member serves", req.kind)
+		return 0, req, 0, fmt.Errorf("dbowner: forwarded call: kind %d is not a call another member serves", req.kind)
+	}
+	p := r.uvarint()
+	if r.err == nil && p >= MaxPartitions {
+		r.err = fmt.Errorf("partition %d", p)
 	}
 	req.op, req.table = r.str(), r.str()
 	ms := r.uvarint()
@@ -158,9 +165,9 @@ func decodeCall(p []byte) (request, time.Duration, error) {
 		r.err = fmt.Errorf("%d bytes after the call", len(r.p))
 	}
 	if r.err != nil {
-		return request{}, 0, fmt.Errorf("dbowner: forwarded call: %w", r.err)
+		return 0, request{}, 0, fmt.Errorf("dbowner: forwarded call: %w", r.err)
 	}
-	return req, deadline, nil
+	return int(p), req, deadline, nil
 }
 
 // appendAnswer appends resp's wire form.

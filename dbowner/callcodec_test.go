@@ -39,16 +39,16 @@ func sampleCalls() []request {
 
 func TestCallRoundTrip(t *testing.T) {
 	for i, req := range sampleCalls() {
-		b, err := appendCall(nil, &req, 1500*time.Millisecond)
+		b, err := appendCall(nil, i*100, &req, 1500*time.Millisecond)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
-		got, deadline, err := decodeCall(b)
+		p, got, deadline, err := decodeCall(b)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
-		if deadline != 1500*time.Millisecond {
-			t.Errorf("call %d: deadline %v", i, deadline)
+		if deadline != 1500*time.Millisecond || p != i*100 {
+			t.Errorf("call %d: deadline %v, partition %d", i, deadline, p)
 		}
 		if req.kind == reqQuery && req.query.Where == nil {
 			req.query.Where = nil
@@ -61,11 +61,11 @@ func TestCallRoundTrip(t *testing.T) {
 
 func TestCallRefusesWhatAnotherMemberDoesNotServe(t *testing.T) {
 	for _, k := range []reqKind{reqOpen, reqClose, reqStatus, reqAddLearner, reqTransfer} {
-		if _, err := appendCall(nil, &request{kind: k, op: "x"}, 0); err == nil {
+		if _, err := appendCall(nil, 0, &request{kind: k, op: "x"}, 0); err == nil {
 			t.Errorf("kind %d encoded", k)
 		}
 	}
-	if _, err := appendCall(nil, &request{kind: reqWrite, op: "insert", cmd: []byte{1}}, 0); err == nil {
+	if _, err := appendCall(nil, 0, &request{kind: reqWrite, op: "insert", cmd: []byte{1}}, 0); err == nil {
 		t.Error("a command without the header's room encoded")
 	}
 }
@@ -121,13 +121,13 @@ func TestAnswerRoundTrip(t *testing.T) {
 // and so is anything after one; the errors say what was wrong.
 func TestCallCodecRefusesBadBytes(t *testing.T) {
 	for i, req := range sampleCalls() {
-		b, _ := appendCall(nil, &req, time.Second)
+		b, _ := appendCall(nil, 3, &req, time.Second)
 		for n := range len(b) {
-			if _, _, err := decodeCall(b[:n]); err == nil {
+			if _, _, _, err := decodeCall(b[:n]); err == nil {
 				t.Fatalf("call %d cut at %d of %d bytes decoded", i, n, len(b))
 			}
 		}
-		if _, _, err := decodeCall(append(b, 0)); err == nil || !strings.Contains(err.Error(), "after the call") {
+		if _, _, _, err := decodeCall(append(b, 0)); err == nil || !strings.Contains(err.Error(), "after the call") {
 			t.Fatalf("call %d with a byte after it: %v", i, err)
 		}
 	}
@@ -145,11 +145,12 @@ func TestCallCodecRefusesBadBytes(t *testing.T) {
 	}{
 		{[]byte{2}, "unknown version 2"},
 		{[]byte{1, byte(reqStatus)}, "not a call another member serves"},
-		{[]byte{1, byte(reqGet), 0, 0, 0, 7}, "unknown flags"},
-		{[]byte{1, byte(reqGet), 0, 0, 0, 0, 200, 1}, "trace entries"},
-		{[]byte{1, byte(reqGet), 0, 0, 0, 0, 0, 99}, "bad value kind 99"},
+		{[]byte{1, byte(reqGet), 0, 0, 0, 0, 7}, "unknown flags"},
+		{[]byte{1, byte(reqGet), 0, 0, 0, 0, 0, 200, 1}, "trace entries"},
+		{[]byte{1, byte(reqGet), 0, 0, 0, 0, 0, 0, 99}, "bad value kind 99"},
+		{[]byte{1, byte(reqGet), 0xe7, 0x07}, "partition 999"},
 	} {
-		if _, _, err := decodeCall(c.b); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, _, _, err := decodeCall(c.b); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("call %v: %v, want an error naming %q", c.b, err, c.want)
 		}
 	}
@@ -172,21 +173,21 @@ func TestCallCodecRefusesBadBytes(t *testing.T) {
 // FuzzCallCodec: whatever arrives from a peer, decoding never panics and
 // what decodes encodes back to bytes that decode the same.
 func FuzzCallCodec(f *testing.F) {
-	for _, req := range sampleCalls() {
-		b, _ := appendCall(nil, &req, time.Second)
+	for i, req := range sampleCalls() {
+		b, _ := appendCall(nil, i, &req, time.Second)
 		f.Add(b)
 	}
 	for _, resp := range sampleAnswers() {
 		f.Add(appendAnswer(nil, &resp))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if req, deadline, err := decodeCall(b); err == nil {
-			again, err := appendCall(nil, &req, deadline)
+		if p, req, deadline, err := decodeCall(b); err == nil {
+			again, err := appendCall(nil, p, &req, deadline)
 			if err != nil {
 				t.Fatalf("a decoded call does not encode: %v", err)
 			}
-			req2, deadline2, err := decodeCall(again)
-			if err != nil || deadline2 != deadline || !reflect.DeepEqual(req2, req) {
+			p2, req2, deadline2, err := decodeCall(again)
+			if err != nil || p2 != p || deadline2 != deadline || !reflect.DeepEqual(req2, req) {
 				t.Fatalf("a decoded call re-encoded decodes otherwise: %v\n%+v\n%+v", err, req2, req)
 			}
 		}

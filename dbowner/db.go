@@ -598,12 +598,17 @@ func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, 
 	if len(d.reqID) > maxRequestID {
 		return 0, fmt.Errorf("dbowner: %s %q: request ID of %d bytes, limit %d", op, table, len(d.reqID), maxRequestID)
 	}
-	req := request{kind: reqWrite, op: op, table: table, cmd: newCommand(d.reqID, b)}
+	return d.submit(f, request{kind: reqWrite, op: op, table: table, cmd: newCommand(d.reqID, b)})
+}
+
+// submit runs req, a write whose command is built: by write, or by a
+// caller on another member whose call was forwarded here (forward.go).
+func (d *DB) submit(f *runtime.Fiber, req request) (uint64, error) {
 	if f.Shard() != d.o.shard {
 		resp := d.remote(f, req)
 		return resp.seq, resp.err
 	}
-	_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, op, table, f.Shard())
+	_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, req.op, req.table, f.Shard())
 	resp := d.o.serve(f, &req, sp)
 	endSpan(sp, resp.err)
 	return resp.seq, resp.err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/writeonce/wo/dbowner/engine"
 	"github.com/writeonce/wo/dbowner/wal"
+	"github.com/writeonce/wo/runtime"
 )
 
 // HistoryWriter writes a raft log straight into a WAL, as a one-member
@@ -113,3 +114,21 @@ func (d *DB) RaftMemoryFirstIndex() uint64 {
 
 // MemberOf is id's entry in a status (multiraft.go's member).
 var MemberOf = member
+
+// ForwardGetForTest, ForwardQueryForTest and ForwardTxForTest run a call
+// of partition p on member to over the peer transport (forward.go), as a
+// member that does not hold p will.
+func (d *DB) ForwardGetForTest(f *runtime.Fiber, to uint64, p int, table string, key engine.Value) (engine.Record, error) {
+	resp := d.forward(f, to, p, request{kind: reqGet, op: "get", table: table, key: key}, 5*time.Second)
+	return resp.rec, resp.err
+}
+
+func (d *DB) ForwardQueryForTest(f *runtime.Fiber, to uint64, p int, q engine.Query) (engine.Result, error) {
+	resp := d.forward(f, to, p, request{kind: reqQuery, op: "query", table: q.Table, query: q}, 5*time.Second)
+	return resp.res, resp.err
+}
+
+func (d *DB) ForwardTxForTest(f *runtime.Fiber, to uint64, p int, b engine.Batch) (uint64, error) {
+	resp := d.forward(f, to, p, request{kind: reqWrite, op: "transaction", table: b[0].Table, cmd: newCommand(d.reqID, b)}, 5*time.Second)
+	return resp.seq, resp.err
+}

@@ -30,8 +30,9 @@ func PartitionedClusterID(cid uint64, n int) uint64 {
 }
 
 // startShared starts, on shard 0, the TCP transport a partitioned member's
-// groups share (one peer port, one connection per peer pair).
-func startShared(f *runtime.Fiber, opts Options, n int, id uint64) (*transport.Shared, string, error) {
+// groups share (one peer port, one connection per peer pair), serving
+// the calls other members forward with calls.
+func startShared(f *runtime.Fiber, opts Options, n int, id uint64, calls transport.CallHandler) (*transport.Shared, string, error) {
 	c := opts.Cluster
 	cid := c.ClusterID
 	if cid == 0 {
@@ -45,7 +46,7 @@ func startShared(f *runtime.Fiber, opts Options, n int, id uint64) (*transport.S
 	}
 	r, err := runtime.OnShard(f, 0, 0, func(g *runtime.Fiber) result {
 		t, err := transport.New(g, transport.Config{ID: id, Cluster: cid, Addr: c.PeerAddr, TLS: c.TLS,
-			Handler: noGroup{}, Logger: opts.Logger, DialMap: c.DialMap, Nonce: c.Nonce, Nonces: c.Nonces})
+			Handler: noGroup{}, Logger: opts.Logger, DialMap: c.DialMap, Nonce: c.Nonce, Nonces: c.Nonces, Calls: calls})
 		if err != nil {
 			return result{err: err}
 		}

@@ -109,7 +109,8 @@ type partitions struct {
 	// shared is the transport every partition's raft group rides, one
 	// per member (nil for one-member groups).
 	shared   *transport.Shared
-	peerAddr string // where shared listens
+	peerAddr string      // where shared listens
+	calls    *callServer // serves what other members forward (forward.go)
 
 	// tend (schema completion and the leader balancer) runs while shared
 	// is set; closing and the signals stop it.
@@ -261,7 +262,8 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 		return nil, err
 	}
 	if c := opts.Cluster; c.Net == nil && (len(c.Peers) > 0 || c.Join) {
-		s, addr, err := startShared(f, opts, n, id)
+		ps.calls = &callServer{}
+		s, addr, err := startShared(f, opts, n, id, ps.calls)
 		if err != nil {
 			return nil, err
 		}
@@ -293,6 +295,7 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 	// background, once they have a quorum: a member must open without
 	// one (its peers may be starting too), and a joining member has
 	// nothing to complete until it is added.
+	ps.calls.d.Store(&d)
 	every := balanceTicks * opts.Cluster.Tick
 	_, _ = runtime.OnShard(f, 0, 0, func(g *runtime.Fiber) struct{} {
 		runtime.Go(g, func(g *runtime.Fiber) { ps.tend(g, &d, every) })
