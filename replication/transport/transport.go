@@ -195,7 +195,7 @@ type TCP struct {
 	nextCall uint64
 	serving  int
 	closed   bool
-	Stats   Stats
+	Stats    Stats
 }
 
 // outMsg is a queued message and the group it belongs to.
