@@ -31,6 +31,21 @@ func freeAddrs(t *testing.T, n int) []string {
 	return addrs
 }
 
+// bootstrapMembers is n members started together (IDs by ordinal) on
+// loopback: their IDs, a free peer address each and spare more after
+// them (for members that join later), and the peers map naming the n.
+func bootstrapMembers(t *testing.T, n, spare int) ([]uint64, []string, map[uint64]string) {
+	t.Helper()
+	addrs := freeAddrs(t, n+spare)
+	ids := make([]uint64, n)
+	peers := map[uint64]string{}
+	for i := range ids {
+		ids[i] = identity.BootstrapID(i)
+		peers[ids[i]] = addrs[i]
+	}
+	return ids, addrs, peers
+}
+
 // waitFor polls cond every 10ms, at most 30s (a bounded wait, not a
 // timed assertion).
 func waitFor(t *testing.T, f *runtime.Fiber, what string, cond func() bool) {
@@ -53,12 +68,7 @@ func waitFor(t *testing.T, f *runtime.Fiber, what string, cond func() bool) {
 // catching up from the snapshot.
 func TestThreeMembers(t *testing.T) {
 	cfg := testConfig(t)
-	addrs := freeAddrs(t, 4)
-	peers := map[uint64]string{}
-	ids := []uint64{identity.BootstrapID(0), identity.BootstrapID(1), identity.BootstrapID(2)}
-	for i, id := range ids {
-		peers[id] = addrs[i]
-	}
+	ids, addrs, peers := bootstrapMembers(t, 3, 1)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()}
 	faults := transporttest.NewFaults(1)
 	opts := func(i int) dbowner.Options {
@@ -244,12 +254,7 @@ func TestThreeMembers(t *testing.T) {
 // leadership moves around the group.
 func TestWritesDuringLeaderTransfer(t *testing.T) {
 	cfg := testConfig(t)
-	addrs := freeAddrs(t, 3)
-	ids := []uint64{identity.BootstrapID(0), identity.BootstrapID(1), identity.BootstrapID(2)}
-	peers := map[uint64]string{}
-	for i, id := range ids {
-		peers[id] = addrs[i]
-	}
+	ids, addrs, peers := bootstrapMembers(t, 3, 0)
 	run(t, cfg, func(f *runtime.Fiber) int {
 		dbs := make([]*dbowner.DB, 3)
 		for i := range dbs {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
-	"github.com/writeonce/wo/replication/identity"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
@@ -26,12 +25,7 @@ import (
 func TestForwardedCallsAnswerAsLocalOnes(t *testing.T) {
 	const parts = 4
 	cfg := testConfig(t)
-	addrs := freeAddrs(t, 3)
-	ids := []uint64{identity.BootstrapID(0), identity.BootstrapID(1), identity.BootstrapID(2)}
-	peers := map[uint64]string{}
-	for i, id := range ids {
-		peers[id] = addrs[i]
-	}
+	ids, addrs, peers := bootstrapMembers(t, 3, 0)
 	run(t, cfg, func(f *runtime.Fiber) int {
 		dbs := make([]*dbowner.DB, 3)
 		for i := range dbs {

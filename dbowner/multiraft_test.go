@@ -30,12 +30,7 @@ import (
 func TestPartitionsReplicate(t *testing.T) {
 	const parts = 4
 	cfg := testConfig(t)
-	addrs := freeAddrs(t, 4)
-	ids := []uint64{identity.BootstrapID(0), identity.BootstrapID(1), identity.BootstrapID(2)}
-	peers := map[uint64]string{}
-	for i, id := range ids {
-		peers[id] = addrs[i]
-	}
+	ids, addrs, peers := bootstrapMembers(t, 3, 1)
 	faults := transporttest.NewFaults(1)
 	opts := func(i int) dbowner.Options {
 		o := dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger, Partitions: parts,
