@@ -92,10 +92,11 @@ func (t *TCP) Call(f *runtime.Fiber, to uint64, body []byte, timeout time.Durati
 }
 
 // queueFrame queues a whole frame for peer to's writer, unless the peer is
-// unknown, the transport closed or the peer's queue full.
+// unknown, the transport closed or the peer's queue full (by count or by
+// bytes, as raft's messages are bounded: queue).
 func (t *TCP) queueFrame(f *runtime.Fiber, to uint64, frame []byte) bool {
 	p, ok := t.peers[to]
-	if !ok || t.closed || len(p.pending) >= t.cfg.MaxPending {
+	if !ok || t.closed || len(p.pending) >= t.cfg.MaxPending || (len(p.pending) > 0 && p.pendingBytes+len(frame) > t.cfg.MaxPendingBytes) {
 		return false
 	}
 	p.pending = append(p.pending, outMsg{frame: frame})
