@@ -108,6 +108,17 @@ type Cluster struct {
 	// refused). 0: derived from Peers (ClusterIDOf), so every member
 	// configured with the same initial peers agrees on it.
 	ClusterID uint64
+	// ReplicationFactor, with Partitions > 1 and Peers, is how many of the
+	// members hold each partition other than 0 (which every member holds:
+	// its configuration is the membership), placed by dbowner/placement's
+	// rule; a call of a partition this member does not hold is forwarded
+	// to one that does. 0, or at least the member count: every member
+	// holds every partition. Every member must have the same factor (it is
+	// mixed into the cluster ID). For now it is fixed at bootstrap:
+	// joining, membership changes and backups are refused while a member
+	// does not hold every partition (docs/replication.md, "The later
+	// steps" 3).
+	ReplicationFactor int
 	// RequestTimeout bounds how long a write or a linearizable read waits
 	// for a quorum before failing with ErrNoQuorum (default 5s; the
 	// worker's cluster.request_timeout).
@@ -206,6 +217,9 @@ type DB struct {
 	id    uint64
 	state *atomic.Pointer[string] // "stopped" once closed, else nil
 	ps    *partitions             // nil: one partition, o is the whole database
+	// fwd, set on a partition this member does not hold (o is nil), sends
+	// its calls to a member that does (forward.go).
+	fwd *remotePart
 }
 
 // Stats are the owner's counters, readable from anywhere.
@@ -357,6 +371,9 @@ func (d *DB) State() string {
 		// The first partition not a member says the database's state
 		// (a partition stopped by a failed fsync stops it all).
 		for _, p := range d.ps.parts {
+			if p.fwd != nil {
+				continue // held elsewhere: its holders' state
+			}
 			if st := p.State(); st != "member" {
 				return st
 			}
@@ -446,6 +463,9 @@ func (d *DB) TransferLeader(f *runtime.Fiber, to uint64) error {
 // there, whose parent travels through the propagator, as every
 // cross-shard call's does.
 func (d *DB) call(f *runtime.Fiber, req request) response {
+	if d.fwd != nil {
+		return response{err: fmt.Errorf("dbowner: %s: partition %d is held by members %x, not this one", req.op, d.fwd.p, d.fwd.holders)}
+	}
 	var sp trace.Span
 	o := d.o
 	crossing := f.Shard() != o.shard
@@ -560,6 +580,9 @@ func (d *DB) Close(f *runtime.Fiber) error {
 	if d.ps != nil {
 		return d.closePartitions(f)
 	}
+	if d.fwd != nil {
+		return nil // nothing of it is here
+	}
 	stopped := "stopped"
 	d.state.Store(&stopped)
 	resp := d.call(f, request{kind: reqClose, op: "close"})
@@ -569,6 +592,9 @@ func (d *DB) Close(f *runtime.Fiber) error {
 // read runs a Get or Query: inline on the owner shard, by message elsewhere.
 func (d *DB) read(f *runtime.Fiber, req request) response {
 	req.stale = d.stale
+	if d.fwd != nil {
+		return d.fwd.call(f, d, req)
+	}
 	if f.Shard() == d.o.shard {
 		runtime.Checkpoint(f)
 		_, sp := startSpan(d.tr, d.ctx, trace.SpanKindInternal, req.op, req.table, f.Shard())
@@ -604,6 +630,10 @@ func (d *DB) write(f *runtime.Fiber, op, table string, b engine.Batch) (uint64, 
 // submit runs req, a write whose command is built: by write, or by a
 // caller on another member whose call was forwarded here (forward.go).
 func (d *DB) submit(f *runtime.Fiber, req request) (uint64, error) {
+	if d.fwd != nil {
+		resp := d.fwd.call(f, d, req)
+		return resp.seq, resp.err
+	}
 	if f.Shard() != d.o.shard {
 		resp := d.remote(f, req)
 		return resp.seq, resp.err

@@ -119,16 +119,16 @@ var MemberOf = member
 // of partition p on member to over the peer transport (forward.go), as a
 // member that does not hold p will.
 func (d *DB) ForwardGetForTest(f *runtime.Fiber, to uint64, p int, table string, key engine.Value) (engine.Record, error) {
-	resp := d.forward(f, to, p, request{kind: reqGet, op: "get", table: table, key: key}, 5*time.Second)
+	resp := d.ps.forward(f, d, to, p, request{kind: reqGet, op: "get", table: table, key: key}, 5*time.Second)
 	return resp.rec, resp.err
 }
 
 func (d *DB) ForwardQueryForTest(f *runtime.Fiber, to uint64, p int, q engine.Query) (engine.Result, error) {
-	resp := d.forward(f, to, p, request{kind: reqQuery, op: "query", table: q.Table, query: q}, 5*time.Second)
+	resp := d.ps.forward(f, d, to, p, request{kind: reqQuery, op: "query", table: q.Table, query: q}, 5*time.Second)
 	return resp.res, resp.err
 }
 
 func (d *DB) ForwardTxForTest(f *runtime.Fiber, to uint64, p int, b engine.Batch) (uint64, error) {
-	resp := d.forward(f, to, p, request{kind: reqWrite, op: "transaction", table: b[0].Table, cmd: newCommand(d.reqID, b)}, 5*time.Second)
+	resp := d.ps.forward(f, d, to, p, request{kind: reqWrite, op: "transaction", table: b[0].Table, cmd: newCommand(d.reqID, b)}, 5*time.Second)
 	return resp.seq, resp.err
 }

@@ -2,10 +2,13 @@ package dbowner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/writeonce/wo/replication/node"
+	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
 
@@ -14,8 +17,9 @@ import (
 // (transport.TCP.Call) in callcodec.go's wire form. They are what lets a
 // member that does not hold a partition serve a caller as if it did, once
 // partitions are placed on fewer members than the cluster has
-// (docs/replication.md, "The later steps" 3). Nothing forwards a call yet:
-// every member holds every partition, and forward is exercised by tests.
+// (docs/replication.md, "The later steps" 3): with
+// Cluster.ReplicationFactor, a partition this member does not hold is a
+// handle whose reads and writes are forwarded (remotePart).
 
 // callServer is a partitioned member's transport.CallHandler. Its handle
 // is set once the partitions are open; a call before that is refused with
@@ -59,27 +63,69 @@ func (d *DB) servePart(f *runtime.Fiber, p int, req request) response {
 	return part.read(f, req)
 }
 
+// remotePart is a partition this member does not hold: its calls go to
+// the members that do, best-ranked first (placement.Targets: the first is
+// the partition's preferred leader, which a write reaches without raft's
+// forwarding hop).
+type remotePart struct {
+	p       int
+	holders []uint64
+	ps      *partitions
+	timeout time.Duration
+}
+
+// RoleElsewhere is the role a member reports for a partition it does not
+// hold (PartitionStatus): its members are the holders.
+const RoleElsewhere node.Role = "elsewhere"
+
+// status is this member's view of a partition it does not hold.
+func (r *remotePart) status(self uint64) node.Status {
+	st := node.Status{ID: self, Role: RoleElsewhere, Voters: len(r.holders)}
+	for _, m := range r.holders {
+		st.Members = append(st.Members, node.Member{ID: m})
+	}
+	return st
+}
+
+// call forwards req to the partition's holders in turn until one answers.
+// A read goes on to the next holder when a call got no answer; a write
+// only when the holder refused it (nothing done): without an answer it may
+// have been applied, and sending it again could apply it twice.
+func (r *remotePart) call(f *runtime.Fiber, d *DB, req request) response {
+	var resp response
+	for _, to := range r.holders {
+		resp = r.ps.forward(f, d, to, r.p, req, r.timeout)
+		switch {
+		case resp.err == nil:
+			return resp
+		case errors.Is(resp.err, transport.ErrCallRefused):
+		case req.kind != reqWrite && errors.Is(resp.err, transport.ErrNoAnswer):
+		default:
+			return resp
+		}
+	}
+	return resp
+}
+
 // forward runs req, a call of partition p, on member to and returns its
-// answer, waiting at most timeout for it. The call carries this fiber's
-// trace context, under a CLIENT span here.
-func (d *DB) forward(f *runtime.Fiber, to uint64, p int, req request, timeout time.Duration) response {
-	ps := d.ps
-	if ps == nil || ps.shared == nil {
+// answer, waiting at most timeout for it. The call carries the trace
+// context of d's caller, under a CLIENT span here.
+func (ps *partitions) forward(f *runtime.Fiber, d *DB, to uint64, p int, req request, timeout time.Duration) response {
+	if ps.shared == nil {
 		return response{err: fmt.Errorf("dbowner: %s %q: forwarding needs a partitioned member with peers", req.op, req.table)}
 	}
 	sp := d.clientSpan(f, &req)
-	resp := d.forwardSpanned(f, to, p, &req, timeout)
+	resp := ps.forwardSpanned(f, to, p, &req, timeout)
 	endSpan(sp, resp.err)
 	return resp
 }
 
-func (d *DB) forwardSpanned(f *runtime.Fiber, to uint64, p int, req *request, timeout time.Duration) response {
-	req.stale = req.stale || d.stale
+func (ps *partitions) forwardSpanned(f *runtime.Fiber, to uint64, p int, req *request, timeout time.Duration) response {
 	body, err := appendCall(nil, p, req, timeout)
 	if err != nil {
 		return response{err: err}
 	}
-	s := d.ps.shared
+	s := ps.shared
 	type result struct {
 		answer []byte
 		err    error

@@ -3,13 +3,17 @@ package dbowner_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/writeonce/wo/dbowner"
 	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/dbowner/placement"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 )
@@ -93,4 +97,86 @@ func keyIn(p, n int) string {
 			return k
 		}
 	}
+}
+
+// TestPartitionsOnFewerMembers: three members of six partitions, each
+// partition but 0 held by two of them (Cluster.ReplicationFactor 2, placed
+// by dbowner/placement). A member keeps a log only for the partitions it
+// holds, and answers every call as if it held them all: a table created
+// on one member reaches every partition, keys of every partition written
+// on any member read back on every member, and a list across the
+// partitions is the whole table in key order. PartitionStatus names the
+// holders of a partition held elsewhere; membership changes are refused
+// (moving partitions is not built yet).
+func TestPartitionsOnFewerMembers(t *testing.T) {
+	const parts, rf = 6, 2
+	cfg := testConfig(t)
+	ids, addrs, peers := bootstrapMembers(t, 3, 0)
+	targets := placement.Targets(dbowner.ClusterIDOf(peers), ids, parts, rf)
+	run(t, cfg, func(f *runtime.Fiber) int {
+		dbs := make([]*dbowner.DB, 3)
+		dirs := make([]string, 3)
+		for i := range dbs {
+			dirs[i] = t.TempDir()
+			db, err := dbowner.Open(f, dbowner.Options{Dir: dirs[i], Logger: cfg.Logger, Partitions: parts,
+				Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], ReplicationFactor: rf,
+					RequestTimeout: 5 * time.Second, Tick: 20 * time.Millisecond}})
+			if err != nil {
+				failf(t, "%v", err)
+			}
+			defer db.Close(f)
+			dbs[i] = db
+		}
+		for i := range dbs {
+			for p := range parts {
+				held := slices.Contains(targets[p], ids[i])
+				_, err := os.Stat(filepath.Join(dirs[i], "p", fmt.Sprintf("%03d", p)))
+				if held != (err == nil) {
+					failf(t, "member %d, partition %d: held %v, its log there: %v", i, p, held, err)
+				}
+			}
+		}
+		waitFor(t, f, "the table in every partition", func() bool {
+			err := dbs[1].CreateTable(f, kvSchema)
+			return err == nil || errors.Is(err, engine.ErrTableExists)
+		})
+		var keys []string
+		for i := range 4 * parts {
+			keys = append(keys, fmt.Sprintf("key-%02d", i))
+		}
+		for i, k := range keys {
+			if _, err := dbs[i%3].Insert(f, "kv", kv(k, int64(i))); err != nil {
+				failf(t, "insert %s on member %d (partition %d): %v", k, i%3, dbowner.PartitionOf(engine.String(k), parts), err)
+			}
+		}
+		for i, db := range dbs {
+			for j, k := range keys {
+				if rec, err := db.Get(f, "kv", engine.String(k)); err != nil || rec.Fields["v"] != engine.Int(int64(j)) {
+					failf(t, "member %d reads %s: %+v, %v", i, k, rec, err)
+				}
+			}
+			res, err := db.Query(f, engine.Query{Table: "kv", Limit: 1000})
+			if err != nil || len(res.Records) != len(keys) {
+				failf(t, "member %d lists %d records, %v; want %d", i, len(res.Records), err, len(keys))
+			}
+			for j, rec := range res.Records {
+				if rec.Fields["k"] != engine.String(keys[j]) {
+					failf(t, "member %d lists %v at %d, want %s", i, rec.Fields["k"], j, keys[j])
+				}
+			}
+			sts, err := db.PartitionStatus(f)
+			if err != nil {
+				failf(t, "%v", err)
+			}
+			for p, st := range sts {
+				if held := slices.Contains(targets[p], ids[i]); held == (st.Role == dbowner.RoleElsewhere) || len(st.Members) != len(targets[p]) {
+					failf(t, "member %d, partition %d (held %v): status %+v", i, p, held, st)
+				}
+			}
+		}
+		if err := dbs[0].AddLearner(f, 99, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "ReplicationFactor") {
+			failf(t, "a membership change with partitions on fewer members: %v", err)
+		}
+		return 0
+	})
 }

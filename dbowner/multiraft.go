@@ -21,12 +21,41 @@ import (
 // each other at the hello (each would take the other's partition groups
 // for its own), and a partitioned member never talks to a one-group one.
 func PartitionedClusterID(cid uint64, n int) uint64 {
+	return placedClusterID(cid, n, 0)
+}
+
+// placedClusterID is PartitionedClusterID of a cluster whose partitions
+// are held by rf members each (rf 0: every member): members placing
+// partitions by another factor would each take a partition for held where
+// the other does not, so they refuse each other at the hello too. rf 0
+// gives PartitionedClusterID's IDs, as before replication factors.
+func placedClusterID(cid uint64, n, rf int) uint64 {
 	if n <= 1 {
 		return cid
 	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%x,partitions=%d", cid, n)
+	if rf > 0 {
+		fmt.Fprintf(h, ",replicas=%d", rf)
+	}
 	return max(h.Sum64(), 1)
+}
+
+// baseClusterID is the cluster ID c names, or the one its peers derive.
+func baseClusterID(c Cluster) uint64 {
+	if c.ClusterID != 0 {
+		return c.ClusterID
+	}
+	return ClusterIDOf(c.Peers)
+}
+
+// placing is the replication factor c places partitions by: 0 when every
+// member holds every partition (no factor, or one at least the members).
+func placing(c Cluster, n int) int {
+	if n <= 1 || c.ReplicationFactor <= 0 || c.ReplicationFactor >= len(c.Peers) {
+		return 0
+	}
+	return c.ReplicationFactor
 }
 
 // startShared starts, on shard 0, the TCP transport a partitioned member's
@@ -34,11 +63,7 @@ func PartitionedClusterID(cid uint64, n int) uint64 {
 // the calls other members forward with calls.
 func startShared(f *runtime.Fiber, opts Options, n int, id uint64, calls transport.CallHandler) (*transport.Shared, string, error) {
 	c := opts.Cluster
-	cid := c.ClusterID
-	if cid == 0 {
-		cid = ClusterIDOf(c.Peers)
-	}
-	cid = PartitionedClusterID(cid, n)
+	cid := placedClusterID(baseClusterID(c), n, placing(c, n))
 	type result struct {
 		s    *transport.Shared
 		addr string
@@ -101,6 +126,9 @@ func (noGroup) ReportRemoved(*runtime.Fiber, uint64)                       {}
 // after a partial failure (a timeout, a lost leader) finishes the rest
 // instead of failing on the first.
 func (d *DB) memberChange(f *runtime.Fiber, zeroLast bool, done func(node.Status) bool, do func(p *DB) error) error {
+	if d.ps.placed > 0 {
+		return fmt.Errorf("dbowner: the partitions are held by %d members each (Cluster.ReplicationFactor): membership changes are not built for that yet (partitions do not move between members)", d.ps.placed)
+	}
 	n := len(d.ps.parts)
 	for i := range n {
 		p := i
@@ -221,6 +249,9 @@ func (d *DB) transferPartitioned(f *runtime.Fiber, to uint64) error {
 	var errs []error
 	for p := range d.ps.parts {
 		pd := d.part(p)
+		if pd.fwd != nil {
+			continue // not held here: nothing to lead
+		}
 		st, err := pd.ClusterStatus(f)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", p, err))
@@ -246,6 +277,10 @@ func (d *DB) PartitionStatus(f *runtime.Fiber) ([]node.Status, error) {
 	}
 	out := make([]node.Status, len(d.ps.parts))
 	for p := range d.ps.parts {
+		if r := d.ps.parts[p].fwd; r != nil {
+			out[p] = r.status(d.id)
+			continue
+		}
 		st, err := d.part(p).ClusterStatus(f)
 		if err != nil {
 			return nil, fmt.Errorf("partition %d: %w", p, err)
@@ -308,6 +343,9 @@ func (ps *partitions) balanceLeaders(f *runtime.Fiber, self uint64) {
 	for p, part := range ps.parts {
 		if ps.closing.Load() {
 			return
+		}
+		if part.fwd != nil {
+			continue // not held here
 		}
 		st, err := part.ClusterStatus(f)
 		if err != nil || st.Role != node.RoleLeader {

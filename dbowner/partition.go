@@ -4,15 +4,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/dbowner/placement"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 	"go.opentelemetry.io/otel/trace"
@@ -111,6 +114,9 @@ type partitions struct {
 	shared   *transport.Shared
 	peerAddr string      // where shared listens
 	calls    *callServer // serves what other members forward (forward.go)
+	// placed is the replication factor partitions are placed by (0:
+	// every member holds every partition; else some parts are remote).
+	placed int
 
 	// tend (schema completion and the leader balancer) runs while shared
 	// is set; closing and the signals stop it.
@@ -124,6 +130,9 @@ func (ps *partitions) of(key engine.Value) int { return PartitionOf(key, len(ps.
 func (ps *partitions) stats() Stats {
 	var s Stats
 	for _, p := range ps.parts {
+		if p.fwd != nil {
+			continue // counted by its holders
+		}
 		x := p.o.stats.load()
 		s.Commits += x.Commits
 		s.Groups += x.Groups
@@ -269,13 +278,31 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 		}
 		ps.shared, ps.peerAddr = s, addr
 	}
+	var targets [][]uint64
+	if rf := placing(opts.Cluster, n); rf > 0 && ps.shared != nil {
+		if opts.Cluster.Join {
+			return fail(fmt.Errorf("dbowner: open: joining a cluster whose partitions are held by %d members each (Cluster.ReplicationFactor) is not built yet: partitions do not move between members", rf))
+		}
+		targets = placement.Targets(baseClusterID(opts.Cluster), slices.Collect(maps.Keys(opts.Cluster.Peers)), n, rf)
+		ps.placed = rf
+	}
 	for p := range n {
+		if targets != nil && !slices.Contains(targets[p], id) {
+			ps.parts = append(ps.parts, &DB{id: id, fwd: &remotePart{p: p, holders: targets[p], ps: ps, timeout: opts.Cluster.RequestTimeout}})
+			continue
+		}
 		po := opts
 		po.Dir = partitionDir(opts.Dir, p)
 		po.Partitions = 1
 		if ps.shared != nil {
 			po.Cluster.shared, po.Cluster.group = ps.shared, uint32(p+1)
 			po.Cluster.PeerAddr = ps.peerAddr
+		}
+		if targets != nil {
+			po.Cluster.Peers = map[uint64]string{}
+			for _, m := range targets[p] {
+				po.Cluster.Peers[m] = opts.Cluster.Peers[m]
+			}
 		}
 		d, err := openOne(f, po, p%f.Shards(), tr, id)
 		if err != nil {
@@ -331,6 +358,9 @@ func (d *DB) completeSchema(f *runtime.Fiber) error {
 	all := make([]map[string]engine.Schema, len(d.ps.parts))
 	union := map[string]engine.Schema{}
 	for p := range d.ps.parts {
+		if d.ps.parts[p].fwd != nil {
+			continue // its holders complete it (from partition 0, which every member holds and every schema operation reaches first)
+		}
 		m, err := d.schemas(f, p)
 		if err != nil {
 			return fmt.Errorf("dbowner: open: partition %d: schemas: %w", p, err)
@@ -351,6 +381,9 @@ func (d *DB) completeSchema(f *runtime.Fiber) error {
 		}
 	}
 	for p, m := range all {
+		if m == nil {
+			continue // not held here
+		}
 		for t, s := range union {
 			have, ok := m[t]
 			var b engine.Batch

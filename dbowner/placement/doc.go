@@ -8,9 +8,9 @@
 //
 // This is the first step of placing partitions on fewer members than the
 // cluster has (docs/replication.md, "Partitions", "The later steps" 3):
-// Targets is the rule, Next the state machine that follows it. Neither
-// is wired into the worker yet: today every member holds every
-// partition.
+// Targets is the rule (dbowner places partitions by it at bootstrap with
+// Cluster.ReplicationFactor), Next the state machine that follows it as
+// members come and go (not wired yet: partitions do not move).
 //
 // Targets: partition 0 is on every member (its raft configuration is the
 // cluster's membership). Each other partition goes to rf members chosen
