@@ -32,6 +32,7 @@ func clusterOptions(cfg config.Config, log *slog.Logger) (dbowner.Cluster, *tran
 	var c dbowner.Cluster
 	var files *transport.TLSFiles
 	c.RequestTimeout = cfg.RequestTimeout
+	c.ReplicationFactor = cfg.ReplicationFactor
 	single := len(cfg.Peers) == 0 && cfg.ClusterState == "new"
 	ord := cfg.Ordinal
 	if ord < 0 {

@@ -79,6 +79,10 @@ type Config struct {
 	PeerCA         string            // peer.ca: the CA that signs every member's certificate
 	PeerDialMap    map[string]string // peer.dial_map: rewrites of the addresses the transport dials
 	RequestTimeout time.Duration     // cluster.request_timeout: a write's or linearizable read's wait for a quorum
+	// ReplicationFactor is cluster.replication_factor: the members holding
+	// each partition but 0 (dbowner.Cluster.ReplicationFactor); 0, every
+	// member.
+	ReplicationFactor int
 
 	File    string            // the config file that was read; "" when none was
 	Sources map[string]string // key -> where its value came from ("default", "file ...", "env WO_X", "flag --x")
@@ -439,6 +443,16 @@ var settings = []setting{
 				return errors.New("want a duration from 10ms to 10m, such as 5s")
 			}
 			c.RequestTimeout = d
+			return nil
+		}},
+	{Key: keys.ReplicationFactor, def: "0",
+		help: "with data.partitions above 1 and cluster.peers, how many `members` hold each partition but partition 0 (which all hold), placed by rule, a call of a partition held elsewhere forwarded to its holders; 0 or at least the member count: every member holds every partition. Every member must have the same factor. Fixed at bootstrap for now: joining and membership changes are refused while a member does not hold every partition (docs/replication.md, The later steps 3)",
+		apply: func(c *Config, s string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 0 || n > 999 {
+				return errors.New("want a member count from 0 (every member) to 999")
+			}
+			c.ReplicationFactor = n
 			return nil
 		}},
 }

@@ -41,6 +41,7 @@
 //	cluster.ordinal           WO_ORDINAL                   --ordinal                   -1 (the host name's -N)
 //	cluster.state             WO_CLUSTER_STATE             --cluster-state             new
 //	cluster.request_timeout   WO_REQUEST_TIMEOUT           --request-timeout           5s
+//	cluster.replication_factor WO_REPLICATION_FACTOR       --replication-factor        0 (every member holds every partition)
 //	peer.addr                 WO_PEER_ADDR                 --peer-addr                 :7080
 //	peer.cert                 WO_PEER_CERT                 --peer-cert                 "" (peer TLS off)
 //	peer.key                  WO_PEER_KEY                  --peer-key                  ""

@@ -68,6 +68,7 @@ var (
 	PeerCA               = Key{"peer.ca", "WO_PEER_CA", "peer-ca"}
 	PeerDialMap          = Key{"peer.dial_map", "WO_PEER_DIAL_MAP", "peer-dial-map"}
 	RequestTimeout       = Key{"cluster.request_timeout", "WO_REQUEST_TIMEOUT", "request-timeout"}
+	ReplicationFactor    = Key{"cluster.replication_factor", "WO_REPLICATION_FACTOR", "replication-factor"}
 )
 
 // All is every setting, in the order of the worker's --help; the worker's
@@ -81,5 +82,5 @@ var All = []Key{
 	TLSCertFile, TLSKeyFile, TLSClientCAFile,
 	LogLevel, LogFormat, TraceFlushTimeout,
 	Peers, Ordinal, ClusterState, PeerAddr, PeerCert, PeerKey, PeerCA,
-	PeerDialMap, RequestTimeout,
+	PeerDialMap, RequestTimeout, ReplicationFactor,
 }
