@@ -83,8 +83,8 @@ wait_leaders() { # ops-url: until every partition's group has a leader (readines
     body=$(curl -s --max-time 2 "$1/admin/cluster" || true)
     # A partition held elsewhere (cluster.replication_factor) has no
     # leader in this member's view: every other one must have one.
-    none=$(grep -o '"leader":"0000000000000000"' <<<"$body" | wc -l)
-    elsewhere=$(grep -o '"role":"elsewhere"' <<<"$body" | wc -l)
+    none=$(grep -o '"leader":"0000000000000000"' <<<"$body" | wc -l || true)
+    elsewhere=$(grep -o '"role":"elsewhere"' <<<"$body" | wc -l || true)
     [[ $body == *'"leader":'* ]] && ((none <= elsewhere)) && return 0
     sleep 0.1
   done
