@@ -105,9 +105,10 @@ func keyIn(p, n int) string {
 // holds, and answers every call as if it held them all: a table created
 // on one member reaches every partition, keys of every partition written
 // on any member read back on every member, and a list across the
-// partitions is the whole table in key order. PartitionStatus names the
-// holders of a partition held elsewhere; membership changes are refused
-// (moving partitions is not built yet).
+// partitions is the whole table in key order. Each partition's leader is
+// its best-ranked holder, where the others forward first. PartitionStatus
+// names the holders of a partition held elsewhere; membership changes are
+// refused (moving partitions is not built yet).
 func TestPartitionsOnFewerMembers(t *testing.T) {
 	const parts, rf = 6, 2
 	cfg := testConfig(t)
@@ -174,6 +175,20 @@ func TestPartitionsOnFewerMembers(t *testing.T) {
 				}
 			}
 		}
+		// Each partition's leadership settles on its best-ranked holder,
+		// where the members that do not hold it send its calls first.
+		waitFor(t, f, "every partition led by its best-ranked holder", func() bool {
+			sts, err := dbs[0].PartitionStatus(f)
+			if err != nil {
+				return false
+			}
+			for p, st := range sts {
+				if st.Role != dbowner.RoleElsewhere && st.Leader != targets[p][0] {
+					return false
+				}
+			}
+			return true
+		})
 		if err := dbs[0].AddLearner(f, 99, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "ReplicationFactor") {
 			failf(t, "a membership change with partitions on fewer members: %v", err)
 		}

@@ -334,6 +334,23 @@ func (ps *partitions) tend(f *runtime.Fiber, d *DB, every time.Duration) {
 	}
 }
 
+// preferred is partition p's preferred leader: with partitions placed
+// on some members (ps.targets), the best-ranked holder that is a voter,
+// which is where the other members forward p's calls first (remotePart),
+// so that a forwarded write reaches the leader without raft's forwarding
+// hop; else preferredLeader's.
+func (ps *partitions) preferred(st node.Status, p int) uint64 {
+	if ps.targets == nil {
+		return preferredLeader(st, p)
+	}
+	for _, m := range ps.targets[p] {
+		if v, ok := member(st, m); ok && !v.Learner {
+			return m
+		}
+	}
+	return 0
+}
+
 // balanceLeaders hands each partition this member leads whose preferred
 // leader is another voter, reachable and caught up with the commit index,
 // to it (a leadership transfer: writes in flight are proposed again to
@@ -351,7 +368,7 @@ func (ps *partitions) balanceLeaders(f *runtime.Fiber, self uint64) {
 		if err != nil || st.Role != node.RoleLeader {
 			continue
 		}
-		want := preferredLeader(st, p)
+		want := ps.preferred(st, p)
 		if want == 0 || want == self {
 			continue
 		}

@@ -115,8 +115,10 @@ type partitions struct {
 	peerAddr string      // where shared listens
 	calls    *callServer // serves what other members forward (forward.go)
 	// placed is the replication factor partitions are placed by (0:
-	// every member holds every partition; else some parts are remote).
-	placed int
+	// every member holds every partition; else some parts are remote),
+	// targets each partition's holders, best-ranked first (nil when 0).
+	placed  int
+	targets [][]uint64
 
 	// tend (schema completion and the leader balancer) runs while shared
 	// is set; closing and the signals stop it.
@@ -284,7 +286,7 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 			return fail(fmt.Errorf("dbowner: open: joining a cluster whose partitions are held by %d members each (Cluster.ReplicationFactor) is not built yet: partitions do not move between members", rf))
 		}
 		targets = placement.Targets(baseClusterID(opts.Cluster), slices.Collect(maps.Keys(opts.Cluster.Peers)), n, rf)
-		ps.placed = rf
+		ps.placed, ps.targets = rf, targets
 	}
 	for p := range n {
 		if targets != nil && !slices.Contains(targets[p], id) {
