@@ -45,7 +45,7 @@ const maxCallCount = 1 << 20
 
 var callSentinels = []error{
 	nil, ErrClosed, ErrFatal, ErrNoSpace, ErrNoQuorum, ErrJoining, ErrRemoved,
-	ErrCrossPartition, runtime.ErrTimeout, runtime.ErrStopped,
+	ErrCrossPartition, runtime.ErrTimeout, runtime.ErrStopped, ErrNotHeld,
 }
 
 // appendCall appends the wire form of req, a call of partition p; deadline

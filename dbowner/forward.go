@@ -41,6 +41,9 @@ func (s *callServer) ServeCall(f *runtime.Fiber, from uint64, body []byte) []byt
 		resp.err = fmt.Errorf("dbowner: a call from %x: this member's partitions are still opening", from)
 	case p >= d.Partitions():
 		resp.err = fmt.Errorf("dbowner: a call from %x for partition %d: this member has %d", from, p, d.Partitions())
+	case d.ps.parts[p].fwd != nil:
+		// Never forwarded on: a call goes one hop, to a holder.
+		resp.err = fmt.Errorf("dbowner: a call from %x for partition %d: %w", from, p, ErrNotHeld)
 	default:
 		resp = d.servePart(f, p, req)
 	}
@@ -74,6 +77,10 @@ type remotePart struct {
 	timeout time.Duration
 }
 
+// ErrNotHeld answers a forwarded call of a partition the member asked
+// does not hold; the caller asks the next holder.
+var ErrNotHeld = errors.New("dbowner: the partition is not held by this member")
+
 // RoleElsewhere is the role a member reports for a partition it does not
 // hold (PartitionStatus): its members are the holders.
 const RoleElsewhere node.Role = "elsewhere"
@@ -98,7 +105,7 @@ func (r *remotePart) call(f *runtime.Fiber, d *DB, req request) response {
 		switch {
 		case resp.err == nil:
 			return resp
-		case errors.Is(resp.err, transport.ErrCallRefused):
+		case errors.Is(resp.err, transport.ErrCallRefused), errors.Is(resp.err, ErrNotHeld):
 		case req.kind != reqWrite && errors.Is(resp.err, transport.ErrNoAnswer):
 		default:
 			return resp
