@@ -38,7 +38,8 @@ func (s *callServer) ServeCall(f *runtime.Fiber, from uint64, body []byte) []byt
 	case err != nil:
 		resp.err = err
 	case d == nil:
-		resp.err = fmt.Errorf("dbowner: a call from %x: this member's partitions are still opening", from)
+		// Nothing done: the caller asks the next holder.
+		resp.err = fmt.Errorf("dbowner: a call from %x: this member's partitions are still opening: %w", from, ErrNotHeld)
 	case p >= d.Partitions():
 		resp.err = fmt.Errorf("dbowner: a call from %x for partition %d: this member has %d", from, p, d.Partitions())
 	case d.ps.parts[p].fwd != nil:
@@ -96,8 +97,9 @@ func (r *remotePart) status(self uint64) node.Status {
 
 // call forwards req to the partition's holders in turn until one answers.
 // A read goes on to the next holder when a call got no answer; a write
-// only when the holder refused it (nothing done): without an answer it may
-// have been applied, and sending it again could apply it twice.
+// only when the holder refused it or does not hold the partition (yet):
+// without an answer it may have been applied, and sending it again could
+// apply it twice. When no holder served it the error wraps ErrNoQuorum.
 func (r *remotePart) call(f *runtime.Fiber, d *DB, req request) response {
 	var resp response
 	for _, to := range r.holders {
@@ -110,6 +112,11 @@ func (r *remotePart) call(f *runtime.Fiber, d *DB, req request) response {
 		default:
 			return resp
 		}
+	}
+	if resp.err != nil && !errors.Is(resp.err, ErrNoQuorum) {
+		// No holder could serve it, and none did: to the caller that is
+		// a partition without a quorum (a 503; retried later).
+		resp.err = fmt.Errorf("dbowner: partition %d: no holder served the call: %w: %w", r.p, ErrNoQuorum, resp.err)
 	}
 	return resp
 }
@@ -143,6 +150,12 @@ func (ps *partitions) forwardSpanned(f *runtime.Fiber, to uint64, p int, req *re
 	})
 	if err == nil {
 		err = r.err
+	}
+	if errors.Is(err, transport.ErrNoAnswer) {
+		// No answer is an unknown outcome, as a quorum's silence is: the
+		// caller (the records API's 503, the worker's retry of its
+		// setup) treats it as ErrNoQuorum.
+		return response{err: fmt.Errorf("dbowner: %s %q in partition %d on member %x: %w: %w", req.op, req.table, p, to, ErrNoQuorum, err)}
 	}
 	if err != nil {
 		return response{err: fmt.Errorf("dbowner: %s %q in partition %d on member %x: %w", req.op, req.table, p, to, err)}

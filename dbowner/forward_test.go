@@ -80,7 +80,8 @@ func TestForwardedCallsAnswerAsLocalOnes(t *testing.T) {
 				failf(t, "partition %d: a forwarded get of a missing key: %v", p, err)
 			}
 		}
-		if _, err := dbs[0].ForwardGetForTest(f, 99, 0, "kv", engine.String("a")); !errors.Is(err, transport.ErrNoAnswer) {
+		// No answer is an unknown outcome, which callers know as ErrNoQuorum.
+		if _, err := dbs[0].ForwardGetForTest(f, 99, 0, "kv", engine.String("a")); !errors.Is(err, transport.ErrNoAnswer) || !errors.Is(err, dbowner.ErrNoQuorum) {
 			failf(t, "a call to a member that does not exist: %v", err)
 		}
 		if _, err := dbs[0].ForwardGetForTest(f, ids[1], parts+3, "kv", engine.String("a")); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("this member has %d", parts)) {
@@ -191,6 +192,58 @@ func TestPartitionsOnFewerMembers(t *testing.T) {
 		})
 		if err := dbs[0].AddLearner(f, 99, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "ReplicationFactor") {
 			failf(t, "a membership change with partitions on fewer members: %v", err)
+		}
+		return 0
+	})
+}
+
+// A partition whose holders have no quorum (one of its two is not
+// started) answers a forwarded write as a local one would, ErrNoQuorum,
+// rather than with no answer: the caller waits longer than the holder
+// does (a worker's setup retries on ErrNoQuorum and stops on anything
+// else; CI found one stopped by a bare no-answer).
+func TestForwardedCallToAPartitionWithoutQuorum(t *testing.T) {
+	const parts, rf = 4, 2
+	cfg := testConfig(t)
+	ids, addrs, peers := bootstrapMembers(t, 3, 0)
+	targets := placement.Targets(dbowner.ClusterIDOf(peers), ids, parts, rf)
+	run(t, cfg, func(f *runtime.Fiber) int {
+		// Members 0 and 1 only: a partition held by member 2 and one of
+		// them has no quorum.
+		dbs := make([]*dbowner.DB, 2)
+		for i := range dbs {
+			db, err := dbowner.Open(f, dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger, Partitions: parts,
+				Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], ReplicationFactor: rf,
+					RequestTimeout: 300 * time.Millisecond, Tick: 20 * time.Millisecond}})
+			if err != nil {
+				failf(t, "%v", err)
+			}
+			defer db.Close(f)
+			dbs[i] = db
+		}
+		// The first partition member 2 holds has no quorum; the schema
+		// operation reaches it last among those before, from the member
+		// that does not hold it, as a forwarded call.
+		waitFor(t, f, "a leader in every partition with a quorum", func() bool {
+			sts, err := dbs[0].PartitionStatus(f)
+			if err != nil {
+				return false
+			}
+			for q, st := range sts {
+				if !slices.Contains(targets[q], ids[2]) && st.Leader == 0 {
+					return false
+				}
+			}
+			return sts[0].Leader != 0
+		})
+		p := 1 + slices.IndexFunc(targets[1:], func(ms []uint64) bool { return slices.Contains(ms, ids[2]) })
+		asker := dbs[0]
+		if slices.Contains(targets[p], ids[0]) {
+			asker = dbs[1]
+		}
+		err := asker.CreateTable(f, kvSchema)
+		if !errors.Is(err, dbowner.ErrNoQuorum) {
+			failf(t, "partition %d (held by %x), a schema operation from %x: %v, want the holder's ErrNoQuorum", p, targets[p], asker.Self(), err)
 		}
 		return 0
 	})

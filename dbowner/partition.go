@@ -290,7 +290,10 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 	}
 	for p := range n {
 		if targets != nil && !slices.Contains(targets[p], id) {
-			ps.parts = append(ps.parts, &DB{id: id, fwd: &remotePart{p: p, holders: targets[p], ps: ps, timeout: opts.Cluster.RequestTimeout}})
+			// The holder waits up to RequestTimeout for its quorum and then
+			// answers ErrNoQuorum; the caller waits longer, so that it gets
+			// that answer rather than none.
+			ps.parts = append(ps.parts, &DB{id: id, fwd: &remotePart{p: p, holders: targets[p], ps: ps, timeout: 2 * opts.Cluster.RequestTimeout}})
 			continue
 		}
 		po := opts
