@@ -31,17 +31,8 @@ func TestForwardedCallsAnswerAsLocalOnes(t *testing.T) {
 	cfg := testConfig(t)
 	ids, addrs, peers := bootstrapMembers(t, 3, 0)
 	run(t, cfg, func(f *runtime.Fiber) int {
-		dbs := make([]*dbowner.DB, 3)
-		for i := range dbs {
-			db, err := dbowner.Open(f, dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger, Partitions: parts,
-				Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i],
-					RequestTimeout: 5 * time.Second, Tick: 20 * time.Millisecond}})
-			if err != nil {
-				failf(t, "%v", err)
-			}
-			defer db.Close(f)
-			dbs[i] = db
-		}
+		dbs := openMembers(t, f, cfg, ids, addrs, peers, tempDirs(t, 3), parts, 0, 5*time.Second)
+		defer closeMembers(f, dbs)
 		waitFor(t, f, "the table on every member", func() bool {
 			err := dbs[0].CreateTable(f, kvSchema)
 			return err == nil || errors.Is(err, engine.ErrTableExists)
@@ -116,19 +107,9 @@ func TestPartitionsOnFewerMembers(t *testing.T) {
 	ids, addrs, peers := bootstrapMembers(t, 3, 0)
 	targets := placement.Targets(dbowner.ClusterIDOf(peers), ids, parts, rf)
 	run(t, cfg, func(f *runtime.Fiber) int {
-		dbs := make([]*dbowner.DB, 3)
-		dirs := make([]string, 3)
-		for i := range dbs {
-			dirs[i] = t.TempDir()
-			db, err := dbowner.Open(f, dbowner.Options{Dir: dirs[i], Logger: cfg.Logger, Partitions: parts,
-				Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], ReplicationFactor: rf,
-					RequestTimeout: 5 * time.Second, Tick: 20 * time.Millisecond}})
-			if err != nil {
-				failf(t, "%v", err)
-			}
-			defer db.Close(f)
-			dbs[i] = db
-		}
+		dirs := tempDirs(t, 3)
+		dbs := openMembers(t, f, cfg, ids, addrs, peers, dirs, parts, rf, 5*time.Second)
+		defer closeMembers(f, dbs)
 		for i := range dbs {
 			for p := range parts {
 				held := slices.Contains(targets[p], ids[i])
@@ -210,17 +191,8 @@ func TestForwardedCallToAPartitionWithoutQuorum(t *testing.T) {
 	run(t, cfg, func(f *runtime.Fiber) int {
 		// Members 0 and 1 only: a partition held by member 2 and one of
 		// them has no quorum.
-		dbs := make([]*dbowner.DB, 2)
-		for i := range dbs {
-			db, err := dbowner.Open(f, dbowner.Options{Dir: t.TempDir(), Logger: cfg.Logger, Partitions: parts,
-				Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], ReplicationFactor: rf,
-					RequestTimeout: 300 * time.Millisecond, Tick: 20 * time.Millisecond}})
-			if err != nil {
-				failf(t, "%v", err)
-			}
-			defer db.Close(f)
-			dbs[i] = db
-		}
+		dbs := openMembers(t, f, cfg, ids, addrs, peers, tempDirs(t, 2), parts, rf, 300*time.Millisecond)
+		defer closeMembers(f, dbs)
 		// The first partition member 2 holds has no quorum; the schema
 		// operation reaches it last among those before, from the member
 		// that does not hold it, as a forwarded call.
@@ -247,4 +219,38 @@ func TestForwardedCallToAPartitionWithoutQuorum(t *testing.T) {
 		}
 		return 0
 	})
+}
+
+// openMembers opens the first len(dirs) of the members bootstrapped
+// together (bootstrapMembers), member i in dirs[i], with parts partitions
+// each held by rf members (0: every member) and the given request
+// timeout. closeMembers closes them.
+func openMembers(t *testing.T, f *runtime.Fiber, cfg runtime.Config, ids []uint64, addrs []string, peers map[uint64]string,
+	dirs []string, parts, rf int, timeout time.Duration) []*dbowner.DB {
+	dbs := make([]*dbowner.DB, len(dirs))
+	for i, dir := range dirs {
+		db, err := dbowner.Open(f, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: parts,
+			Cluster: dbowner.Cluster{ID: ids[i], Peers: peers, PeerAddr: addrs[i], ReplicationFactor: rf,
+				RequestTimeout: timeout, Tick: 20 * time.Millisecond}})
+		if err != nil {
+			closeMembers(f, dbs[:i])
+			failf(t, "member %d: %v", i, err)
+		}
+		dbs[i] = db
+	}
+	return dbs
+}
+
+func closeMembers(f *runtime.Fiber, dbs []*dbowner.DB) {
+	for _, db := range dbs {
+		_ = db.Close(f)
+	}
+}
+
+func tempDirs(t *testing.T, n int) []string {
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	return dirs
 }
