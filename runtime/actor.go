@@ -62,6 +62,10 @@ type actorCell[M any] struct {
 	// message): typed, so a value message crosses without being boxed in
 	// an interface, which cost a heap allocation per message.
 	rx atomic.Pointer[remoteMail[M]]
+	// A line between what other shards read and what this shard writes
+	// at every turn: sharing one, each cross-shard Ask pulled the line to
+	// the asker's core and the actor's next turn pulled it back.
+	_ cacheLinePad
 
 	state actorState
 	mbox  fifo[M]

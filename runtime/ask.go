@@ -341,6 +341,9 @@ func askRemote[M, T any](f *Fiber, c *actorCell[M], timeout time.Duration, mk fu
 		sh.polled = append(sh.polled, &a.w)
 	}
 	c.sendAsk(f, a)
+	if polled && sh.spinForReply(&a.w) {
+		a.w.state = replied // the reply is in val: no park, no switch
+	}
 	sh.replyWaits++ // the shard spins for the reply (spinForInbox)
 	v, err := endAsk(f, &a.w, timeout)
 	sh.replyWaits--

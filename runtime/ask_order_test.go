@@ -71,3 +71,47 @@ func TestACrossShardAskComesAfterTheSendsBeforeIt(t *testing.T) {
 		}
 	})
 }
+
+// relay, asked, sends add to an actor on the asker's shard, lets its tick
+// end (so the mail is in the ring to the asker's shard, not staged), and
+// only then replies.
+type relay struct{ to Addr[counterMsg] }
+
+type relayMsg struct {
+	add   int
+	reply Reply[struct{}]
+}
+
+func (r relay) Receive(f *Fiber, m relayMsg) {
+	Send(f, r.to, counterMsg{add: m.add})
+	Yield(f)
+	m.reply.Send(f, struct{}{})
+}
+
+// A reply posted in place must not overtake the mail its replier sent the
+// asker's shard before it: an asker that watches for its reply itself
+// (spinForReply) and sees mail beside it leaves that mail to the loop to
+// deliver first, so what the asker does next on its own shard (ask the
+// counter) sees everything the replier sent before replying.
+func TestAReplyNeverOvertakesTheMailSentBeforeIt(t *testing.T) {
+	run(t, multiShardConfig(t), func(f *Fiber) int {
+		c := Spawn[counterMsg](f, &counter{})
+		r := SpawnOn[relayMsg](f, 1, relay{to: c})
+		want := 0
+		for round := 1; round <= 3000; round++ {
+			if _, err := Ask(f, r, 0, func(rp Reply[struct{}]) relayMsg { return relayMsg{add: round, reply: rp} }); err != nil {
+				t.Fatal(err)
+			}
+			want += round
+			got, err := Ask(f, c, 0, func(rp Reply[int]) counterMsg { return counterMsg{query: rp} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("round %d: the counter had %d after the reply, want %d: the reply overtook the mail sent before it", round, got, want)
+				return 0
+			}
+		}
+		return 0
+	})
+}

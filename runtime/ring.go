@@ -144,7 +144,13 @@ func (sh *shard) ringTo(dst *shard) *ring {
 // hasMail reports whether anything waits for sh: in a ring from another shard,
 // in the inbox from outside goroutines, or a reply posted to a watched wait.
 func (sh *shard) hasMail() bool {
-	if sh.inbox.pending.Load() > 0 || (len(sh.polled) > 0 && sh.postedReply()) {
+	return (len(sh.polled) > 0 && sh.postedReply()) || sh.ringMail()
+}
+
+// ringMail reports whether the outside inbox or a ring from another shard
+// holds something (hasMail without the replies posted in place).
+func (sh *shard) ringMail() bool {
+	if sh.inbox.pending.Load() > 0 {
 		return true
 	}
 	for i := range sh.in {
