@@ -137,7 +137,7 @@ func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
 }
 
 func (d *DB) backupPartitions(f *runtime.Fiber) (Backup, error) {
-	n := len(d.ps.parts)
+	n := d.ps.n()
 	b := Backup{Header: BackupHeader{Format: BackupVersionPartitioned, Created: time.Now().UTC()}}
 	for p := range n {
 		pb, err := d.part(p).Backup(f)

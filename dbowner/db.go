@@ -134,6 +134,10 @@ type Cluster struct {
 	// partition's group on it (partition + 1).
 	shared *transport.Shared
 	group  uint32
+	// removedThrough is node.Config.RemovedThrough: the last removal of
+	// this member from the partition's group, when the partition is
+	// placed here again after it moved away (placer.go: tombstones).
+	removedThrough uint64
 }
 
 // ClusterIDOf derives a cluster ID from the initial membership: FNV-1a
@@ -370,11 +374,16 @@ func (d *DB) State() string {
 	if d.ps != nil {
 		// The first partition not a member says the database's state
 		// (a partition stopped by a failed fsync stops it all).
-		for _, p := range d.ps.parts {
+		for i := range d.ps.n() {
+			p := d.ps.get(i)
 			if p.fwd != nil {
 				continue // held elsewhere: its holders' state
 			}
-			if st := p.State(); st != "member" {
+			st := p.State()
+			if i > 0 && d.ps.placed > 0 && (st == "joining" || st == "removed") {
+				continue // a replica moving here or away (placer.go): its partition is served by its other holders
+			}
+			if st != "member" {
 				return st
 			}
 		}
@@ -464,7 +473,7 @@ func (d *DB) TransferLeader(f *runtime.Fiber, to uint64) error {
 // cross-shard call's does.
 func (d *DB) call(f *runtime.Fiber, req request) response {
 	if d.fwd != nil {
-		return response{err: fmt.Errorf("dbowner: %s: partition %d is held by members %x, not this one", req.op, d.fwd.p, d.fwd.holders)}
+		return response{err: fmt.Errorf("dbowner: %s: partition %d is held by members %x, not this one", req.op, d.fwd.p, d.fwd.holders())}
 	}
 	var sp trace.Span
 	o := d.o

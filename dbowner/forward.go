@@ -42,7 +42,7 @@ func (s *callServer) ServeCall(f *runtime.Fiber, from uint64, body []byte) []byt
 		resp.err = fmt.Errorf("dbowner: a call from %x: this member's partitions are still opening: %w", from, ErrNotHeld)
 	case p >= d.Partitions():
 		resp.err = fmt.Errorf("dbowner: a call from %x for partition %d: this member has %d", from, p, d.Partitions())
-	case d.ps.parts[p].fwd != nil:
+	case d.ps.get(p).fwd != nil || !d.ps.serves(p, d.ps.get(p)):
 		// Never forwarded on: a call goes one hop, to a holder.
 		resp.err = fmt.Errorf("dbowner: a call from %x for partition %d: %w", from, p, ErrNotHeld)
 	default:
@@ -73,10 +73,13 @@ func (d *DB) servePart(f *runtime.Fiber, p int, req request) response {
 // forwarding hop).
 type remotePart struct {
 	p       int
-	holders []uint64
 	ps      *partitions
 	timeout time.Duration
 }
+
+// holders are the members this member sends p's calls to, in turn: the
+// targets first, then partition 0's other members (placedView.holders).
+func (r *remotePart) holders() []uint64 { return r.ps.view.Load().holders(r.p) }
 
 // ErrNotHeld answers a forwarded call of a partition the member asked
 // does not hold; the caller asks the next holder.
@@ -88,8 +91,13 @@ const RoleElsewhere node.Role = "elsewhere"
 
 // status is this member's view of a partition it does not hold.
 func (r *remotePart) status(self uint64) node.Status {
-	st := node.Status{ID: self, Role: RoleElsewhere, Voters: len(r.holders)}
-	for _, m := range r.holders {
+	v := r.ps.view.Load()
+	var holders []uint64
+	if v.targets != nil {
+		holders = v.targets[r.p]
+	}
+	st := node.Status{ID: self, Role: RoleElsewhere, Voters: len(holders)}
+	for _, m := range holders {
 		st.Members = append(st.Members, node.Member{ID: m})
 	}
 	return st
@@ -102,7 +110,7 @@ func (r *remotePart) status(self uint64) node.Status {
 // apply it twice. When no holder served it the error wraps ErrNoQuorum.
 func (r *remotePart) call(f *runtime.Fiber, d *DB, req request) response {
 	var resp response
-	for _, to := range r.holders {
+	for _, to := range r.holders() {
 		resp = r.ps.forward(f, d, to, r.p, req, r.timeout)
 		switch {
 		case resp.err == nil:

@@ -50,9 +50,11 @@ func baseClusterID(c Cluster) uint64 {
 }
 
 // placing is the replication factor c places partitions by: 0 when every
-// member holds every partition (no factor, or one at least the members).
+// member holds every partition (no factor, or one partition). A factor at
+// least the members places every partition on every member until the
+// cluster grows past it (placer.go).
 func placing(c Cluster, n int) int {
-	if n <= 1 || c.ReplicationFactor <= 0 || c.ReplicationFactor >= len(c.Peers) {
+	if n <= 1 || c.ReplicationFactor <= 0 {
 		return 0
 	}
 	return c.ReplicationFactor
@@ -126,10 +128,12 @@ func (noGroup) ReportRemoved(*runtime.Fiber, uint64)                       {}
 // after a partial failure (a timeout, a lost leader) finishes the rest
 // instead of failing on the first.
 func (d *DB) memberChange(f *runtime.Fiber, zeroLast bool, done func(node.Status) bool, do func(p *DB) error) error {
+	n := d.ps.n()
 	if d.ps.placed > 0 {
-		return fmt.Errorf("dbowner: the partitions are held by %d members each (Cluster.ReplicationFactor): membership changes are not built for that yet (partitions do not move between members)", d.ps.placed)
+		// Partition 0 is the cluster's membership; the others follow it,
+		// each moved by its own leader (placer.go).
+		n = 1
 	}
-	n := len(d.ps.parts)
 	for i := range n {
 		p := i
 		if zeroLast {
@@ -153,7 +157,7 @@ func (d *DB) memberChange(f *runtime.Fiber, zeroLast bool, done func(node.Status
 			// predecessor's entries) is answered by the timeout; it was
 			// not applied, so proposing it again is safe.
 			if !errors.Is(err, ErrNoQuorum) || try == memberChangeTries {
-				return fmt.Errorf("partition %d of %d: %w", p, len(d.ps.parts), err)
+				return fmt.Errorf("partition %d of %d: %w", p, d.ps.n(), err)
 			}
 		}
 	}
@@ -247,7 +251,7 @@ func handOff(f *runtime.Fiber, p *DB, id uint64) error {
 // for a new leader.
 func (d *DB) transferPartitioned(f *runtime.Fiber, to uint64) error {
 	var errs []error
-	for p := range d.ps.parts {
+	for p := range d.ps.n() {
 		pd := d.part(p)
 		if pd.fwd != nil {
 			continue // not held here: nothing to lead
@@ -261,7 +265,7 @@ func (d *DB) transferPartitioned(f *runtime.Fiber, to uint64) error {
 			continue
 		}
 		if err := pd.TransferLeader(f, to); err != nil {
-			errs = append(errs, fmt.Errorf("partition %d of %d: %w", p, len(d.ps.parts), err))
+			errs = append(errs, fmt.Errorf("partition %d of %d: %w", p, d.ps.n(), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -275,13 +279,19 @@ func (d *DB) PartitionStatus(f *runtime.Fiber) ([]node.Status, error) {
 		st, err := d.ClusterStatus(f)
 		return []node.Status{st}, err
 	}
-	out := make([]node.Status, len(d.ps.parts))
-	for p := range d.ps.parts {
-		if r := d.ps.parts[p].fwd; r != nil {
+	out := make([]node.Status, d.ps.n())
+	for p := range d.ps.n() {
+		if r := d.ps.get(p).fwd; r != nil {
 			out[p] = r.status(d.id)
 			continue
 		}
-		st, err := d.part(p).ClusterStatus(f)
+		h := d.ps.get(p)
+		st, err := h.ClusterStatus(f)
+		if r := d.ps.get(p).fwd; err != nil && r != nil {
+			// Given up while asked (placer.go: drop): held elsewhere now.
+			out[p] = r.status(d.id)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("partition %d: %w", p, err)
 		}
@@ -330,6 +340,9 @@ func (ps *partitions) tend(f *runtime.Fiber, d *DB, every time.Duration) {
 				schemaDone = true
 			}
 		}
+		if ps.placed > 0 {
+			ps.place(f, d)
+		}
 		ps.balanceLeaders(f, d.id)
 	}
 }
@@ -340,10 +353,11 @@ func (ps *partitions) tend(f *runtime.Fiber, d *DB, every time.Duration) {
 // so that a forwarded write reaches the leader without raft's forwarding
 // hop; else preferredLeader's.
 func (ps *partitions) preferred(st node.Status, p int) uint64 {
-	if ps.targets == nil {
+	v := ps.view.Load()
+	if ps.placed == 0 || v.targets == nil {
 		return preferredLeader(st, p)
 	}
-	for _, m := range ps.targets[p] {
+	for _, m := range v.targets[p] {
 		if v, ok := member(st, m); ok && !v.Learner {
 			return m
 		}
@@ -357,7 +371,8 @@ func (ps *partitions) preferred(st node.Status, p int) uint64 {
 // the new leader, none lost). Leaders follow the membership as it
 // changes; a voter that is down keeps none of its share until it is back.
 func (ps *partitions) balanceLeaders(f *runtime.Fiber, self uint64) {
-	for p, part := range ps.parts {
+	for p := range ps.n() {
+		part := ps.get(p)
 		if ps.closing.Load() {
 			return
 		}

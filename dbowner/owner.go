@@ -608,7 +608,7 @@ func (o *owner) startMember(f *runtime.Fiber, rl *raftLog) (*node.Node, error) {
 	}
 	return node.Start(f, node.Config{
 		ID: o.id, Storage: rl, StateMachine: stateMachine{o}, Net: o.net, Logger: o.opts.Logger,
-		Bootstrap: bootstrap, Peers: joinPeers(c), Tick: c.Tick, SnapshotKeep: c.SnapshotKeep,
+		Bootstrap: bootstrap, Peers: joinPeers(c), RemovedThrough: c.removedThrough, Tick: c.Tick, SnapshotKeep: c.SnapshotKeep,
 		SnapshotDue: o.log.SnapshotDue, SnapshotDueAlone: o.log.SnapshotDueScaled,
 	})
 }

@@ -4,18 +4,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/writeonce/wo/dbowner/engine"
-	"github.com/writeonce/wo/dbowner/placement"
 	"github.com/writeonce/wo/replication/transport"
 	"github.com/writeonce/wo/runtime"
 	"go.opentelemetry.io/otel/trace"
@@ -107,7 +104,11 @@ func HashTag(key string) string {
 // handle per partition (its owner on shard p mod shards) and the tables'
 // key fields, which route an Insert or an Upsert by its record.
 type partitions struct {
-	parts []*DB
+	// slots holds each partition's handle: a local one (its owner here)
+	// or, with a replication factor, a remote one (fwd) for a partition
+	// held elsewhere. A placed member swaps a slot when a replica moves
+	// onto it or off it (placer.go); callers on any shard load it.
+	slots []atomic.Pointer[DB]
 	keys  sync.Map // table -> key field (a table's key never changes)
 	// shared is the transport every partition's raft group rides, one
 	// per member (nil for one-member groups).
@@ -115,10 +116,16 @@ type partitions struct {
 	peerAddr string      // where shared listens
 	calls    *callServer // serves what other members forward (forward.go)
 	// placed is the replication factor partitions are placed by (0:
-	// every member holds every partition; else some parts are remote),
-	// targets each partition's holders, best-ranked first (nil when 0).
-	placed  int
-	targets [][]uint64
+	// every member holds every partition); view is where they are now,
+	// as this member last computed it from partition 0's configuration
+	// (placer.go).
+	placed int
+	seed   uint64 // placement.Targets' seed: the cluster's base ID
+	view   atomic.Pointer[placedView]
+	// open opens partition p's member here at run time (placer.go); set
+	// by openPartitions for a placed member.
+	open func(f *runtime.Fiber, p int, peers map[uint64]string) (*DB, error)
+	dir  string // the data dir (partition p's is partitionDir(dir, p))
 
 	// tend (schema completion and the leader balancer) runs while shared
 	// is set; closing and the signals stop it.
@@ -127,11 +134,29 @@ type partitions struct {
 	balanceDone runtime.Signal
 }
 
-func (ps *partitions) of(key engine.Value) int { return PartitionOf(key, len(ps.parts)) }
+// serves reports whether h, partition p's local handle, serves p's calls:
+// always, but on a placed member for a replica placed here that its group
+// has not added yet (placer.go: take), or that it removed.
+func (ps *partitions) serves(p int, h *DB) bool {
+	if ps.placed == 0 || p == 0 {
+		return true
+	}
+	st := h.State()
+	return st != "joining" && st != "removed"
+}
+
+// n is the partition count.
+func (ps *partitions) n() int { return len(ps.slots) }
+
+// get is partition p's handle now.
+func (ps *partitions) get(p int) *DB { return ps.slots[p].Load() }
+
+func (ps *partitions) of(key engine.Value) int { return PartitionOf(key, ps.n()) }
 
 func (ps *partitions) stats() Stats {
 	var s Stats
-	for _, p := range ps.parts {
+	for i := range ps.n() {
+		p := ps.get(i)
 		if p.fwd != nil {
 			continue // counted by its holders
 		}
@@ -155,13 +180,19 @@ func (d *DB) Partitions() int {
 	if d.ps == nil {
 		return 1
 	}
-	return len(d.ps.parts)
+	return d.ps.n()
 }
 
 // part is the one-partition handle of partition p with d's view (stale,
 // request ID, context).
 func (d *DB) part(p int) *DB {
-	c := *d.ps.parts[p]
+	h := d.ps.get(p)
+	if h.fwd == nil && !d.ps.serves(p, h) {
+		// A replica being placed here: until its group has added it,
+		// its other holders serve the partition.
+		h = d.ps.remote(p, h.o.opts.Cluster.RequestTimeout, h.id)
+	}
+	c := *h
 	c.tr, c.ctx, c.stale, c.reqID = d.tr, d.ctx, d.stale, d.reqID
 	return &c
 }
@@ -260,14 +291,20 @@ func writePartitionFile(dir string, n int) error {
 // openPartitions opens n partitions, partition p's owner on shard p mod
 // shards, its log in partitionDir(p), and completes any schema operation
 // a crash left applied to only some of them. With peers (or joining),
-// every partition is a raft group over the same members, and one TCP
-// transport on shard 0 carries them all: partition p is group p+1 on it
-// (multi-raft, docs/replication.md, "Partitions").
+// every partition is a raft group, and one TCP transport on shard 0
+// carries them all: partition p is group p+1 on it (multi-raft,
+// docs/replication.md, "Partitions"). Every member holds every partition,
+// or, with a replication factor, partition 0 and the others placed on it:
+// at bootstrap by placement.Targets over the peers, later wherever the
+// partitions' leaders moved them (placer.go), which is the partition dirs
+// that exist.
 func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id uint64) (*DB, error) {
-	ps := &partitions{}
+	ps := &partitions{slots: make([]atomic.Pointer[DB], n), dir: opts.Dir}
 	fail := func(err error) (*DB, error) {
-		for _, p := range ps.parts {
-			_ = p.Close(f)
+		for p := range ps.n() {
+			if d := ps.get(p); d != nil {
+				_ = d.Close(f)
+			}
 		}
 		ps.closeShared(f)
 		return nil, err
@@ -280,20 +317,21 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 		}
 		ps.shared, ps.peerAddr = s, addr
 	}
-	var targets [][]uint64
+	// held reports whether partition p is opened here, and with which
+	// peers it bootstraps (nil: it is never bootstrapped here).
+	held := func(p int) (bool, bool, map[uint64]string) { return true, opts.Cluster.Join, opts.Cluster.Peers }
 	if rf := placing(opts.Cluster, n); rf > 0 && ps.shared != nil {
-		if opts.Cluster.Join {
-			return fail(fmt.Errorf("dbowner: open: joining a cluster whose partitions are held by %d members each (Cluster.ReplicationFactor) is not built yet: partitions do not move between members", rf))
+		pl, err := openPlacement(ps, opts, n, rf, id, tr)
+		if err != nil {
+			return fail(err)
 		}
-		targets = placement.Targets(baseClusterID(opts.Cluster), slices.Collect(maps.Keys(opts.Cluster.Peers)), n, rf)
-		ps.placed, ps.targets = rf, targets
+		held = pl
 	}
+	var err error
 	for p := range n {
-		if targets != nil && !slices.Contains(targets[p], id) {
-			// The holder waits up to RequestTimeout for its quorum and then
-			// answers ErrNoQuorum; the caller waits longer, so that it gets
-			// that answer rather than none.
-			ps.parts = append(ps.parts, &DB{id: id, fwd: &remotePart{p: p, holders: targets[p], ps: ps, timeout: 2 * opts.Cluster.RequestTimeout}})
+		ok, join, peers := held(p)
+		if !ok {
+			ps.slots[p].Store(ps.remote(p, opts.Cluster.RequestTimeout, id))
 			continue
 		}
 		po := opts
@@ -303,19 +341,19 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 			po.Cluster.shared, po.Cluster.group = ps.shared, uint32(p+1)
 			po.Cluster.PeerAddr = ps.peerAddr
 		}
-		if targets != nil {
-			po.Cluster.Peers = map[uint64]string{}
-			for _, m := range targets[p] {
-				po.Cluster.Peers[m] = opts.Cluster.Peers[m]
+		po.Cluster.Join, po.Cluster.Peers = join, peers
+		if ps.placed > 0 && p > 0 {
+			if po.Cluster.removedThrough, err = readTombstone(opts.Dir, p); err != nil {
+				return fail(err)
 			}
 		}
 		d, err := openOne(f, po, p%f.Shards(), tr, id)
 		if err != nil {
 			return fail(fmt.Errorf("dbowner: open partition %d of %d: %w", p, n, err))
 		}
-		ps.parts = append(ps.parts, d)
+		ps.slots[p].Store(d)
 	}
-	d := *ps.parts[0]
+	d := *ps.get(0)
 	d.ps = ps
 	if ps.shared == nil {
 		if err := d.completeSchema(f); err != nil {
@@ -338,7 +376,7 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 
 // schemas reads partition p's schemas on its shard.
 func (d *DB) schemas(f *runtime.Fiber, p int) (map[string]engine.Schema, error) {
-	o := d.ps.parts[p].o
+	o := d.ps.get(p).o
 	return runtime.OnShard(f, o.shard, 0, func(*runtime.Fiber) map[string]engine.Schema {
 		m := map[string]engine.Schema{}
 		for _, t := range o.eng.Tables() {
@@ -360,10 +398,10 @@ func (d *DB) schemas(f *runtime.Fiber, p int) (map[string]engine.Schema, error) 
 // it first: a table or index that exists by the time the change applies
 // is what was wanted.
 func (d *DB) completeSchema(f *runtime.Fiber) error {
-	all := make([]map[string]engine.Schema, len(d.ps.parts))
+	all := make([]map[string]engine.Schema, d.ps.n())
 	union := map[string]engine.Schema{}
-	for p := range d.ps.parts {
-		if d.ps.parts[p].fwd != nil {
+	for p := range d.ps.n() {
+		if d.ps.get(p).fwd != nil {
 			continue // its holders complete it (from partition 0, which every member holds and every schema operation reaches first)
 		}
 		m, err := d.schemas(f, p)
@@ -413,7 +451,7 @@ func (d *DB) completeSchema(f *runtime.Fiber) error {
 	return nil
 }
 
-func (d *DB) opts() *Options { return &d.ps.parts[0].o.opts }
+func (d *DB) opts() *Options { return &d.ps.get(0).o.opts }
 
 func contains(s []string, x string) bool {
 	for _, v := range s {
@@ -433,7 +471,7 @@ func contains(s []string, x string) bool {
 func (d *DB) everyPartition(f *runtime.Fiber, op, table string, b engine.Batch) error {
 	var exists error
 	done := 0
-	for p := range d.ps.parts {
+	for p := range d.ps.n() {
 		_, err := d.part(p).write(f, op, table, b)
 		switch {
 		case err == nil:
@@ -445,7 +483,7 @@ func (d *DB) everyPartition(f *runtime.Fiber, op, table string, b engine.Batch) 
 		case p == 0:
 			return err
 		default:
-			return fmt.Errorf("%w (partition %d of %d; the partitions before it have it: retry the call to complete it, or reopen: Open completes it)", err, p, len(d.ps.parts))
+			return fmt.Errorf("%w (partition %d of %d; the partitions before it have it: retry the call to complete it, or reopen: Open completes it)", err, p, d.ps.n())
 		}
 	}
 	for _, op := range b {
@@ -464,7 +502,7 @@ func (d *DB) keyField(f *runtime.Fiber, table string) (string, error) {
 	if k, ok := d.ps.keys.Load(table); ok {
 		return k.(string), nil
 	}
-	o := d.ps.parts[0].o
+	o := d.ps.get(0).o
 	type res struct {
 		k   string
 		err error
@@ -496,7 +534,7 @@ func (d *DB) writePartitioned(f *runtime.Fiber, op, table string, b engine.Batch
 	}
 	if ddl > 0 {
 		if ddl < len(b) {
-			return 0, fmt.Errorf("dbowner: transaction: schema operations and record operations in one batch with %d partitions: %w: send the schema operations on their own", len(d.ps.parts), ErrCrossPartition)
+			return 0, fmt.Errorf("dbowner: transaction: schema operations and record operations in one batch with %d partitions: %w: send the schema operations on their own", d.ps.n(), ErrCrossPartition)
 		}
 		return 0, d.everyPartition(f, op, table, b)
 	}
@@ -521,7 +559,7 @@ func (d *DB) writePartitioned(f *runtime.Fiber, op, table string, b engine.Batch
 		if part < 0 {
 			part = p
 		} else if p != part {
-			return 0, fmt.Errorf("%w: %s (of %d); keys that change together must share a partition: give them the same hash tag, the part of a string key between '{' and '}' (user:{42}:a and user:{42}:b)", ErrCrossPartition, strings.Join(where, ", "), len(d.ps.parts))
+			return 0, fmt.Errorf("%w: %s (of %d); keys that change together must share a partition: give them the same hash tag, the part of a string key between '{' and '}' (user:{42}:a and user:{42}:b)", ErrCrossPartition, strings.Join(where, ", "), d.ps.n())
 		}
 	}
 	if part < 0 {
@@ -533,8 +571,8 @@ func (d *DB) writePartitioned(f *runtime.Fiber, op, table string, b engine.Batch
 func (d *DB) closePartitions(f *runtime.Fiber) error {
 	d.ps.stopBalance(f)
 	var errs []error
-	for p := range d.ps.parts {
-		if err := d.ps.parts[p].Close(f); err != nil {
+	for p := range d.ps.n() {
+		if err := d.ps.get(p).Close(f); err != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", p, err))
 		}
 	}

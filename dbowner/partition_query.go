@@ -155,7 +155,7 @@ func decodePCursor(q engine.Query) (position, error) {
 // ErrNoTable as if no partition had it. The partitions are read at once,
 // a fiber each.
 func (d *DB) queryPartitioned(f *runtime.Fiber, q engine.Query) (engine.Result, error) {
-	n := len(d.ps.parts)
+	n := d.ps.n()
 	pos, err := decodePCursor(q)
 	if err != nil {
 		return engine.Result{}, fmt.Errorf("dbowner: query %q: %w", q.Table, err)

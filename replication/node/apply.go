@@ -127,10 +127,15 @@ func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
 			n.snap.needed = n.cfg.SnapshotEntries > 0 || n.cfg.SnapshotDue != nil
 		case raftpb.ConfChangeRemoveNode:
 			delete(n.members, id)
-			if id == n.cfg.ID {
+			if id == n.cfg.ID && idx <= n.cfg.RemovedThrough {
+				// An earlier incarnation's removal, met again while this
+				// one catches up from the log: it was added again later.
+				n.log.Info("node: an earlier removal of this member's ID, before it was added again", "index", idx)
+			} else if id == n.cfg.ID {
 				// Raft's advice: a removed member shuts down. The
 				// driver stops at the top of its loop.
 				n.removed, n.stopped = true, true
+				n.removedAt.Store(idx)
 				n.log.Warn("node: this member was removed from the group; stopping")
 			} else {
 				n.cfg.Net.RemovePeer(f, id)

@@ -867,3 +867,54 @@ func (s *countedSaves) Save(f *runtime.Fiber, hs *raftpb.HardState, ents []*raft
 	}
 	return s.slowSaves.Save(f, hs, ents, snap)
 }
+
+// TestAMemberAddedAgainSkipsItsEarlierRemoval: a member removed from the
+// group and added again later under the same ID, with an empty log (a
+// partition's replica moved away and back, dbowner/placer.go), catches
+// up from the leader's log, which still holds the entry that removed
+// it. With RemovedThrough at that entry it applies it as history and
+// goes on; a removal after it would still stop it.
+func TestAMemberAddedAgainSkipsItsEarlierRemoval(t *testing.T) {
+	scenario{members: 3}.run(t, func(g *group, f *runtime.Fiber) {
+		lead := g.leader()
+		victim := uint64(1)
+		for victim == lead {
+			victim++
+		}
+		for i := range 10 {
+			g.mustPropose(lead, fmt.Sprintf("before%d=%d", i, i))
+		}
+		g.on(g.members[lead], func(f *runtime.Fiber) {
+			if err := g.members[lead].node.Remove(f, victim, opWait); err != nil {
+				t.Errorf("remove: %v", err)
+			}
+		})
+		g.waitFor("the removed member to know it", func() bool { return g.status(g.members[victim]).Removed })
+		at := g.members[victim].node.RemovedAt()
+		if at == 0 {
+			fatal(t, "RemovedAt is 0 after the member applied its removal")
+		}
+		g.stop(victim)
+		for i := range 10 {
+			g.mustPropose(lead, fmt.Sprintf("after%d=%d", i, i))
+		}
+		if first, _ := g.members[lead].store.FirstIndex(); first > at {
+			fatalf(t, "the leader's log was compacted past the removal (first index %d, removal %d): the test needs the removal replayed", first, at)
+		}
+		g.cfg = func(c *Config) {
+			if c.ID == victim {
+				c.RemovedThrough = at
+			}
+		}
+		again := g.start(victim, NewMemStorage(), nil, map[uint64]string{1: "mem-1", 2: "mem-2", 3: "mem-3"})
+		g.on(g.members[lead], func(f *runtime.Fiber) {
+			if err := g.members[lead].node.AddLearner(f, victim, fmt.Sprintf("mem-%d", victim), opWait); err != nil {
+				t.Errorf("add learner again: %v", err)
+			}
+		})
+		g.waitFor("the member added again to catch up", func() bool { return again.sm.len() == 20 })
+		if st := g.status(again); st.Removed || st.Role != RoleLearner {
+			fatalf(t, "the member added again: removed %v, role %s; want a learner that is not removed", st.Removed, st.Role)
+		}
+	})
+}

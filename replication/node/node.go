@@ -65,6 +65,12 @@ type Config struct {
 	// Peers are addresses to reach before the log says who the members
 	// are (a joining member's way to answer the leader).
 	Peers map[uint64]string
+	// RemovedThrough is the index of the last removal of an earlier
+	// member with this ID (RemovedAt when it stopped): a member added
+	// again under the same ID meets that removal again while it catches
+	// up from the log, and must not take it for its own. A removal above
+	// it stops the member as any does. 0: none.
+	RemovedThrough uint64
 
 	Tick           time.Duration // one raft tick; default 100ms
 	ElectionTicks  int           // default 10
@@ -257,6 +263,8 @@ type Node struct {
 
 	joined atomic.Bool // this member is in the membership (voter or learner)
 	gone   atomic.Bool // removed, readable from any goroutine
+	// removedAt is the index of the entry that removed this member.
+	removedAt atomic.Uint64
 	down   atomic.Bool // the driver stopped (Stop, removal or failure)
 }
 
@@ -435,6 +443,10 @@ func (n *Node) Joined() bool { return n.joined.Load() }
 // Removed reports whether this member was removed from the group. Safe
 // from any goroutine.
 func (n *Node) Removed() bool { return n.gone.Load() }
+
+// RemovedAt is the index of the entry whose removal of this member it
+// applied (0: none, or only a peer said so). Safe from any goroutine.
+func (n *Node) RemovedAt() uint64 { return n.removedAt.Load() }
 
 // Stopped reports whether the member's driver has stopped (Stop, its
 // removal, or a failure; Err says which). Safe from any goroutine.
