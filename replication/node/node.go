@@ -265,7 +265,7 @@ type Node struct {
 	gone   atomic.Bool // removed, readable from any goroutine
 	// removedAt is the index of the entry that removed this member.
 	removedAt atomic.Uint64
-	down   atomic.Bool // the driver stopped (Stop, removal or failure)
+	down      atomic.Bool // the driver stopped (Stop, removal or failure)
 }
 
 // confContext travels in every conf change this package proposes.
