@@ -112,10 +112,13 @@ type Cluster struct {
 	// members hold each partition other than 0 (which every member holds:
 	// its configuration is the membership), placed by dbowner/placement's
 	// rule; a call of a partition this member does not hold is forwarded
-	// to one that does. 0, or at least the member count: every member
-	// holds every partition. Every member must have the same factor (it is
-	// mixed into the cluster ID). For now it is fixed at bootstrap:
-	// joining, membership changes and backups are refused while a member
+	// to one that does. As members join and leave partition 0, each
+	// partition's leader moves its replicas to where the rule now puts
+	// them (placer.go); a factor at least the member count puts every
+	// partition on every member until the cluster grows past it. 0: every
+	// member holds every partition, always. Every member must have the
+	// same factor (it is mixed into the cluster ID). Membership changes
+	// are made in partition 0 only; backups are refused while a member
 	// does not hold every partition (docs/replication.md, "The later
 	// steps" 3).
 	ReplicationFactor int

@@ -46,8 +46,13 @@
 // carries every group (partition p is group p+1 on it,
 // transport.Shared), membership changes are made in every group, and a
 // balancer on shard 0 hands each partition to its preferred leader (the
-// (p mod voters)-th voter), so leaders spread over the members.
-// docs/replication.md, "Partitions".
+// (p mod voters)-th voter), so leaders spread over the members. With
+// Cluster.ReplicationFactor r, partition 0 is on every member and the
+// others on r each (dbowner/placement.Targets over partition 0's voters):
+// a call of a partition held elsewhere is forwarded to a holder
+// (forward.go), membership changes are made in partition 0 only, and
+// each partition's leader moves its replicas as the members change
+// (placer.go). docs/replication.md, "Partitions".
 //
 // # Group commit and durability
 //

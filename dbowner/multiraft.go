@@ -348,13 +348,18 @@ func (ps *partitions) tend(f *runtime.Fiber, d *DB, every time.Duration) {
 }
 
 // preferred is partition p's preferred leader: with partitions placed
-// on some members (ps.targets), the best-ranked holder that is a voter,
+// on some members, partition 0's is preferredLeader's as without (the
+// lowest ID among its voters, the first bootstrapped member, whose
+// address a joining member is configured with: the member it must hear
+// from first, as a learner of partition 0, cannot answer a leader whose
+// address it does not know yet); another partition's is its best-ranked
+// target holder that is a voter,
 // which is where the other members forward p's calls first (remotePart),
 // so that a forwarded write reaches the leader without raft's forwarding
 // hop; else preferredLeader's.
 func (ps *partitions) preferred(st node.Status, p int) uint64 {
 	v := ps.view.Load()
-	if ps.placed == 0 || v.targets == nil {
+	if ps.placed == 0 || p == 0 || v.targets == nil {
 		return preferredLeader(st, p)
 	}
 	for _, m := range v.targets[p] {

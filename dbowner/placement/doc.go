@@ -6,11 +6,12 @@
 // member computes the same answer from the same membership, so nothing
 // about placement is stored or needs a controller of its own.
 //
-// This is the first step of placing partitions on fewer members than the
-// cluster has (docs/replication.md, "Partitions", "The later steps" 3):
-// Targets is the rule (dbowner places partitions by it at bootstrap with
+// It places partitions on fewer members than the cluster has
+// (docs/replication.md, "Partitions", "The later steps" 3): Targets is
+// the rule (dbowner places partitions by it with
 // Cluster.ReplicationFactor), Next the state machine that follows it as
-// members come and go (not wired yet: partitions do not move).
+// members come and go (dbowner/placer.go drives it from each partition's
+// leader).
 //
 // Targets: partition 0 is on every member (its raft configuration is the
 // cluster's membership). Each other partition goes to rf members chosen

@@ -7,11 +7,12 @@ import (
 )
 
 // Targets returns, for each partition in [0, partitions), the members
-// that should hold it, best-ranked first (the first is the partition's
-// preferred leader). members are partition 0's voters, in any order and
-// without duplicates; seed is the cluster's (the same on every member, so
-// every member computes the same). rf <= 0, or rf at least the member
-// count, puts every partition on every member, ranked.
+// that should hold it: partition 0's best-ranked first, each other's
+// preferred leader first (lead) and the rest best-ranked first. members
+// are partition 0's voters, in any order and without duplicates; seed is
+// the cluster's (the same on every member, so every member computes the
+// same). rf <= 0, or rf at least the member count, puts every partition
+// on every member.
 func Targets(seed uint64, members []uint64, partitions, rf int) [][]uint64 {
 	out := make([][]uint64, partitions)
 	if partitions == 0 || len(members) == 0 {
@@ -30,7 +31,32 @@ func Targets(seed uint64, members []uint64, partitions, rf int) [][]uint64 {
 	if !all {
 		even(out, ranks, members)
 	}
+	lead(out, members)
 	return out
+}
+
+// lead puts a preferred leader first in each partition's list but 0's,
+// spreading the leaderships as even spreads the replicas: partition by
+// partition, the holder that leads the fewest so far (ties: the best
+// ranked), partition 0 counted for its lowest-ID member (its leader:
+// dbowner's balancer keeps it on the first bootstrapped member). The
+// best-ranked holder alone put two of three partitions' leaderships on
+// one of five members in the scale test.
+func lead(out [][]uint64, members []uint64) {
+	leads := make(map[uint64]int, len(members))
+	leads[slices.Min(members)]++
+	for p := 1; p < len(out); p++ {
+		best := 0
+		for i, m := range out[p] {
+			if leads[m] < leads[out[p][best]] {
+				best = i
+			}
+		}
+		m := out[p][best]
+		copy(out[p][1:best+1], out[p][:best])
+		out[p][0] = m
+		leads[m]++
+	}
 }
 
 // even moves replicas of partitions 1 and up from the member holding the

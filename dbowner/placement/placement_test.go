@@ -130,3 +130,28 @@ func ExampleTargets() {
 	fmt.Println(len(pl[0]), "members hold partition 0;", len(pl[1]), "hold partition 1")
 	// Output: 5 members hold partition 0; 3 hold partition 1
 }
+
+// The preferred leaders (each list's first) spread over the members as
+// the replicas do: no member leads more than one partition above an even
+// share (partition 0 counted for its lowest-ID member), and each leads
+// only partitions it holds.
+func TestTargetsSpreadTheLeaders(t *testing.T) {
+	for n := 2; n <= 9; n++ {
+		for _, parts := range []int{4, 8, 16, 63} {
+			for rf := 1; rf <= 3; rf++ {
+				members := ids(n)
+				tg := Targets(7, members, parts, rf)
+				leads := map[uint64]int{slices.Min(members): 1}
+				for p := 1; p < parts; p++ {
+					leads[tg[p][0]]++
+				}
+				share := (parts + n - 1) / n
+				for m, k := range leads {
+					if k > share+1 {
+						t.Errorf("%d members, %d partitions, rf %d: member %x leads %d, an even share is %d: %v", n, parts, rf, m, k, share, leads)
+					}
+				}
+			}
+		}
+	}
+}

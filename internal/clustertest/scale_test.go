@@ -3,7 +3,9 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"slices"
+	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,25 +20,98 @@ import (
 // Writes are acknowledged at every size; at the end no acknowledged write
 // is missing on the member left and the history of register operations is
 // linearizable (porcupine).
-func TestPartitionsScaleUnderLoad(t *testing.T) {
-	const parts = 4
+func TestPartitionsScaleUnderLoad(t *testing.T) { scaleUnderLoad(t, 4, 0) }
+
+// The same with partitions placed on two members each
+// (cluster.replication_factor 2): a member joins partition 0, and the
+// partitions' leaders move replicas onto it (learner, voter, the old one
+// removed); a member scaled away is demoted in partition 0 first, every
+// replica moves off it, and only then is it removed. At each size every
+// partition is held by min(2, members) members, each member keeps logs
+// for the partitions it holds only, and the load is served throughout.
+func TestPlacedPartitionsScaleUnderLoad(t *testing.T) { scaleUnderLoad(t, 4, 2) }
+
+func scaleUnderLoad(t *testing.T, parts, rf int) {
 	x := newMixed(t)
-	c := Start(t, Options{Members: 1, Setup: x.set, Env: []string{fmt.Sprintf("WO_PARTITIONS=%d", parts)}})
+	env := []string{fmt.Sprintf("WO_PARTITIONS=%d", parts)}
+	if rf > 0 {
+		env = append(env, fmt.Sprintf("WO_REPLICATION_FACTOR=%d", rf))
+	}
+	c := Start(t, Options{Members: 1, Setup: x.set, Env: env})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()
 
-	// view is a running member's view in which every partition has a
-	// leader and the voters number want.
-	view := func(want int) (adminapi.Cluster, bool) {
+	// view is the running members' views when every one that is a member
+	// sees want voters and every partition has a leader in the view of a
+	// member that holds it; leaders counts the partitions each member
+	// leads.
+	var viewWhy string
+	view := func(want int) (leaders map[adminapi.ID]int, ok bool) {
+		leader := make([]adminapi.ID, parts)
+		seen := 0
 		for _, m := range c.Running() {
 			v, err := m.clusterWithin(ctx, 5*time.Second)
-			if err == nil && v.State == adminapi.StateMember && v.Voters == want && len(v.Partitions) == parts &&
-				!slices.ContainsFunc(v.Partitions, func(p adminapi.PartitionStatus) bool { return p.Leader == 0 }) {
-				return v, true
+			if err != nil || v.State != adminapi.StateMember {
+				continue // joining, or removed and about to stop
+			}
+			if v.Voters != want || len(v.Partitions) != parts {
+				viewWhy = fmt.Sprintf("%s: %d voters, %d partitions", m, v.Voters, len(v.Partitions))
+				return nil, false
+			}
+			seen++
+			for p, ps := range v.Partitions {
+				if ps.Role != roleElsewhere && ps.Leader != 0 {
+					leader[p] = ps.Leader
+				}
 			}
 		}
-		return adminapi.Cluster{}, false
+		leaders = map[adminapi.ID]int{}
+		for p, l := range leader {
+			if l == 0 {
+				viewWhy = fmt.Sprintf("no holder of partition %d knows its leader", p)
+				return nil, false
+			}
+			leaders[l]++
+		}
+		return leaders, seen > 0
+	}
+	// placed reports whether every partition but 0 is held by
+	// min(rf, members) of the running members, each with a log for it
+	// exactly where it is held, and no partition has a learner in transit.
+	placed := func(members int) (string, bool) {
+		if rf == 0 {
+			return "", true
+		}
+		held := make([]int, parts)
+		for _, m := range c.Running() {
+			v, err := m.clusterWithin(ctx, 5*time.Second)
+			if err != nil {
+				return err.Error(), false
+			}
+			if v.State != adminapi.StateMember {
+				continue
+			}
+			for p, ps := range v.Partitions {
+				_, err := os.Stat(filepath.Join(m.Dir, "p", fmt.Sprintf("%03d", p)))
+				if (ps.Role == roleElsewhere) != os.IsNotExist(err) {
+					return fmt.Sprintf("%s: partition %d is %q here and its log: %v", m, p, ps.Role, err), false
+				}
+				switch ps.Role {
+				case roleElsewhere:
+				case "learner":
+					return fmt.Sprintf("%s: a learner of partition %d", m, p), false
+				default:
+					held[p]++
+				}
+			}
+		}
+		for p := 1; p < parts; p++ {
+			if held[p] != min(rf, members) {
+				return fmt.Sprintf("partition %d held by %d members, want %d", p, held[p], min(rf, members)), false
+			}
+		}
+		return "", true
 	}
 	l := &load{c: c, h: NewHistory()}
 	stopLoad := l.start(ctx, writers)
@@ -47,6 +122,16 @@ func TestPartitionsScaleUnderLoad(t *testing.T) {
 
 	var members []*Member // in the group, in the order they joined
 	members = append(members, c.Member(0))
+	settle := func(what string) {
+		t.Helper()
+		var why string
+		if !within(ctx, 2*time.Minute, func() (ok bool) {
+			why, ok = placed(len(members))
+			return ok
+		}) {
+			t.Fatalf("%s: the replicas were not placed within two minutes: %s", what, why)
+		}
+	}
 	grow := func(to int) {
 		t.Helper()
 		for len(members) < to {
@@ -64,30 +149,64 @@ func TestPartitionsScaleUnderLoad(t *testing.T) {
 			must(t, promote(ctx, c, jv.Self))
 			members = append(members, m)
 			if _, ok := viewWithin(ctx, view, len(members)); !ok {
-				t.Fatalf("no view with %d voters and a leader in every partition within a minute of promoting %s", len(members), m)
+				t.Fatalf("no view with %d voters and a leader in every partition within a minute of promoting %s: %s", len(members), m, viewWhy)
 			}
+			settle(fmt.Sprintf("after %s joined", m))
 			if !l.waitAcks(ctx, 100, time.Minute) {
 				t.Fatalf("fewer than 100 writes acknowledged in a minute after %s joined", m)
 			}
 		}
 		// The leaderships spread over the new members too (the balancer,
 		// docs/replication.md): as many leaders as partitions or voters,
-		// whichever is fewer.
+		// whichever is fewer; with partitions placed, each led by one of
+		// its holders, one fewer may do (placement's lead: partition 0's
+		// leader is fixed, and a partition's holders may all lead already).
 		want := min(parts, len(members))
-		var v adminapi.Cluster
-		if !within(ctx, time.Minute, func() (ok bool) {
-			v, ok = view(len(members))
-			return ok && len(v.LeadersByMember()) == want
-		}) {
-			t.Fatalf("at %d members the leaders did not spread over %d of them within a minute: %v", len(members), want, v.LeadersByMember())
+		if rf > 0 && want > 2 {
+			want--
 		}
-		t.Logf("grown to %d members: leaders %v; %d writes acknowledged so far", len(members), v.LeadersByMember(), l.acks.Load())
+		var leaders map[adminapi.ID]int
+		if !within(ctx, time.Minute, func() (ok bool) {
+			leaders, ok = view(len(members))
+			return ok && len(leaders) >= want
+		}) {
+			t.Fatalf("at %d members the leaders did not spread over %d of them within a minute: %v", len(members), want, leaders)
+		}
+		t.Logf("grown to %d members: leaders %v; %d writes acknowledged so far", len(members), leaders, l.acks.Load())
 	}
 	shrink := func(to int) {
 		t.Helper()
 		for len(members) > to {
 			m := members[len(members)-1]
 			id := m.Addrs().Member
+			if rf > 0 {
+				// Demoted in partition 0 first: no partition's target
+				// names it then, and their leaders move its replicas
+				// off before it goes.
+				if err := throughLeader(ctx, c, "demote "+id.String(), func(a *adminapi.Client) error {
+					_, err := a.Demote(ctx, id)
+					return err
+				}, http.StatusConflict, http.StatusServiceUnavailable); err != nil {
+					t.Fatalf("demote %s: %v", m, err)
+				}
+				var why string
+				if !within(ctx, 2*time.Minute, func() bool {
+					v, err := m.clusterWithin(ctx, 5*time.Second)
+					if err != nil {
+						why = err.Error()
+						return false
+					}
+					for p, ps := range v.Partitions {
+						if p > 0 && ps.Role != roleElsewhere {
+							why = fmt.Sprintf("partition %d is %q there", p, ps.Role)
+							return false
+						}
+					}
+					return true
+				}) {
+					t.Fatalf("%s, demoted, still holds replicas after two minutes: %s", m, why)
+				}
+			}
 			var err error
 			if !within(ctx, time.Minute, func() bool {
 				leader, _, lerr := c.Leader(ctx)
@@ -102,9 +221,10 @@ func TestPartitionsScaleUnderLoad(t *testing.T) {
 			}
 			members = members[:len(members)-1]
 			if _, ok := viewWithin(ctx, view, len(members)); !ok {
-				t.Fatalf("no view with %d voters and a leader in every partition within a minute of removing %s", len(members), m)
+				t.Fatalf("no view with %d voters and a leader in every partition within a minute of removing %s: %s", len(members), m, viewWhy)
 			}
 			must(t, m.Stop())
+			settle(fmt.Sprintf("after %s left", m))
 			if !l.waitAcks(ctx, 100, time.Minute) {
 				t.Fatalf("fewer than 100 writes acknowledged in a minute after %s left", m)
 			}
@@ -118,12 +238,12 @@ func TestPartitionsScaleUnderLoad(t *testing.T) {
 	l.waitAcks(ctx, 200, time.Minute)
 	stopLoad()
 	answered, pendingPuts, checked := l.verify(t, ctx, c)
-	t.Logf("1 → 3 → 5 → 3 → 1 in %s at %d partitions: %d writes acknowledged (%d fresh keys checked on %d member), %d register operations answered, %d writes unanswered, %d requests without a definite answer",
-		time.Since(start).Round(time.Second), parts, l.acks.Load(), len(l.fresh), checked, answered, pendingPuts, l.errs.Load())
+	t.Logf("1 → 3 → 5 → 3 → 1 in %s at %d partitions, replication factor %d: %d writes acknowledged (%d fresh keys checked on %d member), %d register operations answered, %d writes unanswered, %d requests without a definite answer",
+		time.Since(start).Round(time.Second), parts, rf, l.acks.Load(), len(l.fresh), checked, answered, pendingPuts, l.errs.Load())
 }
 
 // viewWithin waits up to a minute for view(want).
-func viewWithin(ctx context.Context, view func(int) (adminapi.Cluster, bool), want int) (v adminapi.Cluster, ok bool) {
+func viewWithin(ctx context.Context, view func(int) (map[adminapi.ID]int, bool), want int) (v map[adminapi.ID]int, ok bool) {
 	within(ctx, time.Minute, func() bool { v, ok = view(want); return ok })
 	return v, ok
 }
