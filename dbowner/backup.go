@@ -138,6 +138,13 @@ func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
 
 func (d *DB) backupPartitions(f *runtime.Fiber) (Backup, error) {
 	n := d.ps.n()
+	for p := range n {
+		if h := d.ps.get(p); h.fwd != nil || !d.ps.serves(p, h) {
+			// A backup is one member's own state: a member holding some
+			// partitions has only theirs.
+			return Backup{}, fmt.Errorf("dbowner: backup: partition %d of %d is not held by this member (Cluster.ReplicationFactor %d): back up from a member that holds every partition, or give each partition's holders a backup of their own (not built)", p, n, d.ps.placed)
+		}
+	}
 	b := Backup{Header: BackupHeader{Format: BackupVersionPartitioned, Created: time.Now().UTC()}}
 	for p := range n {
 		pb, err := d.part(p).Backup(f)

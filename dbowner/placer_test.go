@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,11 @@ func TestReplicasMoveAsMembersJoinAndLeave(t *testing.T) {
 		_ = dbs[0].Close(f)
 		dbs = dbs[1:]
 		readAll("after member 0 left", dbs)
+		// A member that holds some partitions only cannot back up the
+		// database: refused, with a reason.
+		if _, err := dbs[0].Backup(f); err == nil || !strings.Contains(err.Error(), "not held by this member") {
+			failf(t, "a backup from a member holding some partitions: %v", err)
+		}
 		return 0
 	})
 }

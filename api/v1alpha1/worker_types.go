@@ -122,7 +122,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || (has(self.resources.limits) && 'memory' in self.resources.limits)",message="pinning: exclusive needs resources.limits.memory as well: a pod is Guaranteed, and gets exclusive cores, only when it has both CPU and memory limits",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.pinning) || self.pinning != 'exclusive' || !has(self.resources.requests) || ((!('cpu' in self.resources.requests) || (has(self.resources.limits) && 'cpu' in self.resources.limits && quantity(string(self.resources.requests['cpu'])).compareTo(quantity(string(self.resources.limits['cpu']))) == 0)) && (!('memory' in self.resources.requests) || (has(self.resources.limits) && 'memory' in self.resources.limits && quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) == 0)))",message="pinning: exclusive needs resources.requests equal to resources.limits for cpu and memory (or requests left out, which makes them equal): only a Guaranteed pod gets exclusive cores",fieldPath=".resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.voters) || !has(self.replicas) || self.replicas < 3 || self.voters <= self.replicas",message="voters cannot be more than replicas: every voter is a pod. Scale replicas up first, or lower voters (with fewer than 3 replicas any voters is accepted: the group then runs the largest odd number of voters the pods allow, 1 for 1 or 2 pods)",fieldPath=".voters"
-// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !(e.name in ['WO_SHARDS', 'WO_PIN', 'WO_IO', 'WO_REDUCTIONS', 'WO_DATA_DIR', 'WO_PARTITIONS', 'WO_PEERS', 'WO_ORDINAL', 'WO_CLUSTER_STATE', 'WO_PEER_ADDR', 'WO_PEER_CERT', 'WO_PEER_KEY', 'WO_PEER_CA', 'WO_ADMIN_TOKEN_FILE']))",message="env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS, WO_DATA_DIR, WO_PARTITIONS or the replication settings (WO_PEERS, WO_ORDINAL, WO_CLUSTER_STATE, WO_PEER_ADDR, WO_PEER_CERT, WO_PEER_KEY, WO_PEER_CA, WO_ADMIN_TOKEN_FILE): the operator derives them from resources, pinning, io, reductions, storage, partitions and the raft group it manages (set spec.partitions, not WO_PARTITIONS)",fieldPath=".env"
+// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !(e.name in ['WO_SHARDS', 'WO_PIN', 'WO_IO', 'WO_REDUCTIONS', 'WO_DATA_DIR', 'WO_PARTITIONS', 'WO_REPLICATION_FACTOR', 'WO_PEERS', 'WO_ORDINAL', 'WO_CLUSTER_STATE', 'WO_PEER_ADDR', 'WO_PEER_CERT', 'WO_PEER_KEY', 'WO_PEER_CA', 'WO_ADMIN_TOKEN_FILE']))",message="env must not set WO_SHARDS, WO_PIN, WO_IO, WO_REDUCTIONS, WO_DATA_DIR, WO_PARTITIONS, WO_REPLICATION_FACTOR or the replication settings (WO_PEERS, WO_ORDINAL, WO_CLUSTER_STATE, WO_PEER_ADDR, WO_PEER_CERT, WO_PEER_KEY, WO_PEER_CA, WO_ADMIN_TOKEN_FILE): the operator derives them from resources, pinning, io, reductions, storage, partitions and the raft group it manages (set spec.partitions, not WO_PARTITIONS, and spec.replicationFactor, not WO_REPLICATION_FACTOR)",fieldPath=".env"
 type WorkerSpec struct {
 	// Replicas is the number of worker pods. It is the /scale subresource's
 	// spec path, so `kubectl scale` and a HorizontalPodAutoscaler set it.
@@ -194,6 +194,25 @@ type WorkerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="partitions cannot change: the count is fixed when each pod's data directory is created, and a pod started with another count refuses to start. To change it, back up the database and restore it into a new Worker with the new count (docs/operations.md: Backup, Kubernetes restore steps)"
 	// +optional
 	Partitions *int32 `json:"partitions,omitempty"`
+
+	// ReplicationFactor is how many pods hold each partition but partition
+	// 0 (WO_REPLICATION_FACTOR, cluster.replication_factor), with
+	// partitions above 1: the workers place every other partition on that
+	// many voters and move replicas as pods join and leave, so pods add
+	// write capacity, not only copies; a pod that does not hold a
+	// partition forwards its calls to one that does. Unset or 0: every pod
+	// holds every partition. A scale-down demotes each pod that goes and
+	// waits until its replicas have moved off before removing it. It is
+	// fixed when the group is created (the members refuse peers
+	// configured with another factor). 3 keeps each partition available
+	// through the loss of one pod.
+	//
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=99
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="replicationFactor cannot change: it is fixed when the group is created, and members configured with another factor refuse each other. To change it, back up the database and restore it into a new Worker (docs/operations.md: Backup, Kubernetes restore steps)"
+	// +optional
+	ReplicationFactor *int32 `json:"replicationFactor,omitempty"`
 
 	// Storage is each pod's data volume (the WAL and snapshots), mounted at
 	// /var/lib/wo. A StatefulSet cannot change its volume claim templates,
@@ -469,6 +488,13 @@ type MemberStatus struct {
 	//
 	// +optional
 	Leads int32 `json:"leads,omitempty"`
+	// Holds is the number of partitions the member holds, as it reports
+	// it; set only with spec.replicationFactor, where a pod holds
+	// partition 0 and its share of the others (a pod being drained for a
+	// scale-down holds 1 once its replicas have moved off).
+	//
+	// +optional
+	Holds int32 `json:"holds,omitempty"`
 }
 
 // Worker is a fleet of wo worker pods: a StatefulSet with a volume per pod,

@@ -214,6 +214,11 @@ func (in *WorkerSpec) DeepCopyInto(out *WorkerSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.ReplicationFactor != nil {
+		in, out := &in.ReplicationFactor, &out.ReplicationFactor
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Storage != nil {
 		in, out := &in.Storage, &out.Storage
 		*out = new(StorageSpec)

@@ -488,7 +488,8 @@ func TestCELRulesRejectBadSpecs(t *testing.T) {
 // TestPartitionsImmutable: spec.partitions defaults to 1 and cannot change
 // once stored, neither to another count nor by leaving the field out (which
 // defaults it to 1 again); other fields of a partitioned Worker still can.
-// The refusal says why and what to do instead.
+// The refusal says why and what to do instead. spec.replicationFactor
+// likewise (default 0).
 func TestPartitionsImmutable(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
@@ -531,6 +532,27 @@ func TestPartitionsImmutable(t *testing.T) {
 		err := update(tc.worker, tc.change)
 		if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "docs/operations.md") {
 			t.Errorf("%s: error %v, want Invalid with %q and where to read about backups", tc.name, err, want)
+		}
+	}
+	// spec.replicationFactor defaults to 0 and cannot change either (the
+	// members refuse peers configured with another factor).
+	placed := newWorker(ns, "placed", "1", wov1.PinningNone)
+	placed.Spec.Replicas = ptr.To(int32(0))
+	placed.Spec.Partitions = ptr.To(int32(4))
+	placed.Spec.ReplicationFactor = ptr.To(int32(3))
+	createWorker(t, placed)
+	const wantRF = "replicationFactor cannot change: it is fixed when the group is created"
+	for _, tc := range []struct {
+		name, worker string
+		change       func(w *wov1.Worker)
+	}{
+		{"0 to 3", "parted", func(w *wov1.Worker) { w.Spec.ReplicationFactor = ptr.To(int32(3)) }},
+		{"3 to 2", "placed", func(w *wov1.Worker) { w.Spec.ReplicationFactor = ptr.To(int32(2)) }},
+		{"3 to unset", "placed", func(w *wov1.Worker) { w.Spec.ReplicationFactor = nil }},
+	} {
+		err := update(tc.worker, tc.change)
+		if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), wantRF) {
+			t.Errorf("replicationFactor %s: error %v, want Invalid with %q", tc.name, err, wantRF)
 		}
 	}
 	// The same count written again, and another field, are accepted.

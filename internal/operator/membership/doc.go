@@ -4,8 +4,10 @@
 // GET /admin/cluster) to one step, which the reconciler performs before
 // looking again. It adds each new pod as a learner, promotes it once caught
 // up until spec.voters vote, removes the members on the highest ordinals on
-// a scale-down (moving leadership off them first) before the StatefulSet
-// shrinks, demotes voters when spec.voters is lowered, never below a
+// a scale-down (moving leadership off them first; with
+// spec.replicationFactor demoting them first and waiting until their pods
+// hold partition 0 alone, their replicas moved off by the workers) before
+// the StatefulSet shrinks, demotes voters when spec.voters is lowered, never below a
 // quorum, and removes the old ID of a pod whose volume was wiped (it came
 // back under a new ID, or under its old one and refused by the group). Beside the step it names the volumes to delete: those of pods a
 // scale-down removed once the StatefulSet no longer runs them, and those of

@@ -393,7 +393,10 @@ func (g *groupView) replacedPod() (Action, bool) {
 // last, so such a member is still in partition 0's configuration and the
 // scale-down asks for its removal again.
 func (g *groupView) unevenPartitions() (Action, bool) {
-	if len(g.L.Partitions) < 2 {
+	if len(g.L.Partitions) < 2 || render.ReplicationFactor(g.w) > 0 {
+		// With a replication factor a pod holds only its share of the
+		// partitions, and its role in one may be a replica in transit:
+		// the workers move them (placer.go), nothing to repair here.
 		return Action{}, false
 	}
 	w := g.w
@@ -446,11 +449,60 @@ func (g *groupView) scaleDown(leader string) (Action, bool) {
 			return Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
 				Reason: fmt.Sprintf("scale-down to %d waits: removing %s %s", desired, render.PodName(w, m.Ordinal), why)}, true
 		}
+		if a, wait := g.drain(m); wait {
+			return a, true
+		}
 		return Action{Kind: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
 			Reason: fmt.Sprintf("scale-down to %d: removing %s %s (%s) from the group before its pod goes", desired, m.Role, render.PodName(w, m.Ordinal), m.ID)}, true
 	}
 	return Action{}, false
 }
+
+// drain is the scale-down of a member whose pod holds partitions' replicas
+// (spec.replicationFactor): it is demoted in partition 0 first, which makes
+// it the target of no partition, and removed only once its pod says it
+// holds partition 0 alone, every replica moved off by the partitions'
+// leaders (docs/replication.md, "The later steps" 3). Removed while it
+// held one, a partition would be down a replica until its leader added
+// another. wait is false when the member may be removed now.
+func (g *groupView) drain(m adminapi.Member) (Action, bool) {
+	rf := render.ReplicationFactor(g.w)
+	if rf == 0 {
+		return Action{}, false
+	}
+	pod := render.PodName(g.w, m.Ordinal)
+	if m.Role == adminapi.RoleVoter {
+		return Action{Kind: ActionDemote, ID: m.ID, Ordinal: m.Ordinal,
+			Reason: fmt.Sprintf("scale-down to %d: demoting %s in partition 0 first, so that the partitions' leaders move its replicas off (each partition is on %d pods) before it is removed", g.desired, pod, rf)}, true
+	}
+	v, ok := g.views[m.Ordinal]
+	if !ok || v.Err != nil || v.Cluster.Self != m.ID {
+		return Action{Kind: ActionBlocked, Blocked: ActionRemove, ID: m.ID, Ordinal: m.Ordinal,
+			Reason: fmt.Sprintf("scale-down to %d waits: %s cannot be asked which partitions it still holds%s", g.desired, pod, podSays(g.views, m.Ordinal))}, true
+	}
+	if held := holds(v.Cluster) - 1; held > 0 {
+		// Progress, not a fault: no warning event, the status says it.
+		return Action{Kind: ActionNone, ID: m.ID, Ordinal: m.Ordinal,
+			Reason: fmt.Sprintf("scale-down to %d waits: %s, demoted, still holds replicas of %d partitions; their leaders are moving them off", g.desired, pod, held)}, true
+	}
+	return Action{}, false
+}
+
+// holds counts the partitions a member's view says it holds (partition 0
+// and, with a replication factor, its share of the others).
+func holds(c adminapi.Cluster) int32 {
+	var n int32
+	for _, ps := range c.Partitions {
+		if ps.Role != roleElsewhere {
+			n++
+		}
+	}
+	return n
+}
+
+// roleElsewhere is a partition's role in the view of a member that does
+// not hold it (dbowner.RoleElsewhere).
+const roleElsewhere = "elsewhere"
 
 // hasOrdinal says whether a member of the configuration is on pod ord.
 func (g *groupView) hasOrdinal(ord int) bool {
@@ -798,6 +850,9 @@ func memberStatuses(w *wov1.Worker, L adminapi.Cluster, members []adminapi.Membe
 		ms := wov1.MemberStatus{Pod: render.PodName(w, m.Ordinal), ID: m.ID.String(), Role: m.Role, Reachable: m.Reachable || m.ID == L.Self, Leads: leads[m.ID]}
 		if v, ok := views[m.Ordinal]; ok && v.Err == nil && v.Cluster.Self == m.ID {
 			ms.Applied = v.Cluster.Applied
+			if render.ReplicationFactor(w) > 0 {
+				ms.Holds = holds(v.Cluster)
+			}
 		}
 		out = append(out, ms)
 	}

@@ -698,3 +698,77 @@ func TestDecidePartitions(t *testing.T) {
 		t.Errorf("scale-down of an uneven member: next %+v, want remove chat-2", a)
 	}
 }
+
+// With spec.replicationFactor a pod scaled away is drained before it is
+// removed: demoted in partition 0 first (its replicas then move off, the
+// workers' job), held while its own view says it holds a replica, removed
+// once it holds partition 0 alone. A replica in transit (a learner of a
+// partition while it votes in partition 0) is not taken for a change cut
+// short, and the status counts the partitions each pod holds.
+func TestDecideDrainsAPodBeforeItsRemoval(t *testing.T) {
+	placed := func(replicas int32) *wov1.Worker {
+		w := worker(replicas, 5)
+		w.Spec.Partitions = ptr.To(int32(4))
+		w.Spec.ReplicationFactor = ptr.To(int32(2))
+		return w
+	}
+	// held marks, per pod, the partitions it holds; the others are
+	// elsewhere in its view.
+	held := func(views []PodView, pods map[int][]int) []PodView {
+		for ord, ps := range pods {
+			for p := range views[ord].Cluster.Partitions {
+				if !slices.Contains(ps, p) {
+					views[ord].Cluster.Partitions[p].Role = roleElsewhere
+				}
+			}
+		}
+		return views
+	}
+	g := group{leader: 0, commit: 50, members: []adminapi.Member{voter(0, true), voter(1, true), voter(2, true), voter(3, true), voter(4, true)}, pods: 5}
+	spread := map[int][]int{0: {0, 2}, 1: {0, 1}, 2: {0, 3}, 3: {0, 1, 3}, 4: {0, 2}}
+	views := held(partitioned(g.views(), []int{0, 1, 2, 3}), spread)
+	// Pod 1 is a learner of partition 1 while it votes in partition 0: a
+	// replica in transit, nothing to repair.
+	views[1].Cluster.Partitions[1].Role = "learner"
+	m := Decide(Input{Worker: placed(5), StatefulSetReplicas: 5, Pods: views})
+	if m.Next.Kind != ActionNone {
+		t.Errorf("a replica in transit: next %+v, want none", m.Next)
+	}
+	for i, want := range []int32{2, 2, 2, 3, 2} {
+		if m.Members[i].Holds != want {
+			t.Errorf("%s holds %d, want %d", m.Members[i].Pod, m.Members[i].Holds, want)
+		}
+	}
+
+	// Scale-down to 3: pod 4 votes, so it is demoted first.
+	m = Decide(Input{Worker: placed(3), StatefulSetReplicas: 5, Pods: views})
+	if a := m.Next; a.Kind != ActionDemote || a.ID != id(4, 1) || !strings.Contains(a.Reason, "replicas") {
+		t.Fatalf("scale-down of a voter holding replicas: next %+v, want demote chat-4", a)
+	}
+	// Demoted, it still holds partition 2: the removal waits.
+	g.members[4] = adminapi.Member{ID: id(4, 1), Ordinal: 4, Role: adminapi.RoleLearner, Reachable: true, Match: 50}
+	views = held(partitioned(g.views(), []int{0, 1, 2, 3}), spread)
+	m = Decide(Input{Worker: placed(3), StatefulSetReplicas: 5, Pods: views})
+	if a := m.Next; a.Kind != ActionNone || !strings.Contains(a.Reason, "still holds replicas of 1 partitions") || m.InStep {
+		t.Fatalf("a demoted pod still holding a replica: next %+v in step %t, want a wait that says why", a, m.InStep)
+	}
+	// Unreachable, it cannot say: the removal waits too.
+	views[4].Err = errors.New("connection refused")
+	if a := Decide(Input{Worker: placed(3), StatefulSetReplicas: 5, Pods: views}).Next; a.Kind != ActionBlocked || a.Blocked != ActionRemove {
+		t.Errorf("an unreachable demoted pod: next %+v, want the removal blocked", a)
+	}
+	// Its replicas moved off: removed.
+	spread[4], spread[0] = []int{0}, []int{0, 2, 2}
+	views = held(partitioned(g.views(), []int{0, 1, 2, 3}), spread)
+	m = Decide(Input{Worker: placed(3), StatefulSetReplicas: 5, Pods: views})
+	if a := m.Next; a.Kind != ActionRemove || a.ID != id(4, 1) {
+		t.Errorf("a drained pod: next %+v, want remove chat-4", a)
+	}
+	// Without a replication factor the same voter is removed at once.
+	w := placed(3)
+	w.Spec.ReplicationFactor = nil
+	g.members[4] = voter(4, true)
+	if a := Decide(Input{Worker: w, StatefulSetReplicas: 5, Pods: partitioned(g.views(), []int{0, 1, 2, 3})}).Next; a.Kind != ActionRemove || a.ID != id(4, 1) {
+		t.Errorf("no replication factor: next %+v, want remove chat-4", a)
+	}
+}

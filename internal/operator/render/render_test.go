@@ -281,6 +281,48 @@ func TestRenderPartitions(t *testing.T) {
 	}
 }
 
+// spec.replicationFactor is rendered only with partitions above 1 and a
+// factor above 0, as cluster.replication_factor and WO_REPLICATION_FACTOR:
+// a Worker without it (or at 0, its default) keeps its pod template.
+func TestRenderReplicationFactor(t *testing.T) {
+	env := func(objs *render.Objects) (string, bool) {
+		for _, e := range objs.StatefulSet.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "WO_REPLICATION_FACTOR" {
+				return e.Value, true
+			}
+		}
+		return "", false
+	}
+	base := optest.Worker("3")
+	base.Spec.Partitions = ptr.To(int32(8))
+	baseObjs := optest.MustRender(t, base)
+	zero := base.DeepCopy()
+	zero.Spec.ReplicationFactor = ptr.To(int32(0))
+	onePart := optest.Worker("3")
+	onePart.Spec.ReplicationFactor = ptr.To(int32(3))
+	for name, w := range map[string]*wov1.Worker{"unset": base, "0": zero, "one partition": onePart} {
+		objs := optest.MustRender(t, w)
+		if v, ok := env(objs); ok {
+			t.Errorf("%s: WO_REPLICATION_FACTOR=%s rendered, want none", name, v)
+		}
+		if strings.Contains(objs.ConfigMap.Data[render.ConfigFile], "replication_factor") {
+			t.Errorf("%s: worker.toml names replication_factor", name)
+		}
+	}
+	if a, b := baseObjs.StatefulSet.Annotations[render.AnnotationDesiredHash], optest.MustRender(t, zero).StatefulSet.Annotations[render.AnnotationDesiredHash]; a != b {
+		t.Errorf("replicationFactor 0 hashes %s, unset %s: the same Worker would roll its pods", b, a)
+	}
+	three := base.DeepCopy()
+	three.Spec.ReplicationFactor = ptr.To(int32(3))
+	objs := optest.MustRender(t, three)
+	if v, ok := env(objs); !ok || v != "3" {
+		t.Errorf("replicationFactor 3: WO_REPLICATION_FACTOR=%q (rendered %t), want 3", v, ok)
+	}
+	if toml := objs.ConfigMap.Data[render.ConfigFile]; !strings.Contains(toml, "replication_factor = 3") {
+		t.Errorf("worker.toml lacks replication_factor = 3:\n%s", toml)
+	}
+}
+
 func TestRenderErrors(t *testing.T) {
 	w := optest.Worker("1")
 	w.Spec.Image = ""

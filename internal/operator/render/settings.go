@@ -65,10 +65,26 @@ func Partitions(w *wov1.Worker) int {
 // environment it had, and with them its pods' template hash: adding the
 // field does not roll anyone's pods.
 func partitionsSettings(w *wov1.Worker) []Setting {
-	if n := Partitions(w); n > 1 {
-		return []Setting{{keys.Partitions, n}}
+	n := Partitions(w)
+	if n <= 1 {
+		return nil
 	}
-	return nil
+	out := []Setting{{keys.Partitions, n}}
+	if rf := ReplicationFactor(w); rf > 0 {
+		out = append(out, Setting{keys.ReplicationFactor, rf})
+	}
+	return out
+}
+
+// ReplicationFactor is spec.replicationFactor where it applies (more than
+// one partition), else 0: every pod holds every partition. Like
+// data.partitions it is rendered only when set, so Workers made before
+// the field keep their pods' template hash.
+func ReplicationFactor(w *wov1.Worker) int {
+	if rf := w.Spec.ReplicationFactor; rf != nil && *rf > 0 && Partitions(w) > 1 {
+		return int(*rf)
+	}
+	return 0
 }
 
 // The replication settings every pod shares: pod 0 alone as the initial
