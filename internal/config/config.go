@@ -445,8 +445,8 @@ var settings = []setting{
 			c.RequestTimeout = d
 			return nil
 		}},
-	{Key: keys.ReplicationFactor, def: "0",
-		help: "with data.partitions above 1 and cluster.peers, how many `members` hold each partition but partition 0 (which all hold), placed by rule, a call of a partition held elsewhere forwarded to its holders; 0 or at least the member count: every member holds every partition. Every member must have the same factor. Fixed at bootstrap for now: joining and membership changes are refused while a member does not hold every partition (docs/replication.md, The later steps 3)",
+	{Key: keys.ReplicationFactor, def: "0", kind: kindInt,
+		help: "with data.partitions above 1 and cluster.peers, how many `members` hold each partition but partition 0 (which all hold), placed by rule among partition 0's voters and moved as members join and leave, a call of a partition held elsewhere forwarded to its holders; 0: every member holds every partition. Every member must have the same factor, from the group's creation on (docs/replication.md, The later steps 3)",
 		apply: func(c *Config, s string) error {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil || n < 0 || n > 999 {

@@ -218,6 +218,8 @@ func TestErrors(t *testing.T) {
 		{name: "snapshot bytes tiny", env: map[string]string{"WO_SNAPSHOT_BYTES": "100"}, want: []string{"data.snapshot_bytes", "at least 65536"}},
 		{name: "partitions zero", env: map[string]string{"WO_PARTITIONS": "0"}, want: []string{"data.partitions", "from 1 to 999"}},
 		{name: "partitions word", file: "[data]\npartitions = \"many\"\n", want: []string{"data.partitions"}},
+		{name: "replication factor string in file", file: "[cluster]\nreplication_factor = \"3\"\n", want: []string{"cluster.replication_factor", "want an integer, got a string"}},
+		{name: "replication factor negative", env: map[string]string{"WO_REPLICATION_FACTOR": "-1"}, want: []string{"cluster.replication_factor", "env WO_REPLICATION_FACTOR", "from 0"}},
 		{name: "snapshot bytes bool", file: "[data]\nsnapshot_bytes = true\n", want: []string{"data.snapshot_bytes", "a boolean"}},
 
 		{name: "env shards", env: map[string]string{"WO_SHARDS": "many"}, want: []string{"runtime.shards", "env WO_SHARDS", `"many"`}},
@@ -254,6 +256,21 @@ func TestErrors(t *testing.T) {
 
 // The WAL settings reach dbowner's options: the repair flag alone, from the
 // environment and from the file; the snapshot threshold, with 0 as off.
+// cluster.replication_factor is an integer in the file, as the operator
+// renders it (an envtest with real workers found it declared a string:
+// every pod of a Worker with spec.replicationFactor exited at start).
+func TestReplicationFactorSetting(t *testing.T) {
+	clearEnv(t)
+	c, err := load(t, "--config", writeFile(t, "[cluster]\nreplication_factor = 3\n"))
+	if err != nil || c.ReplicationFactor != 3 {
+		t.Fatalf("replication_factor = 3 in the file: %d, %v", c.ReplicationFactor, err)
+	}
+	t.Setenv("WO_REPLICATION_FACTOR", "2")
+	if c, err = load(t, "--config", writeFile(t, "[cluster]\nreplication_factor = 3\n")); err != nil || c.ReplicationFactor != 2 {
+		t.Fatalf("the environment over the file: %d, %v", c.ReplicationFactor, err)
+	}
+}
+
 func TestWALSettings(t *testing.T) {
 	clearEnv(t)
 	c, err := load(t, "--config", writeFile(t, ""))

@@ -25,56 +25,15 @@ import (
 // It is the cheap partitioned sibling of TestRealWorkersFollowKubectlScale:
 // three steps, three clients.
 func TestRealWorkersPartitioned(t *testing.T) {
-	needEnv(t)
-	if missing := workerSettingsMissing(); len(missing) > 0 {
-		t.Skipf("SKIPPED: the worker has no %s setting", strings.Join(missing, ", "))
-	}
-	began := time.Now()
-	ns := newNamespace(t)
-	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
-	w.Spec.Partitions = ptr.To(int32(4))
-	startOperator(t, ns, operatorConfig)
-	createWorker(t, w)
-	getStatefulSet(t, ns, w.Name)
-	k := startProcKubelet(t, ns, w.Name, 3)
-	l := startProcLoad(t, k, 3)
-
-	leads := func(st wov1.WorkerStatus) string {
-		var s []string
-		for _, m := range st.Members {
-			s = append(s, fmt.Sprintf("%s:%d", strings.TrimPrefix(m.Pod, w.Name+"-"), m.Leads))
-		}
-		return strings.Join(s, " ")
-	}
-	for _, s := range []struct {
-		name     string
-		replicas int
-		want     []string // the members, ORDINAL:ROLE, sorted
-	}{
+	leads := func(m wov1.MemberStatus) int32 { return m.Leads }
+	scalePartitioned(t, 0, []scaleStep{
 		{"at 1 pod", 1, []string{"0:voter"}},
 		{"at 3 pods", 3, []string{"0:voter", "1:voter", "2:voter"}},
 		{"at 1 pod again", 1, []string{"0:voter"}},
-	} {
-		l.beginStep(s.name)
-		stepStart := time.Now()
-		runKubectl(t, "-n", ns, "scale", "worker/"+w.Name, "--replicas="+strconv.Itoa(s.replicas))
-		waitMembers(t, s.name, w, k, s.want)
+	}, func(w *wov1.Worker, k *procKubelet, s scaleStep) string {
 		// Every pod leads some partition once the balancer settled (with
 		// one pod, it leads all four).
-		eventually(t, s.name+": 4 partitions, leaders on every pod", func() error {
-			st := getWorker(t, w).Status
-			total := int32(0)
-			for _, m := range st.Members {
-				if m.Leads == 0 {
-					return fmt.Errorf("partitions %d, leads %s: %s leads none", st.Partitions, leads(st), m.Pod)
-				}
-				total += m.Leads
-			}
-			if st.Partitions != 4 || total != 4 {
-				return fmt.Errorf("partitions %d, leads %s", st.Partitions, leads(st))
-			}
-			return nil
-		})
+		everyPodCounts(t, w, s.name+": leaders on every pod", "leads", leads, 4)
 		// Every pod votes in every partition, as its own view says: no
 		// promotion stopped at partition 0.
 		for ord := range s.replicas {
@@ -98,12 +57,83 @@ func TestRealWorkersPartitioned(t *testing.T) {
 				return nil
 			})
 		}
-		t.Logf("%s: done after %s; leads %s", s.name, time.Since(stepStart).Round(time.Millisecond), leads(getWorker(t, w).Status))
+		return "leads " + perPod(w, getWorker(t, w).Status, leads)
+	})
+}
+
+// perPod is a count of each member's in w's status, as ORDINAL:N.
+func perPod(w *wov1.Worker, st wov1.WorkerStatus, n func(wov1.MemberStatus) int32) string {
+	var s []string
+	for _, m := range st.Members {
+		s = append(s, fmt.Sprintf("%s:%d", strings.TrimPrefix(m.Pod, w.Name+"-"), n(m)))
+	}
+	return strings.Join(s, " ")
+}
+
+// everyPodCounts waits until w's status says 4 partitions and every
+// member's count n (what it is: "leads", "holds") is above 0, summing to
+// total.
+func everyPodCounts(t *testing.T, w *wov1.Worker, step, what string, n func(wov1.MemberStatus) int32, total int32) {
+	t.Helper()
+	eventually(t, step, func() error {
+		st := getWorker(t, w).Status
+		sum := int32(0)
+		for _, m := range st.Members {
+			if n(m) == 0 {
+				return fmt.Errorf("partitions %d, %s %s: %s has none", st.Partitions, what, perPod(w, st, n), m.Pod)
+			}
+			sum += n(m)
+		}
+		if st.Partitions != 4 || sum != total {
+			return fmt.Errorf("partitions %d, %s %s: %d in all, want %d", st.Partitions, what, perPod(w, st, n), sum, total)
+		}
+		return nil
+	})
+}
+
+// scaleStep is one kubectl scale of scalePartitioned: the replicas, and
+// the members the spec then asks for (ORDINAL:ROLE, sorted).
+type scaleStep struct {
+	name     string
+	replicas int
+	want     []string
+}
+
+// scalePartitioned runs a Worker of spec.partitions 4 (at
+// spec.replicationFactor rf) as real worker processes under the process
+// tests' load through steps: after each, once the members are what the
+// spec asks, settled checks the step's own outcome and says it for the
+// log, then every acknowledged write must read back on every pod and the
+// register history be linearizable.
+func scalePartitioned(t *testing.T, rf int32, steps []scaleStep, settled func(w *wov1.Worker, k *procKubelet, s scaleStep) string) {
+	needEnv(t)
+	if missing := workerSettingsMissing(); len(missing) > 0 {
+		t.Skipf("SKIPPED: the worker has no %s setting", strings.Join(missing, ", "))
+	}
+	began := time.Now()
+	ns := newNamespace(t)
+	w := newWorker(ns, workerName(), "1", wov1.PinningNone)
+	w.Spec.Partitions = ptr.To(int32(4))
+	if rf > 0 {
+		w.Spec.ReplicationFactor = ptr.To(rf)
+	}
+	startOperator(t, ns, operatorConfig)
+	createWorker(t, w)
+	getStatefulSet(t, ns, w.Name)
+	k := startProcKubelet(t, ns, w.Name, 3)
+	l := startProcLoad(t, k, 3)
+	for _, s := range steps {
+		l.beginStep(s.name)
+		stepStart := time.Now()
+		runKubectl(t, "-n", ns, "scale", "worker/"+w.Name, "--replicas="+strconv.Itoa(s.replicas))
+		waitMembers(t, s.name, w, k, s.want)
+		said := settled(w, k, s)
+		t.Logf("%s: done after %s; %s", s.name, time.Since(stepStart).Round(time.Millisecond), said)
 		l.waitAnswered(t, s.name+": the load is answered", 200)
 		l.check(t, s.name)
 	}
 	l.stop()
 	l.beginStep("after the load")
 	l.check(t, "after the load")
-	t.Logf("3 steps with 4 partitions under %d clients: %s", l.clients, time.Since(began).Round(time.Second))
+	t.Logf("%d steps with 4 partitions (replication factor %d) under %d clients: %s", len(steps), rf, l.clients, time.Since(began).Round(time.Second))
 }
