@@ -142,7 +142,7 @@ func (d *DB) backupPartitions(f *runtime.Fiber) (Backup, error) {
 		if h := d.ps.get(p); h.fwd != nil || !d.ps.serves(p, h) {
 			// A backup is one member's own state: a member holding some
 			// partitions has only theirs.
-			return Backup{}, fmt.Errorf("dbowner: backup: partition %d of %d is not held by this member (Cluster.ReplicationFactor %d): back up from a member that holds every partition, or give each partition's holders a backup of their own (not built)", p, n, d.ps.placed)
+			return Backup{}, fmt.Errorf("dbowner: backup: partition %d of %d (Cluster.ReplicationFactor %d): %w: back up from a member that holds every partition (a backup of each partition from its holders is not built)", p, n, d.ps.placed, ErrNotHeld)
 		}
 	}
 	b := Backup{Header: BackupHeader{Format: BackupVersionPartitioned, Created: time.Now().UTC()}}

@@ -328,6 +328,12 @@ func preferredLeader(st node.Status, p int) uint64 {
 // some partitions (until that is done once), and balances the leaders.
 func (ps *partitions) tend(f *runtime.Fiber, d *DB, every time.Duration) {
 	defer ps.balanceDone.Notify(f)
+	if ps.placed > 0 {
+		// At once, not a round later: until the first round a member
+		// restarted from its data dir knows the holders only from its
+		// configured peers, which may no longer hold anything.
+		ps.place(f, d)
+	}
 	schemaDone := false
 	for !ps.closing.Load() {
 		if ps.balanceStop.Wait(f, every) || ps.closing.Load() || f.Stopping() {

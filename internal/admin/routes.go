@@ -197,7 +197,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errUnknownMember):
 		return http.StatusNotFound
-	case errors.Is(err, errConflict):
+	case errors.Is(err, errConflict), errors.Is(err, dbowner.ErrNotHeld):
 		return http.StatusConflict
 	case errors.Is(err, errNoQuorum), errors.Is(err, node.ErrNoLeader), errors.Is(err, errNoAnswer),
 		errors.Is(err, errJoining), errors.Is(err, errRemoved), errors.Is(err, node.ErrRemoved),
