@@ -356,16 +356,20 @@ func (sh *shard) loop() {
 // re-checks the inbox, so a producer that pushed just before the flag rose is
 // not missed.
 func (sh *shard) poll(timeout time.Duration) {
-	if timeout != 0 && sh.spinForInbox(timeout) {
-		if sh.io.inFlight == 0 {
-			// Mail came while spinning and nothing is in flight, so
-			// the backend has nothing to report: going into it would
-			// only cost a syscall on epoll.
-			return
+	if timeout != 0 {
+		if mail, work := sh.spinForInbox(timeout); mail || work {
+			if !work {
+				// Mail came while spinning and the backend said it
+				// has nothing (or nothing is in flight): going into it
+				// would only cost a syscall on epoll, a round of its
+				// bookkeeping on io_uring. The next tick's poll reaps
+				// whatever comes meanwhile.
+				return
+			}
+			// A completion (or submission) waits: reap without
+			// blocking.
+			timeout = 0
 		}
-		// Mail or a completion came: reap without blocking (on
-		// io_uring no syscall unless the backend has work).
-		timeout = 0
 	}
 	// The flag comes down after the Wait even when the re-check found
 	// mail and the Wait does not block: left up, it told senders to write
@@ -413,7 +417,7 @@ const (
 )
 
 // spinForInbox polls the inbox for a short while before the shard goes to
-// sleep, and reports whether mail arrived or the backend has work. A
+// sleep, and reports whether mail arrived, or the backend has work. A
 // wake-up through the kernel costs an eventfd write on the sender and tens
 // of microseconds of scheduler latency here; a request/reply between shards
 // is usually answered well within the spin, so neither side sleeps. While
@@ -431,28 +435,31 @@ const (
 // without this every cross-shard call in the service slept and was woken
 // through the kernel: 36 µs a round trip against 2 µs between spinning
 // shards (BenchmarkCrossShardAsk/wo-2-shards-io-in-flight).
-func (sh *shard) spinForInbox(timeout time.Duration) bool {
+func (sh *shard) spinForInbox(timeout time.Duration) (mail, work bool) {
 	spin := sh.rt.cfg.IdleSpin
 	if spin <= 0 || (timeout > 0 && timeout < spin) || len(sh.rt.shards) == 1 {
-		return false
+		return false, false
 	}
 	now := sh.rt.now()
 	io := sh.io.inFlight > 0
 	if io {
 		if sh.pend == nil || !sh.expectingMail(now) || sh.cpuShare.shared(now) {
-			return false
+			return false, false
 		}
 		if sh.pend.Pending() {
-			return true
+			return false, true
 		}
 	}
 	deadline := now + int64(spin)
 	for i := 0; ; i++ {
-		if sh.hasMail() || sh.rt.stopping.Load() || (io && sh.pend.Pending()) {
-			return true
+		if sh.hasMail() || sh.rt.stopping.Load() {
+			return true, false
+		}
+		if io && sh.pend.Pending() {
+			return false, true
 		}
 		if i%64 == 63 && sh.rt.now() > deadline {
-			return false
+			return false, false
 		}
 		cpuRelax()
 	}
