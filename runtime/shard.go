@@ -471,9 +471,9 @@ func (sh *shard) spinForInbox(timeout time.Duration) (mail, work bool) {
 // watches for the reply itself, for at most maxReplySpin, instead of
 // switching out to the loop, which would spin the same way
 // (spinForInbox) and then switch back in. A reply from a spinning shard
-// comes within a microsecond or so; the two fiber switches it saves were
-// about a third of a round trip (docs/benchmarks.md, "An Ask answered
-// without a switch"). It reports whether the reply came and may be taken
+// comes within a microsecond or so; the two fiber switches and the loop's
+// turn it saves took the round trip to 0.85× (docs/benchmarks.md, "An Ask
+// answered without a switch"). It reports whether the reply came and may be taken
 // now; false leaves the wait as it was, for the fiber to park on: the
 // reply did not come in time, other work came (mail, a completion, the
 // runtime stopping), or mail came with the reply. That mail may be what
