@@ -18,25 +18,28 @@ import (
 // answer: the first piece of placing partitions on fewer members than the
 // cluster has (docs/replication.md, "The later steps" 3), where a call for
 // a partition this member does not hold goes to one that does. Only the
-// calls a partition serves travel (Get, Query, a write's command); status
-// and membership calls go to partition 0, which every member holds.
+// calls a partition serves travel (Get, Query, a write's command), and a
+// partition's status (a member that may have been removed from its group
+// asks a holder: placer.go); membership calls go to partition 0, which
+// every member holds.
 // DB.forward sends it (transport.TCP.Call), callServer serves it
 // (forward.go).
 //
 //	call   := version:u8(=1) kind:u8 partition:uvarint op:str table:str deadline_ms:uvarint
 //	          flags:u8 ntrace:uvarint (key:str value:str)* body
-//	body   := get: key:value | query: query | write: cmd:bytes
+//	body   := get: key:value | query: query | write: cmd:bytes | status: (none)
 //	query  := nwhere:uvarint (field:str op:u8 value:value)* order:str
 //	          desc:u8 limit:uvarint after:bytes
-//	answer := version:u8(=1) seq:uvarint has:u8 [record] [result] err
+//	answer := version:u8(=1) seq:uvarint has:u8 [record] [result] [status] err
 //	record := version:uvarint nfields:uvarint (name:str value:value)*   (names sorted)
 //	result := nrecords:uvarint record* next:bytes plan:str
+//	status := id:u64 leader:u64 applied:uvarint nmembers:uvarint (id:u64 learner:u8)*
 //	err    := 0 | 1 engine-error | 2 sentinel:u8 message:str | 3 message:str
 //
 // str and bytes are a uvarint length and the bytes; value is
 // engine.AppendValue's; engine-error is the state snapshot's outcome error
 // (appendOutcomeErr) after its leading 1; flags bit 0 is a stale read;
-// has bit 0 a record, bit 1 a result. callSentinels numbers the
+// has bit 0 a record, bit 1 a result, bit 2 a status. callSentinels numbers the
 // database's own errors: append only, the numbers are the wire's.
 const callVersion = 1
 
@@ -52,7 +55,7 @@ var callSentinels = []error{
 // is the time the caller still waits (0: none), sent as a duration since
 // the members' clocks differ.
 func appendCall(dst []byte, p int, req *request, deadline time.Duration) ([]byte, error) {
-	if req.kind != reqGet && req.kind != reqQuery && req.kind != reqWrite {
+	if !servedKind(req.kind) {
 		return dst, fmt.Errorf("dbowner: %s: not a call another member serves", req.op)
 	}
 	dst = append(dst, callVersion, byte(req.kind))
@@ -106,7 +109,7 @@ func decodeCall(b []byte) (int, request, time.Duration, error) {
 		return 0, req, 0, fmt.Errorf("dbowner: forwarded call: unknown version %d", v)
 	}
 	req.kind = reqKind(r.byte())
-	if r.err == nil && req.kind != reqGet && req.kind != reqQuery && req.kind != reqWrite {
+	if r.err == nil && !servedKind(req.kind) {
 		return 0, req, 0, fmt.Errorf("dbowner: forwarded call: kind %d is not a call another member serves", req.kind)
 	}
 	p := r.uvarint()
@@ -170,6 +173,11 @@ func decodeCall(b []byte) (int, request, time.Duration, error) {
 	return int(p), req, deadline, nil
 }
 
+// servedKind reports whether another member serves calls of kind k.
+func servedKind(k reqKind) bool {
+	return k == reqGet || k == reqQuery || k == reqWrite || k == reqStatus
+}
+
 // appendAnswer appends resp's wire form.
 func appendAnswer(dst []byte, resp *response) []byte {
 	dst = append(dst, callVersion)
@@ -180,6 +188,9 @@ func appendAnswer(dst []byte, resp *response) []byte {
 	}
 	if resp.res.Records != nil || resp.res.Next != nil || resp.res.Plan != "" {
 		has |= 2
+	}
+	if resp.status != nil {
+		has |= 4
 	}
 	dst = append(dst, has)
 	if has&1 != 0 {
@@ -192,6 +203,16 @@ func appendAnswer(dst []byte, resp *response) []byte {
 		}
 		dst = appendStr(dst, string(resp.res.Next))
 		dst = appendStr(dst, resp.res.Plan)
+	}
+	if st := resp.status; st != nil {
+		dst = binary.BigEndian.AppendUint64(dst, st.ID)
+		dst = binary.BigEndian.AppendUint64(dst, st.Leader)
+		dst = binary.AppendUvarint(dst, st.Applied)
+		dst = binary.AppendUvarint(dst, uint64(len(st.Members)))
+		for _, m := range st.Members {
+			dst = binary.BigEndian.AppendUint64(dst, m.ID)
+			dst = append(dst, boolByte(m.Learner))
+		}
 	}
 	return appendCallErr(dst, resp.err)
 }
@@ -235,7 +256,7 @@ func decodeAnswer(p []byte) (response, error) {
 	}
 	resp.seq = r.uvarint()
 	has := r.byte()
-	if r.err == nil && has > 3 {
+	if r.err == nil && has > 7 {
 		r.err = fmt.Errorf("unknown parts %#x", has)
 	}
 	if has&1 != 0 {
@@ -251,6 +272,14 @@ func decodeAnswer(p []byte) (response, error) {
 			resp.res.Next = engine.Cursor(next)
 		}
 		resp.res.Plan = r.str()
+	}
+	if has&4 != 0 {
+		st := &node.Status{ID: r.u64(), Leader: r.u64(), Applied: r.uvarint()}
+		n := r.count("members", 9)
+		for range n {
+			st.Members = append(st.Members, node.Member{ID: r.u64(), Learner: r.flag("learner")})
+		}
+		resp.status = st
 	}
 	switch k := r.byte(); {
 	case r.err != nil, k == 0:
@@ -298,6 +327,17 @@ func boolByte(b bool) byte {
 
 // count reads a count of items of at least minSize bytes each, refusing one
 // the rest of the input cannot hold before anything is allocated for it.
+// u64 reads a big-endian uint64 (a member ID).
+func (r *snapReader) u64() uint64 {
+	if r.err != nil || len(r.p) < 8 {
+		r.err = cmpErr(r.err, errors.New("unexpected end"))
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.p)
+	r.p = r.p[8:]
+	return v
+}
+
 func (r *snapReader) count(what string, minSize int) int {
 	n := r.uvarint()
 	if r.err == nil && (n > maxCallCount || n*uint64(minSize) > uint64(len(r.p))) {

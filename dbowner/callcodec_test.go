@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writeonce/wo/dbowner/engine"
+	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 	"go.opentelemetry.io/otel/propagation"
 )
@@ -30,6 +31,7 @@ func sampleCalls() []request {
 			OrderBy: "at", Desc: true, Limit: 100, After: engine.Cursor("\x01opaque\x00"),
 		}, trace: propagation.MapCarrier{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}},
 		{kind: reqQuery, op: "query", table: "empty", query: engine.Query{Table: "empty"}},
+		{kind: reqStatus, op: "partition status"},
 		{kind: reqWrite, op: "transaction", table: "kv", cmd: newCommand("req-1", engine.Batch{
 			engine.Put("kv", map[string]engine.Value{"k": engine.String("a"), "v": engine.Bytes([]byte("x"))}),
 			engine.Delete("kv", engine.String("b")),
@@ -60,7 +62,7 @@ func TestCallRoundTrip(t *testing.T) {
 }
 
 func TestCallRefusesWhatAnotherMemberDoesNotServe(t *testing.T) {
-	for _, k := range []reqKind{reqOpen, reqClose, reqStatus, reqAddLearner, reqTransfer} {
+	for _, k := range []reqKind{reqOpen, reqClose, reqAddLearner, reqTransfer} {
 		if _, err := appendCall(nil, 0, &request{kind: k, op: "x"}, 0); err == nil {
 			t.Errorf("kind %d encoded", k)
 		}
@@ -75,6 +77,8 @@ func sampleAnswers() []response {
 	return []response{
 		{seq: 42},
 		{rec: rec},
+		{status: &node.Status{ID: 1 << 48, Leader: 2 << 48, Applied: 77, Members: []node.Member{{ID: 2 << 48}, {ID: 3<<48 | 5, Learner: true}}}},
+		{status: &node.Status{}},
 		{res: engine.Result{Records: []engine.Record{rec, {Version: 1, Fields: map[string]engine.Value{}}}, Next: engine.Cursor("c"), Plan: "scan"}},
 		{res: engine.Result{Records: []engine.Record{}}},
 		{err: &engine.Error{Err: engine.ErrNotFound, Op: "get", Index: -1, Table: "users", Value: `"x"`}},
@@ -92,7 +96,7 @@ func TestAnswerRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("answer %d: %v", i, err)
 		}
-		if !reflect.DeepEqual(got.rec, resp.rec) || !reflect.DeepEqual(got.res, resp.res) || got.seq != resp.seq {
+		if !reflect.DeepEqual(got.rec, resp.rec) || !reflect.DeepEqual(got.res, resp.res) || got.seq != resp.seq || !reflect.DeepEqual(got.status, resp.status) {
 			t.Errorf("answer %d:\n got %+v\nwant %+v", i, got, resp)
 		}
 		if (got.err == nil) != (resp.err == nil) {
@@ -144,7 +148,7 @@ func TestCallCodecRefusesBadBytes(t *testing.T) {
 		want string
 	}{
 		{[]byte{2}, "unknown version 2"},
-		{[]byte{1, byte(reqStatus)}, "not a call another member serves"},
+		{[]byte{1, byte(reqOpen)}, "not a call another member serves"},
 		{[]byte{1, byte(reqGet), 0, 0, 0, 0, 7}, "unknown flags"},
 		{[]byte{1, byte(reqGet), 0, 0, 0, 0, 0, 200, 1}, "trace entries"},
 		{[]byte{1, byte(reqGet), 0, 0, 0, 0, 0, 0, 99}, "bad value kind 99"},
@@ -159,7 +163,7 @@ func TestCallCodecRefusesBadBytes(t *testing.T) {
 		want string
 	}{
 		{[]byte{3}, "unknown version 3"},
-		{[]byte{1, 0, 4}, "unknown parts"},
+		{[]byte{1, 0, 8}, "unknown parts"},
 		{[]byte{1, 0, 0, 9}, "unknown error class 9"},
 		{[]byte{1, 0, 0, 2, 0, 0}, "unknown error number 0"},
 		{[]byte{1, 0, 1, 0, 2, 1, 'a', 0, 1, 'a', 0}, `field "a" twice`},
@@ -193,7 +197,7 @@ func FuzzCallCodec(f *testing.F) {
 		}
 		if resp, err := decodeAnswer(b); err == nil {
 			resp2, err := decodeAnswer(appendAnswer(nil, &resp))
-			if err != nil || !reflect.DeepEqual(resp2.rec, resp.rec) || !reflect.DeepEqual(resp2.res, resp.res) || resp2.seq != resp.seq {
+			if err != nil || !reflect.DeepEqual(resp2.rec, resp.rec) || !reflect.DeepEqual(resp2.res, resp.res) || resp2.seq != resp.seq || !reflect.DeepEqual(resp2.status, resp.status) {
 				t.Fatalf("a decoded answer re-encoded decodes otherwise: %v\n%+v\n%+v", err, resp2, resp)
 			}
 			if (resp.err == nil) != (resp2.err == nil) || resp.err != nil && resp.err.Error() != resp2.err.Error() {

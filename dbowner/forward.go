@@ -60,6 +60,12 @@ func (d *DB) servePart(f *runtime.Fiber, p int, req request) response {
 		part.ctx = propagator.Extract(context.Background(), req.trace)
 	}
 	req.trace = nil // the part's own spans carry it from here
+	if req.kind == reqStatus {
+		// The local member's view, whatever the caller's: asked by a
+		// member that may have been removed from p's group (placer.go).
+		st, err := d.ps.get(p).ClusterStatus(f)
+		return response{status: &st, err: err}
+	}
 	if req.kind == reqWrite {
 		seq, err := part.submit(f, req)
 		return response{seq: seq, err: err}

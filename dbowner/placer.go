@@ -185,19 +185,32 @@ func (ps *partitions) place(f *runtime.Fiber, d *DB) {
 		pd := ps.get(p) // the local member, also while it waits to be added (d.part would forward)
 		st, err := pd.ClusterStatus(f)
 		if errors.Is(err, ErrRemoved) || errors.Is(err, node.ErrRemoved) || (err == nil && st.Removed) {
-			ps.drop(f, p, "this member was removed from the partition's group")
+			ps.drop(f, p, 0, "this member was removed from the partition's group")
 			continue
 		}
 		if err != nil {
 			continue
 		}
-		if _, in := member(st, d.id); !want && !in && st.Commit == 0 {
+		_, in := member(st, d.id)
+		if !want && !in && st.Commit == 0 {
 			// Placed here and moved on before the group added it: it has
 			// received nothing (a member that has is in the leader's
 			// configuration, whatever its own view says while it catches
 			// up, and leaves by its removal, above).
-			ps.drop(f, p, "the partition was placed elsewhere before its group added this member")
+			ps.drop(f, p, 0, "the partition was placed elsewhere before its group added this member")
 			continue
+		}
+		if !want && in && st.Leader == 0 {
+			// Raft never tells a removed member so: the leader stops
+			// sending once it applied the removal, and the member may not
+			// have learned the commit that removes it (the worker-process
+			// scale test met one, which held its replica for good). A
+			// member that is no target and hears no leader asks the
+			// holders.
+			if through, removed := ps.askRemoved(f, d, p, st.Applied, targets[p]); removed {
+				ps.drop(f, p, through, "a holder's configuration no longer names this member")
+				continue
+			}
 		}
 		if st.Role != node.RoleLeader {
 			continue
@@ -221,6 +234,44 @@ func (ps *partitions) place(f *runtime.Fiber, d *DB) {
 		}
 		log.Info("dbowner: moving a replica", "self", fmt.Sprintf("%x", d.id), "partition", p, "step", step.Kind.String(), "member", fmt.Sprintf("%x", step.Member))
 	}
+}
+
+// askRemoved asks partition p's target holders for their status, and
+// reports whether one of them shows this member (whose own applied index
+// is applied) removed from the group (removedBy), with the index every
+// removal of it is at or below.
+func (ps *partitions) askRemoved(f *runtime.Fiber, d *DB, p int, applied uint64, holders []uint64) (uint64, bool) {
+	timeout := ps.get(0).o.opts.Cluster.RequestTimeout
+	for _, h := range holders {
+		if h == d.id {
+			continue
+		}
+		resp := ps.forward(f, d, h, p, request{kind: reqStatus, op: "partition status"}, timeout)
+		if resp.err != nil || resp.status == nil {
+			continue
+		}
+		if through, removed := removedBy(d.id, applied, *resp.status); removed {
+			return through, true
+		}
+	}
+	return 0, false
+}
+
+// removedBy reports whether holder, a member's status of the partition's
+// group, shows self removed from it: holder is in the group as it sees
+// it, has applied at least as far as self has (so it applied the entry
+// that added self: a configuration from before it would not name self
+// either), and its configuration does not name self. A configuration
+// is applied only once committed, so the removal is committed, at or
+// below holder's applied index: through, the tombstone.
+func removedBy(self, applied uint64, holder node.Status) (through uint64, removed bool) {
+	if _, in := member(holder, holder.ID); !in || holder.Applied < applied {
+		return 0, false
+	}
+	if _, in := member(holder, self); in {
+		return 0, false
+	}
+	return holder.Applied, true
 }
 
 // groupOf is a leader's status as placement sees it.
@@ -259,7 +310,11 @@ func (ps *partitions) take(f *runtime.Fiber, p int, addrs map[uint64]string) {
 // member stops (the calls it is serving finish), and its dir is deleted,
 // renamed first so that a crash midway leaves nothing a restart would
 // open (removeGone finishes it).
-func (ps *partitions) drop(f *runtime.Fiber, p int, why string) {
+//
+// through is the index every removal of this member from p's group is at
+// or below, when it was not learned by applying it (0: none); the
+// tombstone keeps the larger of it and the member's own.
+func (ps *partitions) drop(f *runtime.Fiber, p int, through uint64, why string) {
 	old := ps.get(p)
 	log := ps.get(0).o.opts.Logger
 	ps.slots[p].Store(ps.remote(p, old.o.opts.Cluster.RequestTimeout, old.id))
@@ -267,7 +322,7 @@ func (ps *partitions) drop(f *runtime.Fiber, p int, why string) {
 		log.Warn("dbowner: closing a replica given up", "partition", p, "err", err)
 	}
 	dir := partitionDir(ps.dir, p)
-	err := writeTombstone(ps.dir, p, old.o.node.RemovedAt())
+	err := writeTombstone(ps.dir, p, max(old.o.node.RemovedAt(), through))
 	gone := dir + goneSuffix
 	if err == nil {
 		err = os.Rename(dir, gone)
