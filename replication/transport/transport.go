@@ -702,10 +702,13 @@ func (t *TCP) acceptLoop(f *runtime.Fiber) {
 	}
 }
 
-// refuse closes an inbound connection after a log line naming why.
+// refuse closes an inbound connection after a log line naming why. The
+// line comes before the count, so that whoever sees the count (a test, a
+// scrape) finds the line written (CI saw a test read the log between the
+// two).
 func (t *TCP) refuse(raw *runtime.Conn, why string, err error) {
-	t.Stats.ConnsRefused.Add(1)
 	t.cfg.Logger.Warn("transport: closing peer connection: "+why, "remote", raw.RemoteAddr().String(), "err", err)
+	t.Stats.ConnsRefused.Add(1)
 }
 
 // checkIdentity binds the member ID a hello claims to the peer's
