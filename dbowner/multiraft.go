@@ -358,8 +358,9 @@ func (ps *partitions) tend(f *runtime.Fiber, d *DB, every time.Duration) {
 // lowest ID among its voters, the first bootstrapped member, whose
 // address a joining member is configured with: the member it must hear
 // from first, as a learner of partition 0, cannot answer a leader whose
-// address it does not know yet); another partition's is its best-ranked
-// target holder that is a voter,
+// address it does not know yet); another partition's is the first of its
+// targets that is a voter (placement.Targets puts the holder that spreads
+// the leaderships first),
 // which is where the other members forward p's calls first (remotePart),
 // so that a forwarded write reaches the leader without raft's forwarding
 // hop; else preferredLeader's.
