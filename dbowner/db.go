@@ -449,6 +449,41 @@ func (d *DB) Demote(f *runtime.Fiber, id uint64) error {
 	return d.call(f, request{kind: reqDemote, op: "demote", id: id}).err
 }
 
+// Drain makes member id a learner marked draining (node.Node.Drain): with
+// a replication factor no partition is placed on it any more and the
+// partitions' leaders move its replicas off (placer.go), after which it
+// holds partition 0 alone and can be removed without a partition losing a
+// replica. Placed, the mark is made in partition 0 only, the membership
+// the placement reads; else in every partition, as a demotion is. Errors
+// are Demote's.
+func (d *DB) Drain(f *runtime.Fiber, id uint64) error {
+	if d.ps != nil {
+		return d.memberChange(f, false, func(st node.Status) bool {
+			m, ok := member(st, id)
+			return ok && m.Draining
+		}, func(p *DB) error {
+			if err := handOff(f, p, id); err != nil {
+				return err
+			}
+			return p.Drain(f, id)
+		})
+	}
+	return d.call(f, request{kind: reqDrain, op: "drain", id: id}).err
+}
+
+// Undrain clears member id's draining mark (Drain): a member wanted again
+// before its removal. It stays a learner. Errors wrap
+// node.ErrUnknownMember.
+func (d *DB) Undrain(f *runtime.Fiber, id uint64) error {
+	if d.ps != nil {
+		return d.memberChange(f, false, func(st node.Status) bool {
+			m, ok := member(st, id)
+			return ok && !m.Draining
+		}, func(p *DB) error { return p.Undrain(f, id) })
+	}
+	return d.call(f, request{kind: reqUndrain, op: "undrain", id: id}).err
+}
+
 // RemoveMember removes member id from the group. Errors wrap
 // node.ErrUnknownMember.
 func (d *DB) RemoveMember(f *runtime.Fiber, id uint64) error {
@@ -697,6 +732,8 @@ const (
 	reqDemote
 	reqRemove
 	reqTransfer
+	reqDrain
+	reqUndrain
 )
 
 // request is the message a non-owner shard sends to the owner. Its maps and

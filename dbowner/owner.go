@@ -144,7 +144,7 @@ func (o *owner) serve(f *runtime.Fiber, req *request, sp trace.Span) response {
 		}
 		st := o.node.Status(f)
 		return response{status: &st}
-	case reqAddLearner, reqPromote, reqDemote, reqRemove, reqTransfer:
+	case reqAddLearner, reqPromote, reqDemote, reqDrain, reqUndrain, reqRemove, reqTransfer:
 		return response{err: o.membership(f, req)}
 	case reqClose:
 		return response{err: o.close(f)}
@@ -349,6 +349,10 @@ func (o *owner) membership(f *runtime.Fiber, req *request) error {
 		// The node checks the membership itself (unknown, a learner
 		// already, the leader, the last voter).
 		err = o.node.Demote(f, req.id, to)
+	case reqDrain:
+		err = o.node.Drain(f, req.id, to) // checked there, as a demotion
+	case reqUndrain:
+		err = o.node.Undrain(f, req.id, to)
 	case reqRemove:
 		if _, ok := find(req.id); !ok {
 			return fmt.Errorf("dbowner: remove %x: %w", req.id, node.ErrUnknownMember)

@@ -19,9 +19,10 @@ import (
 
 // Moving replicas (docs/replication.md, "Partitions", "The later steps"
 // 3). With a replication factor, partition 0 is on every member and its
-// voters are the cluster; each other partition's target holders are
-// placement.Targets over those voters. Every member computes the same
-// targets from its own view of partition 0 (tend, every balanceTicks):
+// members (voters and learners) not marked draining (DB.Drain) are the
+// cluster; each other partition's target holders are placement.Targets
+// over them. Every member computes the same targets from its own view of
+// partition 0 (tend, every balanceTicks):
 //
 //   - a partition's leader moves its group toward the target one change
 //     at a time, as placement.Next says (a learner added, promoted once
@@ -38,7 +39,7 @@ import (
 // placedView is where a placed member sees the partitions now.
 type placedView struct {
 	// targets are each partition's target holders, best-ranked first (nil
-	// until this member knows partition 0's voters, after a restart).
+	// until this member knows partition 0's members, after a restart).
 	targets [][]uint64
 	// members are partition 0's members, voters first: the holders a
 	// forwarded call tries after the targets (during a move a replica is
@@ -147,7 +148,7 @@ func (ps *partitions) remote(p int, timeout time.Duration, id uint64) *DB {
 }
 
 // place is one round of placement on a placed member: the targets
-// computed again from partition 0's voters, one membership change in
+// computed again from partition 0's members, one membership change in
 // each partition this member leads whose group is not its target yet,
 // and the replicas this member should hold taken or given up.
 func (ps *partitions) place(f *runtime.Fiber, d *DB) {
@@ -155,7 +156,7 @@ func (ps *partitions) place(f *runtime.Fiber, d *DB) {
 	if err != nil {
 		return
 	}
-	var voters, learners []uint64
+	var voters, learners, placed []uint64
 	addrs := map[uint64]string{}
 	for _, m := range st0.Members {
 		addrs[m.ID] = m.Addr
@@ -164,11 +165,17 @@ func (ps *partitions) place(f *runtime.Fiber, d *DB) {
 		} else {
 			voters = append(voters, m.ID)
 		}
+		// A learner holds partitions too: partition 0's voters are odd
+		// (the operator's spec.voters), the pods beyond them add
+		// capacity all the same. Draining is the one way off.
+		if !m.Draining {
+			placed = append(placed, m.ID)
+		}
 	}
-	if len(voters) == 0 {
+	if len(voters) == 0 || len(placed) == 0 {
 		return // a joining member: partition 0 has told it nothing yet
 	}
-	targets := placement.Targets(ps.seed, voters, ps.n(), ps.placed)
+	targets := placement.Targets(ps.seed, placed, ps.n(), ps.placed)
 	ps.view.Store(&placedView{targets: targets, members: append(slices.Sorted(slices.Values(voters)), learners...)})
 	log := d.opts().Logger
 	for p := 1; p < ps.n(); p++ {

@@ -19,11 +19,12 @@ import (
 )
 
 // TestReplicasMoveAsMembersJoinAndLeave: three members of six partitions
-// at a replication factor of 2, with data; a fourth member joins
-// (learner, then voter of partition 0) and the partitions' leaders move
+// at a replication factor of 2, with data; a fourth member joins as a
+// learner of partition 0 and stays one (as the operator leaves the fourth
+// pod of four, the voters being odd), and the partitions' leaders move
 // replicas onto it until every group is placement.Targets over the four;
-// then member 0 is demoted in partition 0, every replica moves off it, and
-// it is removed. At each stage every member holds (and keeps a log for)
+// then member 0 is drained, every replica moves off it, and it is
+// removed. At each stage every member holds (and keeps a log for)
 // exactly its partitions, every group's voters are its target, and every
 // key written before reads back through every member, the newcomer too.
 func TestReplicasMoveAsMembersJoinAndLeave(t *testing.T) {
@@ -74,16 +75,15 @@ func TestReplicasMoveAsMembersJoinAndLeave(t *testing.T) {
 			err := dbs[0].AddLearner(f, joiner, addrs[3])
 			return err == nil || errors.Is(err, node.ErrConflict)
 		})
-		waitFor(t, f, "the fourth member promoted in partition 0", func() bool { return dbs[0].Promote(f, joiner) == nil })
 		four := append(slices.Clone(ids), joiner)
 		waitPlaced(t, f, "after the join", dbs, dirs, four, placement.Targets(seed, four, parts, rf))
 		readAll("after the join", dbs)
 
-		// Member 0 leaves: demoted in partition 0, it is no target of
-		// any other partition, whose leaders move their replicas off it.
-		waitFor(t, f, "member 0 demoted in partition 0", func() bool { return dbs[1].Demote(f, ids[0]) == nil })
+		// Member 0 leaves: drained, it is no target of any other
+		// partition, whose leaders move their replicas off it.
+		waitFor(t, f, "member 0 drained", func() bool { return dbs[1].Drain(f, ids[0]) == nil })
 		rest := four[1:]
-		waitPlaced(t, f, "after member 0's demotion", dbs, dirs, rest, placement.Targets(seed, rest, parts, rf))
+		waitPlaced(t, f, "after member 0's drain", dbs, dirs, rest, placement.Targets(seed, rest, parts, rf))
 		waitFor(t, f, "member 0 removed", func() bool { return dbs[1].RemoveMember(f, ids[0]) == nil })
 		_ = dbs[0].Close(f)
 		dbs = dbs[1:]
@@ -98,11 +98,12 @@ func TestReplicasMoveAsMembersJoinAndLeave(t *testing.T) {
 }
 
 // waitPlaced waits until every member of dbs (data dirs dirs) holds
-// exactly the partitions want gives it among voters: partition 0 on
+// exactly the partitions want gives it among placed: partition 0 on
 // all, the others held (a log in its dir, a role other than elsewhere)
 // where want names the member, and each partition's leader sees want's
-// members as its voters and no learner.
-func waitPlaced(t *testing.T, f *runtime.Fiber, stage string, dbs []*dbowner.DB, dirs []string, voters []uint64, want [][]uint64) {
+// members as its voters and no learner (partition 0: every placed member
+// in it).
+func waitPlaced(t *testing.T, f *runtime.Fiber, stage string, dbs []*dbowner.DB, dirs []string, placed []uint64, want [][]uint64) {
 	t.Helper()
 	var why string
 	ok := func() bool {
@@ -115,8 +116,8 @@ func waitPlaced(t *testing.T, f *runtime.Fiber, stage string, dbs []*dbowner.DB,
 			}
 			for p, st := range sts {
 				held := p == 0 || slices.Contains(want[p], db.Self())
-				if p == 0 && !slices.Contains(voters, db.Self()) {
-					continue // leaving: a learner of partition 0
+				if p == 0 && !slices.Contains(placed, db.Self()) {
+					continue // leaving: draining
 				}
 				if (st.Role != dbowner.RoleElsewhere) != held {
 					why = fmt.Sprintf("member %x, partition %d: role %s, want held %v", db.Self(), p, st.Role, held)
@@ -130,23 +131,28 @@ func waitPlaced(t *testing.T, f *runtime.Fiber, stage string, dbs []*dbowner.DB,
 					continue
 				}
 				led[p] = true
+				if p == 0 {
+					// Partition 0 is the membership: every placed member
+					// is in it, a voter or a learner, and so is a member
+					// draining until it is removed.
+					for _, m := range placed {
+						if _, in := dbowner.MemberOf(st, m); !in {
+							why = fmt.Sprintf("partition 0 lacks member %x", m)
+							return false
+						}
+					}
+					continue
+				}
 				var vs []uint64
 				for _, m := range st.Members {
-					if m.Learner && p == 0 {
-						continue // a member leaving stays a learner of partition 0 until it is removed
-					}
 					if m.Learner {
 						why = fmt.Sprintf("partition %d still has learner %x", p, m.ID)
 						return false
 					}
 					vs = append(vs, m.ID)
 				}
-				target := want[p]
-				if p == 0 {
-					target = voters
-				}
-				if !sameMembers(vs, target) {
-					why = fmt.Sprintf("partition %d: voters %x, target %x", p, vs, target)
+				if !sameMembers(vs, want[p]) {
+					why = fmt.Sprintf("partition %d: voters %x, target %x", p, vs, want[p])
 					return false
 				}
 			}
@@ -179,3 +185,4 @@ func sameMembers(a, b []uint64) bool {
 	}
 	return maps.Equal(x, y)
 }
+

@@ -9,7 +9,8 @@ import (
 // Targets returns, for each partition in [0, partitions), the members
 // that should hold it: partition 0's best-ranked first, each other's
 // preferred leader first (lead) and the rest best-ranked first. members
-// are partition 0's voters, in any order and without duplicates; seed is
+// are the members partitions are placed on (partition 0's, but those
+// draining), in any order and without duplicates; seed is
 // the cluster's (the same on every member, so every member computes the
 // same). rf <= 0, or rf at least the member count, puts every partition
 // on every member.

@@ -3,8 +3,11 @@ package node
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -116,6 +119,11 @@ func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
 			if cctx.Addr != "" {
 				n.members[id] = cctx.Addr
 			}
+			if cctx.Drain {
+				n.draining[id] = true
+			} else {
+				delete(n.draining, id)
+			}
 			if id != n.cfg.ID && n.members[id] != "" {
 				n.cfg.Net.AddPeer(f, id, n.members[id])
 			}
@@ -127,6 +135,7 @@ func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
 			n.snap.needed = n.cfg.SnapshotEntries > 0 || n.cfg.SnapshotDue != nil
 		case raftpb.ConfChangeRemoveNode:
 			delete(n.members, id)
+			delete(n.draining, id)
 			if id == n.cfg.ID && idx <= n.cfg.RemovedThrough {
 				// An earlier incarnation's removal, met again while this
 				// one catches up from the log: it was added again later.
@@ -223,7 +232,7 @@ func (n *Node) snapshot(f *runtime.Fiber) error {
 	if err != nil {
 		return fmt.Errorf("state machine snapshot at %d: %w", n.applied, err)
 	}
-	addrs, _ := json.Marshal(n.members)
+	addrs := encodeMembership(n.members, n.draining)
 	header := binary.BigEndian.AppendUint32(nil, uint32(len(addrs)))
 	header = append(header, addrs...)
 	b := &builtSnap{index: n.applied, cs: proto.Clone(n.confState).(*raftpb.ConfState)}
@@ -284,14 +293,14 @@ func (n *Node) restore(f *runtime.Fiber, snap *raftpb.Snapshot) error {
 		return fmt.Errorf("snapshot at %d: %d bytes, too short for its membership header", idx, len(data))
 	}
 	k := binary.BigEndian.Uint32(data)
-	members := map[uint64]string{}
-	if err := json.Unmarshal(data[4:4+k], &members); err != nil {
+	members, draining, err := decodeMembership(data[4 : 4+k])
+	if err != nil {
 		return fmt.Errorf("snapshot at %d: membership: %w", idx, err)
 	}
 	if err := n.sm.Restore(f, data[4+k:]); err != nil {
 		return fmt.Errorf("restore snapshot at %d: %w", idx, err)
 	}
-	n.members = members
+	n.members, n.draining = members, draining
 	for id, addr := range members {
 		if id != n.cfg.ID {
 			n.cfg.Net.AddPeer(f, id, addr)
@@ -334,4 +343,45 @@ func (n *Node) restartRaft(f *runtime.Fiber, first uint64, cause error) error {
 	// failed (a full disk) would likely fail again at once.
 	n.quietUntil = n.ticks + uint64(n.cfg.ElectionTicks)
 	return nil
+}
+
+// snapMembership is a snapshot's membership header while some member is
+// draining. Otherwise the header is the address map alone, the form every
+// version before draining wrote and reads: so a member not yet upgraded
+// restores a snapshot of this version unless a drain is under way.
+type snapMembership struct {
+	Members  map[uint64]string `json:"members"`
+	Draining []uint64          `json:"draining"`
+}
+
+// encodeMembership is the snapshot's membership header.
+func encodeMembership(members map[uint64]string, draining map[uint64]bool) []byte {
+	var b []byte
+	if len(draining) == 0 {
+		b, _ = json.Marshal(members)
+	} else {
+		b, _ = json.Marshal(snapMembership{Members: members, Draining: slices.Sorted(maps.Keys(draining))})
+	}
+	return b
+}
+
+// decodeMembership reads either form of the header (encodeMembership). A
+// member ID is a number, so an address map has no key "members".
+func decodeMembership(b []byte) (map[uint64]string, map[uint64]bool, error) {
+	members := map[uint64]string{}
+	if err := json.Unmarshal(b, &members); err == nil {
+		return members, map[uint64]bool{}, nil
+	}
+	var m snapMembership
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, nil, err
+	}
+	if m.Members == nil {
+		return nil, nil, errors.New("neither an address map nor {members, draining}")
+	}
+	draining := map[uint64]bool{}
+	for _, id := range m.Draining {
+		draining[id] = true
+	}
+	return m.Members, draining, nil
 }

@@ -169,18 +169,71 @@ func (n *Node) Demote(f *runtime.Fiber, id uint64, timeout time.Duration) error 
 	if f.Shard() != n.shard {
 		return ErrWrongShard
 	}
-	voters := n.confState.GetVoters()
-	switch {
-	case slices.Contains(n.confState.GetLearners(), id):
+	if slices.Contains(n.confState.GetLearners(), id) {
 		return nil
-	case !slices.Contains(voters, id):
-		return fmt.Errorf("node: demote %016x: %w", id, ErrUnknownMember)
-	case len(voters) == 1:
-		return fmt.Errorf("node: demote %016x: %w: it is the last voter (a group needs one)", id, ErrConflict)
-	case id == n.lead || id == n.cfg.ID && n.role == raft.StateLeader:
-		return fmt.Errorf("node: demote %016x: %w: member %016x leads: transfer leadership away first", id, ErrConflict, id)
+	}
+	if err := n.demotable(id); err != nil {
+		return fmt.Errorf("node: demote %016x: %w", id, err)
 	}
 	return n.confChange(f, raftpb.ConfChangeAddLearnerNode, id, n.members[id], timeout)
+}
+
+// demotable is why voter id may not become a learner now, if it may not.
+func (n *Node) demotable(id uint64) error {
+	voters := n.confState.GetVoters()
+	switch {
+	case !slices.Contains(voters, id):
+		return ErrUnknownMember
+	case len(voters) == 1:
+		return fmt.Errorf("%w: it is the last voter (a group needs one)", ErrConflict)
+	case id == n.lead || id == n.cfg.ID && n.role == raft.StateLeader:
+		return fmt.Errorf("%w: member %016x leads: transfer leadership away first", ErrConflict, id)
+	}
+	return nil
+}
+
+// Drain makes member id a learner marked draining: a placement
+// (dbowner/placer.go) places no partition on it and moves its replicas
+// off, before the member is removed. A learner already is marked by a
+// conf change raft itself treats as no change (ConfChangeAddLearnerNode on
+// a learner); the mark lives in the applied log and in snapshots, so every
+// member sees it. A member marked already is answered nil at once; the
+// errors are Demote's. Any later addition, promotion or demotion of id
+// clears the mark (Undrain).
+func (n *Node) Drain(f *runtime.Fiber, id uint64, timeout time.Duration) error {
+	if f.Shard() != n.shard {
+		return ErrWrongShard
+	}
+	if n.draining[id] {
+		return nil
+	}
+	if !slices.Contains(n.confState.GetLearners(), id) {
+		if err := n.demotable(id); err != nil {
+			return fmt.Errorf("node: drain %016x: %w", id, err)
+		}
+	}
+	return n.confChangeDrain(f, raftpb.ConfChangeAddLearnerNode, id, n.members[id], true, timeout)
+}
+
+// Undrain clears id's draining mark (Drain), leaving it a learner: a pod
+// wanted again after a scale-down began. An unmarked member is answered
+// nil at once.
+func (n *Node) Undrain(f *runtime.Fiber, id uint64, timeout time.Duration) error {
+	if f.Shard() != n.shard {
+		return ErrWrongShard
+	}
+	voter := slices.Contains(n.confState.GetVoters(), id)
+	if !voter && !slices.Contains(n.confState.GetLearners(), id) {
+		return fmt.Errorf("node: undrain %016x: %w", id, ErrUnknownMember)
+	}
+	if !n.draining[id] {
+		return nil
+	}
+	typ := raftpb.ConfChangeAddLearnerNode
+	if voter {
+		typ = raftpb.ConfChangeAddNode
+	}
+	return n.confChangeDrain(f, typ, id, n.members[id], false, timeout)
 }
 
 // Remove removes member id from the group.
@@ -189,11 +242,21 @@ func (n *Node) Remove(f *runtime.Fiber, id uint64, timeout time.Duration) error 
 }
 
 func (n *Node) confChange(f *runtime.Fiber, typ raftpb.ConfChangeType, id uint64, addr string, timeout time.Duration) error {
+	return n.confChangeDrain(f, typ, id, addr, false, timeout)
+}
+
+// confChangeDrain proposes a change of one member, drain its draining mark
+// (confContext.Drain).
+func (n *Node) confChangeDrain(f *runtime.Fiber, typ raftpb.ConfChangeType, id uint64, addr string, drain bool, timeout time.Duration) error {
 	if id == 0 {
 		return errors.New("node: member ID 0 is not valid")
 	}
 	cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(id)}}}
-	_, _, err := n.call(f, &waiter{kind: waitEntry, what: typ.String(), cc: cc, data: []byte(addr)}, timeout)
+	what := typ.String()
+	if drain {
+		what = "drain"
+	}
+	_, _, err := n.call(f, &waiter{kind: waitEntry, what: what, cc: cc, data: []byte(addr), drain: drain}, timeout)
 	return err
 }
 
@@ -229,14 +292,14 @@ func (n *Node) Status(f *runtime.Fiber) Status {
 		prs = n.rn.Status().Progress
 	}
 	for _, id := range n.confState.GetVoters() {
-		m := Member{ID: id, Addr: n.members[id]}
+		m := Member{ID: id, Addr: n.members[id], Draining: n.draining[id]}
 		if pr, ok := prs[id]; ok {
 			m.Match, m.Reachable = pr.Match, pr.RecentActive || id == n.cfg.ID
 		}
 		st.Members = append(st.Members, m)
 	}
 	for _, id := range n.confState.GetLearners() {
-		m := Member{ID: id, Addr: n.members[id], Learner: true}
+		m := Member{ID: id, Addr: n.members[id], Learner: true, Draining: n.draining[id]}
 		if pr, ok := prs[id]; ok {
 			m.Match, m.Reachable = pr.Match, pr.RecentActive
 		}

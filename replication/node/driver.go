@@ -439,7 +439,7 @@ func (n *Node) stepOne(f *runtime.Fiber, w *waiter) {
 		n.rn.TransferLeader(w.to)
 		n.waits.setState(w, waitStepped)
 	case w.cc != nil:
-		ctx, _ := json.Marshal(confContext{Addr: string(w.data), Proposer: n.cfg.ID, Seq: w.id})
+		ctx, _ := json.Marshal(confContext{Addr: string(w.data), Drain: w.drain, Proposer: n.cfg.ID, Seq: w.id})
 		w.cc.Context = ctx
 		n.stepped(f, []*waiter{w}, n.rn.ProposeConfChange(w.cc))
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -489,6 +490,105 @@ func TestDemotion(t *testing.T) {
 		})
 		g.mustPropose(victim, "after=1")
 	})
+}
+
+// TestDrain: a member marked draining is a learner every member sees
+// marked, in its status, across a restart from a snapshot taken after the
+// mark, until Undrain clears it (or a promotion: any change that adds or
+// demotes it without the mark).
+func TestDrain(t *testing.T) {
+	scenario{members: 3, cfg: func(c *Config) { c.SnapshotEntries, c.SnapshotKeep = 10, 3 }}.run(t, func(g *group, f *runtime.Fiber) {
+		lead := g.leader()
+		victim, asker := g.othersThan(lead)
+		on := func(id uint64, do func(n *Node, f *runtime.Fiber) error) (err error) {
+			m := g.members[id]
+			g.on(m, func(f *runtime.Fiber) { err = do(m.node, f) })
+			return err
+		}
+		marked := func(m *member, id uint64) (learner, draining bool) {
+			for _, mm := range g.status(m).Members {
+				if mm.ID == id {
+					return mm.Learner, mm.Draining
+				}
+			}
+			return false, false
+		}
+		everywhere := func(what string, learner, draining bool) {
+			g.waitFor(what, func() bool {
+				for _, m := range g.members {
+					if l, d := marked(m, victim); l != learner || d != draining {
+						return false
+					}
+				}
+				return true
+			})
+		}
+		if err := on(lead, func(n *Node, f *runtime.Fiber) error { return n.Drain(f, lead, opWait) }); !errors.Is(err, ErrConflict) {
+			fatalf(t, "drain the leader: %v", err)
+		}
+		if err := on(lead, func(n *Node, f *runtime.Fiber) error { return n.Drain(f, 99, opWait) }); !errors.Is(err, ErrUnknownMember) {
+			fatalf(t, "drain an unknown member: %v", err)
+		}
+		// Asked on a follower, which forwards the change to the leader.
+		if err := on(asker, func(n *Node, f *runtime.Fiber) error { return n.Drain(f, victim, opWait) }); err != nil {
+			fatalf(t, "drain %d: %v", victim, err)
+		}
+		everywhere("the drained member to be a learner marked draining everywhere", true, true)
+		before := g.status(g.members[lead]).Commit
+		if err := on(lead, func(n *Node, f *runtime.Fiber) error { return n.Drain(f, victim, opWait) }); err != nil {
+			fatalf(t, "drain again: %v", err)
+		}
+		if after := g.status(g.members[lead]).Commit; after != before {
+			fatalf(t, "draining a drained member proposed something: commit %d -> %d", before, after)
+		}
+		// The mark survives a restart from a snapshot taken after it.
+		for i := range 25 {
+			g.mustPropose(lead, fmt.Sprintf("k%d=%d", i, i))
+		}
+		g.waitFor("the asker to apply everything", func() bool { return g.members[asker].sm.len() == 25 })
+		durable := g.stop(asker)
+		if durable.Snapshot == nil {
+			fatalf(t, "no snapshot after 25 entries at SnapshotEntries 10")
+		}
+		m := g.restartFrom(asker, durable, nil)
+		g.waitFor("the restarted member to catch up", func() bool { return m.sm.len() == 25 })
+		if l, d := marked(m, victim); !l || !d {
+			fatalf(t, "after a restart from a snapshot the member is learner=%v draining=%v, want both", l, d)
+		}
+		// Undrain clears the mark; the member stays a learner.
+		if err := on(lead, func(n *Node, f *runtime.Fiber) error { return n.Undrain(f, victim, opWait) }); err != nil {
+			fatalf(t, "undrain: %v", err)
+		}
+		everywhere("the mark cleared everywhere", true, false)
+		// Drained again, a promotion clears it too.
+		if err := on(lead, func(n *Node, f *runtime.Fiber) error { return n.Drain(f, victim, opWait) }); err != nil {
+			fatalf(t, "drain a learner: %v", err)
+		}
+		everywhere("the learner marked again", true, true)
+		if err := on(lead, func(n *Node, f *runtime.Fiber) error { return n.Promote(f, victim, opWait) }); err != nil {
+			fatalf(t, "promote: %v", err)
+		}
+		everywhere("a voter unmarked", false, false)
+	})
+}
+
+func TestMembershipHeaderForms(t *testing.T) {
+	members := map[uint64]string{1: "a:1", 2: "b:2"}
+	for _, draining := range []map[uint64]bool{{}, {2: true}} {
+		b := encodeMembership(members, draining)
+		if len(draining) == 0 && string(b) != `{"1":"a:1","2":"b:2"}` {
+			t.Errorf("without a drain the header is %s, want the address map every version reads", b)
+		}
+		m, d, err := decodeMembership(b)
+		if err != nil || !maps.Equal(m, members) || !maps.Equal(d, draining) {
+			t.Errorf("decode %s: %v %v %v", b, m, d, err)
+		}
+	}
+	for _, bad := range []string{``, `[]`, `{"x":"a"}`, `{"draining":[1]}`, `{"members":{"1":2}}`, `{"members":{"1":"a"},"draining":["x"]}`} {
+		if _, _, err := decodeMembership([]byte(bad)); err == nil {
+			t.Errorf("decode %q: no error", bad)
+		}
+	}
 }
 
 // The last voter cannot be demoted: the group would have none.

@@ -158,6 +158,9 @@ type Member struct {
 	// reports Reachable and its last index.
 	Match     uint64 `json:"match,omitempty"`
 	Reachable bool   `json:"reachable,omitempty"`
+	// Draining: the member was marked draining (Drain), in the applied
+	// log as every member sees it.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Status is a member's view of the group.
@@ -219,13 +222,17 @@ type Node struct {
 	commit      uint64
 	confState   *raftpb.ConfState
 	members     map[uint64]string // id -> address, from the applied log
-	lead        uint64
-	role        raft.StateType
-	removed     bool
-	readRounds  uint64            // ReadIndex rounds asked (each serves a batch of reads), from a clock-seeded base
-	ticks       uint64            // ticks so far
-	heard       map[uint64]uint64 // member -> tick of its last message
-	quietUntil  uint64            // no campaignAlone before this tick
+	// draining are the members marked draining (Drain): a placement
+	// (dbowner/placer.go) moves every replica off them. From the applied
+	// log, and in snapshots beside the addresses.
+	draining   map[uint64]bool
+	lead       uint64
+	role       raft.StateType
+	removed    bool
+	readRounds uint64            // ReadIndex rounds asked (each serves a batch of reads), from a clock-seeded base
+	ticks      uint64            // ticks so far
+	heard      map[uint64]uint64 // member -> tick of its last message
+	quietUntil uint64            // no campaignAlone before this tick
 	// quiesced: the group is idle and raft is not ticked (quiesce.go);
 	// active: something happened since the last tick.
 	quiesced bool
@@ -270,7 +277,10 @@ type Node struct {
 
 // confContext travels in every conf change this package proposes.
 type confContext struct {
-	Addr     string `json:"addr,omitempty"`
+	Addr string `json:"addr,omitempty"`
+	// Drain marks the member the change names draining (Drain); any other
+	// change that adds or demotes it clears the mark.
+	Drain    bool   `json:"drain,omitempty"`
 	Proposer uint64 `json:"proposer,omitempty"`
 	Seq      uint64 `json:"seq,omitempty"`
 }
@@ -286,7 +296,7 @@ func Start(f *runtime.Fiber, cfg Config) (*Node, error) {
 	cfg = cfg.withDefaults()
 	n := &Node{
 		cfg: cfg, shard: f.Shard(), log: cfg.Logger.With("member", fmt.Sprintf("%x", cfg.ID)), sm: cfg.StateMachine,
-		waits: newWaits(), heard: map[uint64]uint64{}, members: map[uint64]string{},
+		waits: newWaits(), heard: map[uint64]uint64{}, members: map[uint64]string{}, draining: map[uint64]bool{},
 		// A round's id travels to the leader and back: a restarted
 		// member's must not match an answer to its previous run's.
 		readRounds: uint64(time.Now().UnixNano()),

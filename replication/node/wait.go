@@ -42,8 +42,10 @@ type waiter struct {
 
 	data []byte               // waitEntry: the command; for a conf change, the address
 	cc   *raftpb.ConfChangeV2 // waitEntry: a conf change (nil: a command)
-	to   uint64               // waitTransfer: the member to lead
-	cond func() bool          // waitCond
+	// drain: the conf change marks its member draining (confContext.Drain)
+	drain bool
+	to    uint64      // waitTransfer: the member to lead
+	cond  func() bool // waitCond
 
 	state waitState
 	gen   uint64 // waitEntry: the save generation it was stepped in
