@@ -34,6 +34,10 @@ type DB interface {
 	Promote(f *runtime.Fiber, id uint64) error
 	// Demote makes voter id a learner (nil for a learner already).
 	Demote(f *runtime.Fiber, id uint64) error
+	// Drain makes id a learner marked draining, Undrain clears the mark
+	// (dbowner.DB.Drain).
+	Drain(f *runtime.Fiber, id uint64) error
+	Undrain(f *runtime.Fiber, id uint64) error
 	RemoveMember(f *runtime.Fiber, id uint64) error
 	// TransferLeader to 0 picks the most caught-up voter other than the
 	// leader.
@@ -207,6 +211,8 @@ const (
 	opAddLearner
 	opPromote
 	opDemote
+	opDrain
+	opUndrain
 	opRemove
 	opTransfer
 	opBackup
@@ -249,6 +255,10 @@ func (b *bridge) Receive(f *runtime.Fiber, c call) {
 			ans.err = b.db.Promote(f, c.id)
 		case opDemote:
 			ans.err = b.db.Demote(f, c.id)
+		case opDrain:
+			ans.err = b.db.Drain(f, c.id)
+		case opUndrain:
+			ans.err = b.db.Undrain(f, c.id)
 		case opRemove:
 			ans.err = b.db.RemoveMember(f, c.id)
 		case opTransfer:
@@ -316,7 +326,7 @@ func (a answer) cluster() (adminapi.Cluster, error) {
 }
 
 func member(m node.Member, self uint64) adminapi.Member {
-	out := adminapi.Member{ID: adminapi.ID(m.ID), Ordinal: adminapi.ID(m.ID).Ordinal(), Addr: m.Addr, Role: adminapi.RoleVoter}
+	out := adminapi.Member{ID: adminapi.ID(m.ID), Ordinal: adminapi.ID(m.ID).Ordinal(), Addr: m.Addr, Role: adminapi.RoleVoter, Draining: m.Draining}
 	if m.Learner {
 		out.Role = adminapi.RoleLearner
 	}

@@ -133,6 +133,30 @@ func (d *fakeDB) Demote(f *runtime.Fiber, id uint64) error {
 	})
 }
 
+func (d *fakeDB) Drain(f *runtime.Fiber, id uint64) error {
+	if err := d.Demote(f, id); err != nil {
+		return err
+	}
+	return d.change(f, func() error {
+		m := d.members[id]
+		m.Draining = true
+		d.members[id] = m
+		return nil
+	})
+}
+
+func (d *fakeDB) Undrain(f *runtime.Fiber, id uint64) error {
+	return d.change(f, func() error {
+		m, ok := d.members[id]
+		if !ok {
+			return fmt.Errorf("undrain %016x: %w", id, errUnknownMember)
+		}
+		m.Draining = false
+		d.members[id] = m
+		return nil
+	})
+}
+
 func (d *fakeDB) RemoveMember(f *runtime.Fiber, id uint64) error {
 	return d.change(f, func() error {
 		if _, ok := d.members[id]; !ok {
@@ -288,6 +312,27 @@ func TestMembershipThroughTheClient(t *testing.T) {
 	if code, _ := statusOfErr(t, err); code != 404 {
 		t.Fatalf("demote unknown: %d", code)
 	}
+	// Drain: a learner marked draining, in the cluster view too; undrain
+	// clears the mark.
+	if m, err = c.Drain(ctx, newID); err != nil || m.Role != adminapi.RoleLearner || !m.Draining {
+		t.Fatalf("drain: %+v %v", m, err)
+	}
+	if cl, err = c.Cluster(ctx); err != nil || !slices.ContainsFunc(cl.Members, func(m adminapi.Member) bool {
+		return m.ID == newID && m.Draining
+	}) {
+		t.Fatalf("cluster after drain: %+v %v", cl, err)
+	}
+	_, err = c.Drain(ctx, cl.Self)
+	if code, msg := statusOfErr(t, err); code != 409 || !strings.Contains(msg, "leads: transfer leadership away first") {
+		t.Fatalf("drain the leader: %d %q", code, msg)
+	}
+	if m, err = c.Undrain(ctx, newID); err != nil || m.Draining || m.Role != adminapi.RoleLearner {
+		t.Fatalf("undrain: %+v %v", m, err)
+	}
+	_, err = c.Undrain(ctx, 9<<48|1)
+	if code, _ := statusOfErr(t, err); code != 404 {
+		t.Fatalf("undrain unknown: %d", code)
+	}
 	if m, err = c.Promote(ctx, newID); err != nil || m.Role != adminapi.RoleVoter {
 		t.Fatalf("promote back: %+v %v", m, err)
 	}
@@ -384,6 +429,8 @@ func TestBadRequestsAndToken(t *testing.T) {
 		{"POST", "/admin/members/zz/demote", "s3cret", ``, 400, `path: member id "zz"`},
 		{"POST", "/admin/members/0002000000000001/demote", "", ``, 401, "bearer token"},
 		{"GET", "/admin/members/0002000000000001/demote", "s3cret", ``, 405, "method not allowed"},
+		{"POST", "/admin/members/zz/drain", "s3cret", ``, 400, `path: member id "zz"`},
+		{"PUT", "/admin/members/0002000000000001/drain", "s3cret", ``, 405, "method not allowed"},
 		{"POST", "/admin/leader", "s3cret", `{"to":"-1"}`, 400, `member id "-1"`},
 		{"POST", "/admin/leader", "s3cret", `{"to":5}`, 400, `"to": want a string, got a number`},
 		{"POST", "/admin/leader", "s3cret", `{"too":"1"}`, 400, `unknown field "too"`},

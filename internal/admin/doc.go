@@ -7,6 +7,8 @@
 //	POST   /admin/members                 adminapi.AddMember -> adminapi.Member (learner)
 //	POST   /admin/members/{id}/promote    -> adminapi.Member (voter)
 //	POST   /admin/members/{id}/demote     -> adminapi.Member (learner)
+//	POST   /admin/members/{id}/drain      -> adminapi.Member (learner, draining)
+//	DELETE /admin/members/{id}/drain      -> adminapi.Member (draining cleared)
 //	DELETE /admin/members/{id}            -> 204
 //	POST   /admin/leader                  adminapi.TransferLeader -> adminapi.Cluster
 //

@@ -19,6 +19,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST "+adminapi.PathMembers, s.addMember)
 	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/promote", s.promote)
 	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/demote", s.demote)
+	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/drain", s.drain)
+	s.mux.HandleFunc("DELETE "+adminapi.PathMembers+"/{id}/drain", s.undrain)
 	s.mux.HandleFunc("DELETE "+adminapi.PathMembers+"/{id}", s.remove)
 	s.mux.HandleFunc("POST "+adminapi.PathLeader, s.transfer)
 	s.mux.HandleFunc("GET "+adminapi.PathBackup, s.getBackup)
@@ -98,6 +100,18 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 func (s *Server) demote(w http.ResponseWriter, r *http.Request) {
 	if id, ok := pathID(w, r); ok {
 		s.change(w, r, call{op: opDemote, id: uint64(id)}, "member demoted to learner", adminapi.RoleLearner)
+	}
+}
+
+func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
+	if id, ok := pathID(w, r); ok {
+		s.change(w, r, call{op: opDrain, id: uint64(id)}, "member marked draining", adminapi.RoleLearner)
+	}
+}
+
+func (s *Server) undrain(w http.ResponseWriter, r *http.Request) {
+	if id, ok := pathID(w, r); ok {
+		s.change(w, r, call{op: opUndrain, id: uint64(id)}, "member's draining mark cleared", adminapi.RoleLearner)
 	}
 }
 

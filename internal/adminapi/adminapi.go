@@ -87,6 +87,10 @@ type Member struct {
 	// Reachable: heard from within an election timeout (the leader's view;
 	// the answering member itself is always reachable).
 	Reachable bool `json:"reachable"`
+	// Draining: marked draining (POST .../drain): with a replication
+	// factor no partition is placed on it and its replicas move off; it is
+	// removed once it holds partition 0 alone.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Cluster is GET /admin/cluster: the answering member's view of the group.
@@ -232,6 +236,22 @@ func (c *Client) Promote(ctx context.Context, id ID) (Member, error) {
 func (c *Client) Demote(ctx context.Context, id ID) (Member, error) {
 	var out Member
 	return out, c.do(ctx, http.MethodPost, PathMembers+"/"+id.String()+"/demote", nil, &out)
+}
+
+// Drain is POST /admin/members/{id}/drain: member id becomes a learner
+// marked draining. With a replication factor the workers place no
+// partition on it and move its replicas off (docs/replication.md); its
+// removal then costs no partition a replica. The errors are Demote's.
+func (c *Client) Drain(ctx context.Context, id ID) (Member, error) {
+	var out Member
+	return out, c.do(ctx, http.MethodPost, PathMembers+"/"+id.String()+"/drain", nil, &out)
+}
+
+// Undrain is DELETE /admin/members/{id}/drain: the draining mark
+// cleared (the member stays a learner), for a pod wanted again.
+func (c *Client) Undrain(ctx context.Context, id ID) (Member, error) {
+	var out Member
+	return out, c.do(ctx, http.MethodDelete, PathMembers+"/"+id.String()+"/drain", nil, &out)
 }
 
 // Remove is DELETE /admin/members/{id}.
