@@ -201,8 +201,10 @@ type WorkerSpec struct {
 	// many voters and move replicas as pods join and leave, so pods add
 	// write capacity, not only copies; a pod that does not hold a
 	// partition forwards its calls to one that does. Unset or 0: every pod
-	// holds every partition. A scale-down demotes each pod that goes and
-	// waits until its replicas have moved off before removing it. It is
+	// holds every partition. Every pod holds its share, learners of
+	// partition 0 (the pods beyond spec.voters) too. A scale-down drains
+	// each pod that goes and waits until its replicas have moved off
+	// before removing it. It is
 	// fixed when the group is created (the members refuse peers
 	// configured with another factor). 3 keeps each partition available
 	// through the loss of one pod.

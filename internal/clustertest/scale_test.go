@@ -25,8 +25,9 @@ func TestPartitionsScaleUnderLoad(t *testing.T) { scaleUnderLoad(t, 4, 0) }
 // The same with partitions placed on two members each
 // (cluster.replication_factor 2): a member joins partition 0, and the
 // partitions' leaders move replicas onto it (learner, voter, the old one
-// removed); a member scaled away is demoted in partition 0 first, every
-// replica moves off it, and only then is it removed. At each size every
+// removed); a member scaled away is drained first (a learner marked
+// draining in partition 0), every replica moves off it, and only then is
+// it removed. At each size every
 // partition is held by min(2, members) members, each member keeps logs
 // for the partitions it holds only, and the load is served throughout.
 func TestPlacedPartitionsScaleUnderLoad(t *testing.T) { scaleUnderLoad(t, 4, 2) }
@@ -180,14 +181,14 @@ func scaleUnderLoad(t *testing.T, parts, rf int) {
 			m := members[len(members)-1]
 			id := m.Addrs().Member
 			if rf > 0 {
-				// Demoted in partition 0 first: no partition's target
-				// names it then, and their leaders move its replicas
-				// off before it goes.
-				if err := throughLeader(ctx, c, "demote "+id.String(), func(a *adminapi.Client) error {
-					_, err := a.Demote(ctx, id)
+				// Drained first: no partition's target names it then,
+				// and their leaders move its replicas off before it
+				// goes.
+				if err := throughLeader(ctx, c, "drain "+id.String(), func(a *adminapi.Client) error {
+					_, err := a.Drain(ctx, id)
 					return err
 				}, http.StatusConflict, http.StatusServiceUnavailable); err != nil {
-					t.Fatalf("demote %s: %v", m, err)
+					t.Fatalf("drain %s: %v", m, err)
 				}
 				var why string
 				if !within(ctx, 2*time.Minute, func() bool {
@@ -204,7 +205,7 @@ func scaleUnderLoad(t *testing.T, parts, rf int) {
 					}
 					return true
 				}) {
-					t.Fatalf("%s, demoted, still holds replicas after two minutes: %s", m, why)
+					t.Fatalf("%s, draining, still holds replicas after two minutes: %s", m, why)
 				}
 			}
 			var err error

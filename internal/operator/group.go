@@ -92,6 +92,10 @@ func (r *Reconciler) act(ctx context.Context, w *wov1.Worker, a membership.Actio
 		_, err = c.Promote(ctx, a.ID)
 	case membership.ActionDemote:
 		_, err = c.Demote(ctx, a.ID)
+	case membership.ActionDrain:
+		_, err = c.Drain(ctx, a.ID)
+	case membership.ActionUndrain:
+		_, err = c.Undrain(ctx, a.ID)
 	case membership.ActionRemove:
 		err = c.Remove(ctx, a.ID)
 	case membership.ActionTransferLeader:

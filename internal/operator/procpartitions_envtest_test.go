@@ -120,7 +120,11 @@ func scalePartitioned(t *testing.T, rf int32, steps []scaleStep, settled func(w 
 	startOperator(t, ns, operatorConfig)
 	createWorker(t, w)
 	getStatefulSet(t, ns, w.Name)
-	k := startProcKubelet(t, ns, w.Name, 3)
+	pods := 0
+	for _, s := range steps {
+		pods = max(pods, s.replicas)
+	}
+	k := startProcKubelet(t, ns, w.Name, pods)
 	l := startProcLoad(t, k, 3)
 	for _, s := range steps {
 		l.beginStep(s.name)

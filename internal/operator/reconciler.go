@@ -197,7 +197,7 @@ func (r *Reconciler) step(ctx context.Context, w *wov1.Worker, a membership.Acti
 	reason := map[membership.ActionKind]string{
 		membership.ActionAddLearner: "MemberAdded", membership.ActionPromote: "MemberPromoted",
 		membership.ActionRemove: "MemberRemoved", membership.ActionTransferLeader: "LeaderTransferred",
-		membership.ActionDemote: "MemberDemoted",
+		membership.ActionDemote: "MemberDemoted", membership.ActionDrain: "MemberDraining", membership.ActionUndrain: "MemberUndrained",
 	}[a.Kind]
 	r.event(w, nil, corev1.EventTypeNormal, reason, "Membership", a.Reason)
 	return nil

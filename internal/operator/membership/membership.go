@@ -88,6 +88,13 @@ const (
 	// of step waits (ActionRemove for a scale-down, ActionDemote for a
 	// lowered spec.voters).
 	ActionBlocked
+	// ActionDrain makes member ID a learner marked draining
+	// (spec.replicationFactor's scale-down): the workers move its
+	// replicas off before it is removed.
+	ActionDrain
+	// ActionUndrain clears member ID's draining mark: its pod is wanted
+	// again (a scale-up during a scale-down).
+	ActionUndrain
 )
 
 func (k ActionKind) String() string {
@@ -106,6 +113,10 @@ func (k ActionKind) String() string {
 		return "demote"
 	case ActionBlocked:
 		return "blocked"
+	case ActionDrain:
+		return "drain"
+	case ActionUndrain:
+		return "undrain"
 	}
 	return "ActionKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -322,7 +333,7 @@ func (g *groupView) describe(out *Decision) {
 // scale-down, the scale-up, a promotion, a
 // demotion. ok is false when none does.
 func (g *groupView) nextStep(out Decision) (Action, bool) {
-	for _, step := range []func() (Action, bool){g.replacedPod, g.unevenPartitions, func() (Action, bool) { return g.scaleDown(out.Leader) }, g.scaleUp, g.promotion} {
+	for _, step := range []func() (Action, bool){g.replacedPod, g.unevenPartitions, func() (Action, bool) { return g.scaleDown(out.Leader) }, g.undrain, g.scaleUp, g.promotion} {
 		if a, ok := step(); ok {
 			return a, true
 		}
@@ -333,6 +344,19 @@ func (g *groupView) nextStep(out Decision) (Action, bool) {
 	// voters of pods that go, so only voters on pods that stay are left.
 	if g.voters > g.target {
 		return decideDemotion(g.w, g.L, g.members, g.voters, g.target, out.Leader), true
+	}
+	return Action{}, false
+}
+
+// undrain: a pod the spec wants again whose member is still marked
+// draining (scaled up again before its removal) gets the mark cleared,
+// so that partitions are placed on it again.
+func (g *groupView) undrain() (Action, bool) {
+	for _, m := range g.members {
+		if m.Draining && int32(m.Ordinal) < g.desired {
+			return Action{Kind: ActionUndrain, ID: m.ID, Ordinal: m.Ordinal,
+				Reason: fmt.Sprintf("pod %s is wanted again (replicas %d): clearing its member's draining mark, so that partitions are placed on it again", render.PodName(g.w, m.Ordinal), g.desired)}, true
+		}
 	}
 	return Action{}, false
 }
@@ -459,21 +483,22 @@ func (g *groupView) scaleDown(leader string) (Action, bool) {
 }
 
 // drain is the scale-down of a member whose pod holds partitions' replicas
-// (spec.replicationFactor): it is demoted in partition 0 first, which makes
-// it the target of no partition, and removed only once its pod says it
-// holds partition 0 alone, every replica moved off by the partitions'
-// leaders (docs/replication.md, "The later steps" 3). Removed while it
-// held one, a partition would be down a replica until its leader added
-// another. wait is false when the member may be removed now.
+// (spec.replicationFactor): it is drained first (a learner marked
+// draining in partition 0), which makes it the target of no partition,
+// and removed only once its pod says it holds partition 0 alone, every
+// replica moved off by the partitions' leaders (docs/replication.md, "The
+// later steps" 3). Removed while it held one, a partition would be down a
+// replica until its leader added another. wait is false when the member
+// may be removed now.
 func (g *groupView) drain(m adminapi.Member) (Action, bool) {
 	rf := render.ReplicationFactor(g.w)
 	if rf == 0 {
 		return Action{}, false
 	}
 	pod := render.PodName(g.w, m.Ordinal)
-	if m.Role == adminapi.RoleVoter {
-		return Action{Kind: ActionDemote, ID: m.ID, Ordinal: m.Ordinal,
-			Reason: fmt.Sprintf("scale-down to %d: demoting %s in partition 0 first, so that the partitions' leaders move its replicas off (each partition is on %d pods) before it is removed", g.desired, pod, rf)}, true
+	if !m.Draining {
+		return Action{Kind: ActionDrain, ID: m.ID, Ordinal: m.Ordinal,
+			Reason: fmt.Sprintf("scale-down to %d: draining %s first (a learner marked draining in partition 0), so that the partitions' leaders move its replicas off (each partition is on %d pods) before it is removed", g.desired, pod, rf)}, true
 	}
 	v, ok := g.views[m.Ordinal]
 	if !ok || v.Err != nil || v.Cluster.Self != m.ID {
@@ -483,7 +508,7 @@ func (g *groupView) drain(m adminapi.Member) (Action, bool) {
 	if held := holds(v.Cluster) - 1; held > 0 {
 		// Progress, not a fault: no warning event, the status says it.
 		return Action{Kind: ActionNone, ID: m.ID, Ordinal: m.Ordinal,
-			Reason: fmt.Sprintf("scale-down to %d waits: %s, demoted, still holds replicas of %d partitions; their leaders are moving them off", g.desired, pod, held)}, true
+			Reason: fmt.Sprintf("scale-down to %d waits: %s, draining, still holds replicas of %d partitions; their leaders are moving them off", g.desired, pod, held)}, true
 	}
 	return Action{}, false
 }

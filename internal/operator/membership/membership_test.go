@@ -596,6 +596,13 @@ func (g *modelGroup) apply(t *testing.T, a Action) {
 			}
 		}
 		g.checkQuorum(t, "demoting "+a.ID.String(), g.members)
+	case ActionDrain, ActionUndrain:
+		for i := range g.members {
+			if g.members[i].ID == a.ID {
+				g.members[i].Role, g.members[i].Draining = adminapi.RoleLearner, a.Kind == ActionDrain
+			}
+		}
+		g.checkQuorum(t, "draining "+a.ID.String(), g.members)
 	case ActionTransferLeader:
 		if a.Via != g.leader {
 			t.Fatalf("transfer sent to pod %d, the leader is %d", a.Via, g.leader)
@@ -700,11 +707,14 @@ func TestDecidePartitions(t *testing.T) {
 }
 
 // With spec.replicationFactor a pod scaled away is drained before it is
-// removed: demoted in partition 0 first (its replicas then move off, the
-// workers' job), held while its own view says it holds a replica, removed
-// once it holds partition 0 alone. A replica in transit (a learner of a
-// partition while it votes in partition 0) is not taken for a change cut
-// short, and the status counts the partitions each pod holds.
+// removed: drained first (a learner marked draining in partition 0; its
+// replicas then move off, the workers' job), held while its own view says
+// it holds a replica, removed once it holds partition 0 alone; a learner
+// (the pod beyond the odd voters) is drained the same way, and a pod
+// wanted again before its removal has its mark cleared. A replica in
+// transit (a learner of a partition while it votes in partition 0) is not
+// taken for a change cut short, and the status counts the partitions each
+// pod holds.
 func TestDecideDrainsAPodBeforeItsRemoval(t *testing.T) {
 	placed := func(replicas int32) *wov1.Worker {
 		w := worker(replicas, 5)
@@ -740,17 +750,27 @@ func TestDecideDrainsAPodBeforeItsRemoval(t *testing.T) {
 		}
 	}
 
-	// Scale-down to 3: pod 4 votes, so it is demoted first.
+	// Scale-down to 3: pod 4 is drained first.
 	m = Decide(Input{Worker: placed(3), StatefulSetReplicas: 5, Pods: views})
-	if a := m.Next; a.Kind != ActionDemote || a.ID != id(4, 1) || !strings.Contains(a.Reason, "replicas") {
-		t.Fatalf("scale-down of a voter holding replicas: next %+v, want demote chat-4", a)
+	if a := m.Next; a.Kind != ActionDrain || a.ID != id(4, 1) || !strings.Contains(a.Reason, "replicas") {
+		t.Fatalf("scale-down of a voter holding replicas: next %+v, want drain chat-4", a)
 	}
-	// Demoted, it still holds partition 2: the removal waits.
+	// A learner is drained too: it holds replicas like a voter.
 	g.members[4] = adminapi.Member{ID: id(4, 1), Ordinal: 4, Role: adminapi.RoleLearner, Reachable: true, Match: 50}
+	views = held(partitioned(g.views(), []int{0, 1, 2, 3}), spread)
+	if a := Decide(Input{Worker: placed(3), StatefulSetReplicas: 5, Pods: views}).Next; a.Kind != ActionDrain || a.ID != id(4, 1) {
+		t.Fatalf("scale-down of a learner holding replicas: next %+v, want drain chat-4", a)
+	}
+	// Draining, it still holds partition 2: the removal waits.
+	g.members[4].Draining = true
 	views = held(partitioned(g.views(), []int{0, 1, 2, 3}), spread)
 	m = Decide(Input{Worker: placed(3), StatefulSetReplicas: 5, Pods: views})
 	if a := m.Next; a.Kind != ActionNone || !strings.Contains(a.Reason, "still holds replicas of 1 partitions") || m.InStep {
-		t.Fatalf("a demoted pod still holding a replica: next %+v in step %t, want a wait that says why", a, m.InStep)
+		t.Fatalf("a draining pod still holding a replica: next %+v in step %t, want a wait that says why", a, m.InStep)
+	}
+	// Wanted again before its removal: the mark is cleared.
+	if a := Decide(Input{Worker: placed(5), StatefulSetReplicas: 5, Pods: views}).Next; a.Kind != ActionUndrain || a.ID != id(4, 1) {
+		t.Errorf("a draining pod wanted again: next %+v, want undrain chat-4", a)
 	}
 	// Unreachable, it cannot say: the removal waits too.
 	views[4].Err = errors.New("connection refused")
