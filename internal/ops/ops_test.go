@@ -169,6 +169,8 @@ func (m *member) Promote(*runtime.Fiber, uint64) error            { return nil }
 func (m *member) Demote(*runtime.Fiber, uint64) error             { return nil }
 func (m *member) RemoveMember(*runtime.Fiber, uint64) error       { return nil }
 func (m *member) TransferLeader(*runtime.Fiber, uint64) error     { return nil }
+func (m *member) Drain(*runtime.Fiber, uint64) error              { return nil }
+func (m *member) Undrain(*runtime.Fiber, uint64) error            { return nil }
 
 // With a raft member: /readyz follows its state (a joining member is not
 // ready and says as whom it waits), /metrics has the wo_raft_* gauges,
