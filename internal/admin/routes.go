@@ -17,10 +17,10 @@ import (
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+adminapi.PathCluster, s.getCluster)
 	s.mux.HandleFunc("POST "+adminapi.PathMembers, s.addMember)
-	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/promote", s.promote)
-	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/demote", s.demote)
-	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/drain", s.drain)
-	s.mux.HandleFunc("DELETE "+adminapi.PathMembers+"/{id}/drain", s.undrain)
+	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/promote", s.onMember(opPromote, "member promoted to voter", adminapi.RoleVoter))
+	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/demote", s.onMember(opDemote, "member demoted to learner", adminapi.RoleLearner))
+	s.mux.HandleFunc("POST "+adminapi.PathMembers+"/{id}/drain", s.onMember(opDrain, "member marked draining", adminapi.RoleLearner))
+	s.mux.HandleFunc("DELETE "+adminapi.PathMembers+"/{id}/drain", s.onMember(opUndrain, "member's draining mark cleared", adminapi.RoleLearner))
 	s.mux.HandleFunc("DELETE "+adminapi.PathMembers+"/{id}", s.remove)
 	s.mux.HandleFunc("POST "+adminapi.PathLeader, s.transfer)
 	s.mux.HandleFunc("GET "+adminapi.PathBackup, s.getBackup)
@@ -91,27 +91,14 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 	s.change(w, r, call{op: opAddLearner, id: uint64(req.ID), addr: req.Addr}, "learner added", adminapi.RoleLearner)
 }
 
-func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
-	if id, ok := pathID(w, r); ok {
-		s.change(w, r, call{op: opPromote, id: uint64(id)}, "member promoted to voter", adminapi.RoleVoter)
-	}
-}
-
-func (s *Server) demote(w http.ResponseWriter, r *http.Request) {
-	if id, ok := pathID(w, r); ok {
-		s.change(w, r, call{op: opDemote, id: uint64(id)}, "member demoted to learner", adminapi.RoleLearner)
-	}
-}
-
-func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
-	if id, ok := pathID(w, r); ok {
-		s.change(w, r, call{op: opDrain, id: uint64(id)}, "member marked draining", adminapi.RoleLearner)
-	}
-}
-
-func (s *Server) undrain(w http.ResponseWriter, r *http.Request) {
-	if id, ok := pathID(w, r); ok {
-		s.change(w, r, call{op: opUndrain, id: uint64(id)}, "member's draining mark cleared", adminapi.RoleLearner)
+// onMember is the handler of a change of the member the path names: op,
+// logged as done, answering the member with the role it is expected to
+// have after it.
+func (s *Server) onMember(op opKind, done, role string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if id, ok := pathID(w, r); ok {
+			s.change(w, r, call{op: op, id: uint64(id)}, done, role)
+		}
 	}
 }
 

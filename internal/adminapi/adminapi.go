@@ -225,8 +225,7 @@ func (c *Client) AddLearner(ctx context.Context, id ID, addr string) (Member, er
 
 // Promote is POST /admin/members/{id}/promote.
 func (c *Client) Promote(ctx context.Context, id ID) (Member, error) {
-	var out Member
-	return out, c.do(ctx, http.MethodPost, PathMembers+"/"+id.String()+"/promote", nil, &out)
+	return c.onMember(ctx, http.MethodPost, id, "promote")
 }
 
 // Demote is POST /admin/members/{id}/demote: voter id becomes a learner
@@ -234,8 +233,7 @@ func (c *Client) Promote(ctx context.Context, id ID) (Member, error) {
 // toward the quorum). Demoting a learner answers it as it is. The leader
 // refuses to demote itself (409): transfer leadership away first.
 func (c *Client) Demote(ctx context.Context, id ID) (Member, error) {
-	var out Member
-	return out, c.do(ctx, http.MethodPost, PathMembers+"/"+id.String()+"/demote", nil, &out)
+	return c.onMember(ctx, http.MethodPost, id, "demote")
 }
 
 // Drain is POST /admin/members/{id}/drain: member id becomes a learner
@@ -243,15 +241,13 @@ func (c *Client) Demote(ctx context.Context, id ID) (Member, error) {
 // partition on it and move its replicas off (docs/replication.md); its
 // removal then costs no partition a replica. The errors are Demote's.
 func (c *Client) Drain(ctx context.Context, id ID) (Member, error) {
-	var out Member
-	return out, c.do(ctx, http.MethodPost, PathMembers+"/"+id.String()+"/drain", nil, &out)
+	return c.onMember(ctx, http.MethodPost, id, "drain")
 }
 
 // Undrain is DELETE /admin/members/{id}/drain: the draining mark
 // cleared (the member stays a learner), for a pod wanted again.
 func (c *Client) Undrain(ctx context.Context, id ID) (Member, error) {
-	var out Member
-	return out, c.do(ctx, http.MethodDelete, PathMembers+"/"+id.String()+"/drain", nil, &out)
+	return c.onMember(ctx, http.MethodDelete, id, "drain")
 }
 
 // Remove is DELETE /admin/members/{id}.
@@ -354,4 +350,11 @@ func (c *Client) Backup(ctx context.Context, w io.Writer, stale bool) (int64, er
 		return n, fmt.Errorf("admin API GET %s: %d bytes of %d", c.Base+path, n, resp.ContentLength)
 	}
 	return n, nil
+}
+
+// onMember is a change of member id: method on PathMembers/id/action,
+// answered with the member as it is after it.
+func (c *Client) onMember(ctx context.Context, method string, id ID, action string) (Member, error) {
+	var out Member
+	return out, c.do(ctx, method, PathMembers+"/"+id.String()+"/"+action, nil, &out)
 }
