@@ -376,6 +376,63 @@ func TestLearnerCatchesUpFromSnapshot(t *testing.T) {
 	t.Logf("the leader took %d snapshots before the learner was added", snaps)
 }
 
+// TestAMemberJoinsWhileTheFirstIsDown: members configured as the operator
+// configures pods, cluster.peers naming the first alone: it bootstraps, the
+// second and third join and are promoted. With the first down, a fourth
+// joins. The leader, elsewhere, is an address the joiner does not know until
+// the leader's snapshot names it; it could not answer the leader's first
+// append, and never caught up. Now the joiner asks the leader that dials it
+// for its address (the transport's helloAck, docs/replication.md) and
+// answers there.
+func TestAMemberJoinsWhileTheFirstIsDown(t *testing.T) {
+	x := newMixed(t)
+	c := Start(t, Options{Members: 1, Setup: x.set})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	join := func() *Member {
+		t.Helper()
+		m, err := c.NewMember()
+		must(t, err)
+		x.set(m)
+		must(t, m.Start())
+		v, err := waitJoining(ctx, m)
+		must(t, err)
+		must(t, addLearner(ctx, c, v.Self, m.PeerAddr))
+		must(t, m.WaitReady(ctx))
+		return m
+	}
+	for range 2 {
+		m := join()
+		v, err := m.Cluster(ctx)
+		must(t, err)
+		must(t, promote(ctx, c, v.Self))
+	}
+	leader, _, err := c.Leader(ctx)
+	must(t, err)
+	const n = 50
+	for i := range n {
+		if _, err := leader.Put(ctx, fmt.Sprintf("d%04d", i), map[string]string{"v": "x"}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	first := c.Member(0)
+	must(t, first.Kill())
+	if leader, _, err = c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	joiner := join()
+	must(t, c.WaitCaughtUp(ctx, joiner))
+	recs, err := joiner.List(ctx, "d", true)
+	must(t, err)
+	if len(recs) != n {
+		t.Fatalf("the joiner has %d of %d records after catching up", len(recs), n)
+	}
+	if !strings.Contains(joiner.Logs(), "reachable at the address it sent") {
+		t.Errorf("the joiner's log does not say it learned %s's address:\n%s", leader, joiner.Logs())
+	}
+}
+
 // A member whose data dir was wiped comes back under a new ID and waits to
 // be added; the group does not take it in under its old ID. The old ID is
 // removed, the new one added and promoted, and it serves. A copy of the old

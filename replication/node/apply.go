@@ -124,7 +124,10 @@ func (n *Node) applyConfChange(f *runtime.Fiber, e *raftpb.Entry) error {
 			} else {
 				delete(n.draining, id)
 			}
-			if id != n.cfg.ID && n.members[id] != "" {
+			// This member's own address too: the transport sends it
+			// to a member it dials that has no address for this one (a
+			// member joining knows only its configured peers').
+			if n.members[id] != "" {
 				n.cfg.Net.AddPeer(f, id, n.members[id])
 			}
 			// A new member far behind gets the latest snapshot; one
@@ -302,9 +305,7 @@ func (n *Node) restore(f *runtime.Fiber, snap *raftpb.Snapshot) error {
 	}
 	n.members, n.draining = members, draining
 	for id, addr := range members {
-		if id != n.cfg.ID {
-			n.cfg.Net.AddPeer(f, id, addr)
-		}
+		n.cfg.Net.AddPeer(f, id, addr) // its own too, as applyConfChange
 	}
 	n.confState = snap.GetMetadata().GetConfState()
 	n.applied, n.snap.index = idx, idx

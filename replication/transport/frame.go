@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"strconv"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -20,8 +22,11 @@ import (
 // A connection starts with one hello frame from the dialer, answered by a
 // helloAck (or a refused frame naming why, and the close). The helloAck's
 // body is the listener's data-dir nonce, 8 bytes big endian (empty from a
-// member of a version before nonces; a later version may append to it).
-// After it, a
+// member of a version before nonces), then a flags byte (absent from a
+// member of a version before flags; a later version may append more):
+// ackWantAddr asks the dialer for its peer address, which it sends as a
+// peerAddr frame before anything else (a listener that has no address
+// for the dialer could not answer it otherwise). After it, a
 // message stream carries only msgs frames; a snapshot stream carries one
 // snapHeader, any number of snapChunk frames, one snapEnd, and the receiver
 // answers with one snapAck. See docs/replication.md, "Transport".
@@ -40,7 +45,18 @@ const (
 	// plain kinds, so a member of a single group speaks as before.
 	kindGroupMsgs       byte = 9
 	kindGroupSnapHeader byte = 10
+	// The dialer's peer address (host:port), asked for by the helloAck
+	// (ackWantAddr): the first frame after it on a message stream.
+	kindPeerAddr byte = 13
 )
+
+// helloAck flags.
+const (
+	ackWantAddr byte = 1 << 0 // send your peer address (kindPeerAddr)
+)
+
+// maxPeerAddr bounds a peerAddr frame: a DNS name (253) and a port.
+const maxPeerAddr = 260
 
 // Refusal reasons in a refused frame.
 const (
@@ -161,24 +177,51 @@ func refusedFrame(reason byte, why string) []byte {
 	return appendFrame(nil, kindRefused, append([]byte{reason}, why...))
 }
 
-// encodeHelloAck is a helloAck's body: the listener's nonce, none when 0.
-func encodeHelloAck(nonce uint64) []byte {
-	if nonce == 0 {
+// encodeHelloAck is a helloAck's body: the listener's nonce (none when 0
+// and no flag is set: what a member before nonces sent), then the flags
+// when any is set.
+func encodeHelloAck(nonce uint64, flags byte) []byte {
+	if nonce == 0 && flags == 0 {
 		return nil
 	}
-	return binary.BigEndian.AppendUint64(nil, nonce)
+	b := binary.BigEndian.AppendUint64(nil, nonce)
+	if flags != 0 {
+		b = append(b, flags)
+	}
+	return b
 }
 
-// decodeHelloAck reads the listener's nonce: 0 (unknown) from an empty
-// body, an error from one too short to hold a nonce.
-func decodeHelloAck(body []byte) (uint64, error) {
+// decodeHelloAck reads the listener's nonce, 0 (unknown) from an empty
+// body, and its flags (none from a body of the nonce alone); an error
+// from a body too short to hold a nonce. Flags this version does not know
+// and bytes after them are ignored: a later version may append.
+func decodeHelloAck(body []byte) (nonce uint64, flags byte, err error) {
 	switch {
 	case len(body) == 0:
-		return 0, nil
+		return 0, 0, nil
 	case len(body) < 8:
-		return 0, badFrame("hello answer of %d bytes, want 0 or at least 8", len(body))
+		return 0, 0, badFrame("hello answer of %d bytes, want 0 or at least 8", len(body))
+	case len(body) > 8:
+		flags = body[8] & ackWantAddr
 	}
-	return binary.BigEndian.Uint64(body), nil
+	return binary.BigEndian.Uint64(body), flags, nil
+}
+
+// decodePeerAddr reads a peerAddr frame's body: host:port, the port a
+// number.
+func decodePeerAddr(body []byte) (string, error) {
+	if len(body) == 0 || len(body) > maxPeerAddr {
+		return "", badFrame("peer address of %d bytes, want 1 to %d", len(body), maxPeerAddr)
+	}
+	addr := string(body)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", badFrame("peer address %q: %v", addr, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 || host == "" {
+		return "", badFrame("peer address %q: want host:port, the port 1 to 65535", addr)
+	}
+	return addr, nil
 }
 
 func decodeHello(body []byte) (hello, error) {

@@ -16,7 +16,10 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(append(helloFrame(42, 1, 2), appendFrame(nil, kindMsgs, body)...))
 	hdr, _ := encodeSnapHeader(nil, &raftpb.Message{Type: raftpb.MsgSnap.Enum(), Snapshot: &raftpb.Snapshot{Data: []byte("abc")}}, 3)
 	f.Add(appendFrame(nil, kindSnapHeader, hdr))
-	f.Add(appendFrame(nil, kindHelloAck, encodeHelloAck(0x5eed)))
+	f.Add(appendFrame(nil, kindHelloAck, encodeHelloAck(0x5eed, 0)))
+	f.Add(appendFrame(nil, kindHelloAck, encodeHelloAck(0, ackWantAddr)))
+	f.Add(appendFrame(nil, kindPeerAddr, []byte("wo-1.wo-headless.ns.svc:7080")))
+	f.Add(appendFrame(nil, kindPeerAddr, []byte("[::1]:0")))
 	f.Add(appendFrame(nil, kindHelloAck, []byte{1, 2, 3}))
 	f.Add([]byte{0, 0, 0, 0})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 2})
@@ -66,9 +69,15 @@ func FuzzDecodeFrame(f *testing.F) {
 					}
 				}
 			case kindHelloAck:
-				if n, err := decodeHelloAck(body); err == nil {
-					if n2, err := decodeHelloAck(encodeHelloAck(n)); err != nil || n2 != n {
-						t.Fatalf("hello answer nonce %x did not round-trip: %x, %v", n, n2, err)
+				if n, fl, err := decodeHelloAck(body); err == nil {
+					if n2, fl2, err := decodeHelloAck(encodeHelloAck(n, fl)); err != nil || n2 != n || fl2 != fl {
+						t.Fatalf("hello answer nonce %x flags %x did not round-trip: %x %x, %v", n, fl, n2, fl2, err)
+					}
+				}
+			case kindPeerAddr:
+				if a, err := decodePeerAddr(body); err == nil {
+					if a2, err := decodePeerAddr([]byte(a)); err != nil || a2 != a {
+						t.Fatalf("peer address %q did not round-trip: %q, %v", a, a2, err)
 					}
 				}
 			case kindSnapHeader:

@@ -42,6 +42,8 @@ type Net interface {
 	// unreachable.
 	Send(f *runtime.Fiber, msgs []*raftpb.Message)
 	// AddPeer makes id reachable at addr (replacing an earlier address).
+	// Given this member's own ID, addr is this member's address, which
+	// TCP sends to a member it dials that has none for it (learnPeer).
 	AddPeer(f *runtime.Fiber, id uint64, addr string)
 	// RemovePeer forgets id and refuses its connections from now on.
 	RemovePeer(f *runtime.Fiber, id uint64)
@@ -195,7 +197,10 @@ type TCP struct {
 	nextCall uint64
 	serving  int
 	closed   bool
-	Stats    Stats
+	// self is this member's peer address, from an AddPeer of its own ID
+	// (its membership): sent to a listener that asks for it (kindPeerAddr).
+	self  string
+	Stats Stats
 }
 
 // outMsg is a queued message and the group it belongs to.
@@ -293,7 +298,11 @@ func (t *TCP) handler(g uint32) Handler { return t.groups[g] }
 func (t *TCP) AddPeer(f *runtime.Fiber, id uint64, addr string) { t.addPeer(f, 0, id, addr) }
 
 func (t *TCP) addPeer(f *runtime.Fiber, g uint32, id uint64, addr string) {
-	if t.closed || id == t.cfg.ID {
+	if t.closed {
+		return
+	}
+	if id == t.cfg.ID {
+		t.self = addr
 		return
 	}
 	delete(t.refused, id)
@@ -307,9 +316,29 @@ func (t *TCP) addPeer(f *runtime.Fiber, g uint32, id uint64, addr string) {
 		}
 		return
 	}
-	p := &peer{id: id, addr: addr, groups: map[uint32]bool{g: true}, backoff: t.cfg.BackoffMin}
+	t.newPeer(f, id, addr, map[uint32]bool{g: true})
+}
+
+// newPeer starts the writer of a peer this member did not know.
+func (t *TCP) newPeer(f *runtime.Fiber, id uint64, addr string, groups map[uint32]bool) {
+	p := &peer{id: id, addr: addr, groups: groups, backoff: t.cfg.BackoffMin}
 	t.peers[id] = p
 	runtime.Go(f, func(f *runtime.Fiber) { t.runPeer(f, p) })
+}
+
+// learnPeer makes a member that dialed this one reachable at the address
+// it sent (kindPeerAddr), when no membership has named it yet: a member
+// that joins knows only its configured peers' addresses until the
+// leader's snapshot or log names the others, and could not answer a
+// leader at any other address (the operator's pod 0 down, a new pod added
+// through the leader elsewhere). No group names the peer; the first group
+// that adds it takes it over, and it is dropped when a group removes it.
+func (t *TCP) learnPeer(f *runtime.Fiber, id uint64, addr string) {
+	if t.closed || id == t.cfg.ID || t.refused[id] || t.wiped[id] || t.peers[id] != nil {
+		return
+	}
+	t.cfg.Logger.Info("transport: a peer that dialed this member is reachable at the address it sent", "peer", fmt.Sprintf("%x", id), "addr", addr)
+	t.newPeer(f, id, addr, map[uint32]bool{})
 }
 
 // RemovePeer implements Net (group 0).
@@ -642,7 +671,7 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 	case kind != kindHelloAck:
 		return raw, nil, fmt.Errorf("hello to %s: answered with frame kind %d", addr, kind)
 	}
-	nonce, err := decodeHelloAck(body)
+	nonce, flags, err := decodeHelloAck(body)
 	if err != nil {
 		return raw, nil, fmt.Errorf("hello to %s: %w", addr, err)
 	}
@@ -653,6 +682,11 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 			// bootstrapped alone dials nobody, and would serve on).
 			_, _ = c.Write(refusedFrame(refusedWiped, fmt.Sprintf("member %x answers from another data dir than it first did", to)))
 			return raw, nil, fmt.Errorf("peer %x at %s: %w", to, addr, err)
+		}
+	}
+	if flags&ackWantAddr != 0 && stream == streamMsgs && t.self != "" {
+		if _, err := c.Write(appendFrame(nil, kindPeerAddr, []byte(t.self))); err != nil {
+			return raw, nil, fmt.Errorf("peer address to %s: %w", addr, err)
 		}
 	}
 	_ = raw.SetDeadline(time.Time{})
@@ -721,24 +755,30 @@ func (t *TCP) refuse(raw *runtime.Conn, why string, err error) {
 // waits to be added) cannot be checked here; raft takes little from a
 // stranger, and the member, once added, is checked like the others.
 func (t *TCP) checkIdentity(c net.Conn, from uint64) error {
-	tc, ok := c.(*tls.Conn)
-	if !ok {
-		return nil
-	}
 	p, ok := t.peers[from]
 	if !ok {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(p.addr)
+	return checkCertFor(c, from, p.addr)
+}
+
+// checkCertFor checks that member from's leaf is valid for the host of
+// addr (nothing to check without TLS).
+func checkCertFor(c net.Conn, from uint64, addr string) error {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		host = p.addr
+		host = addr
 	}
 	certs := tc.ConnectionState().PeerCertificates
 	if len(certs) == 0 {
 		return fmt.Errorf("member %x presented no certificate", from)
 	}
 	if err := certs[0].VerifyHostname(host); err != nil {
-		return fmt.Errorf("member %x is at %s: %w", from, p.addr, err)
+		return fmt.Errorf("member %x is at %s: %w", from, addr, err)
 	}
 	return nil
 }
@@ -808,7 +848,13 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 		answer(refusedOther, "certificate does not name the member the hello claims", err)
 		return
 	}
-	if _, err := c.Write(appendFrame(nil, kindHelloAck, encodeHelloAck(t.cfg.Nonce))); err != nil {
+	// A member with no address for the dialer asks for it (learnPeer).
+	var flags byte
+	asked := h.stream == streamMsgs && t.peers[h.from] == nil
+	if asked {
+		flags = ackWantAddr
+	}
+	if _, err := c.Write(appendFrame(nil, kindHelloAck, encodeHelloAck(t.cfg.Nonce, flags))); err != nil {
 		t.refuse(raw, "hello answer failed", err)
 		return
 	}
@@ -853,6 +899,25 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 				t.refuse(raw, "bad call frame", err)
 				return
 			}
+			t.Stats.FramesReceived.Add(1)
+			continue
+		case kindPeerAddr:
+			if !asked {
+				t.refuse(raw, "unexpected frame on a message stream", badFrame("a peer address not asked for"))
+				return
+			}
+			asked = false // once
+			addr, err := decodePeerAddr(body)
+			if err == nil {
+				// The claim is bound like the hello's ID: with TLS the
+				// leaf must be valid for the address's host.
+				err = checkCertFor(c, h.from, addr)
+			}
+			if err != nil {
+				t.refuse(raw, "bad peer address", err)
+				return
+			}
+			t.learnPeer(f, h.from, addr)
 			t.Stats.FramesReceived.Add(1)
 			continue
 		case kindRefused:

@@ -542,17 +542,70 @@ func TestTCPBindsTheHelloToTheCertificate(t *testing.T) {
 		m.send(f, []*raftpb.Message{heartbeat(3, 2, 1)})
 		waitFor(t, f, "member 3's message", func() bool { return b.rec.count() == 1 })
 
-		// A stranger (no address in b's membership): accepted, unchecked.
+		// A stranger (no address in b's membership): accepted; b asks
+		// for its address, which its leaf is valid for, and learns it.
 		s := startEndpoint(t, f, 0, Config{ID: 7, TLS: m9})
 		defer s.close(f)
+		s.addPeer(f, 7, "member-9.test:7000")
 		s.addPeer(f, 2, addr)
 		s.send(f, []*raftpb.Message{heartbeat(7, 2, 1)})
 		waitFor(t, f, "the stranger's message", func() bool { return b.rec.count() == 2 })
+		if !strings.Contains(b.logs.String(), "reachable at the address it sent") {
+			t.Errorf("the stranger's address was not learned:\n%s", b.logs)
+		}
+		// A stranger that sends an address its leaf is not valid for is
+		// refused: the address is bound to the certificate as the ID is.
+		before := b.tcp.Stats.ConnsRefused.Load()
+		liar := startEndpoint(t, f, 0, Config{ID: 8, TLS: m9})
+		liar.addPeer(f, 8, "member-8.test:7000")
+		liar.addPeer(f, 2, addr)
+		liar.send(f, []*raftpb.Message{heartbeat(8, 2, 1)})
+		waitFor(t, f, "the stranger with another's address refused", func() bool { return b.tcp.Stats.ConnsRefused.Load() > before })
+		liar.close(f)
+		if l := b.logs.String(); !strings.Contains(l, "bad peer address") || !strings.Contains(l, "member-8.test") {
+			t.Errorf("the refusal's log line does not say why:\n%s", l)
+		}
 		if n := b.rec.count(); n != 2 {
 			t.Errorf("%d messages reached raft, want members 3's and 7's", n)
 		}
 		if l := b.logs.String(); strings.Contains(l, "member 3 is at") || strings.Contains(l, "TLS handshake failed") {
 			t.Errorf("an honest member was refused:\n%s", l)
+		}
+	})
+}
+
+// TestTCPAnswersAMemberItHadNoAddressFor: a member that dials one with
+// no address for it sends its own when asked (the helloAck's flag), so
+// the member dialed can answer: a joining member knows only its
+// configured peers, and the leader that adds it may be elsewhere. A
+// dialer that knows no address of its own sends none; its messages still
+// arrive, and an answer to it is dropped as to any unknown member.
+func TestTCPAnswersAMemberItHadNoAddressFor(t *testing.T) {
+	testRuntime(t, func(f *runtime.Fiber) {
+		a := startEndpoint(t, f, 0, Config{ID: 1})
+		b := startEndpoint(t, f, 1, Config{ID: 2})
+		defer a.close(f)
+		defer b.close(f)
+		a.addPeer(f, 1, a.tcp.Addr().String()) // its own, as its membership names it
+		a.addPeer(f, 2, b.tcp.Addr().String())
+		a.send(f, []*raftpb.Message{heartbeat(1, 2, 1)})
+		waitFor(t, f, "a's message", func() bool { return b.rec.count() == 1 })
+		b.send(f, []*raftpb.Message{heartbeat(2, 1, 1)})
+		waitFor(t, f, "b's answer at the address a sent", func() bool { return a.rec.count() == 1 })
+
+		c := startEndpoint(t, f, 0, Config{ID: 3})
+		defer c.close(f)
+		c.addPeer(f, 2, b.tcp.Addr().String())
+		c.send(f, []*raftpb.Message{heartbeat(3, 2, 1)})
+		waitFor(t, f, "c's message", func() bool { return b.rec.count() == 2 })
+		b.send(f, []*raftpb.Message{heartbeat(2, 3, 1)})
+		waitFor(t, f, "the answer to c dropped", func() bool {
+			b.rec.mu.Lock()
+			defer b.rec.mu.Unlock()
+			return b.rec.unreachable[3] > 0
+		})
+		if n := b.tcp.Stats.ConnsRefused.Load(); n != 0 {
+			t.Errorf("%d connections refused, want none", n)
 		}
 	})
 }
