@@ -116,7 +116,9 @@ type Backup struct {
 // any shard. A partitioned database's partitions are captured one after
 // the other, each at a linearizable point of its own group: every write
 // acknowledged before the call is in the backup (a transaction never spans
-// partitions, so no write is half in it).
+// partitions, so no write is half in it). A partition held elsewhere (a
+// replication factor) is captured on a holder and read from it
+// (backupforward.go).
 func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
 	if d.ps != nil {
 		return d.backupPartitions(f)
@@ -138,16 +140,17 @@ func (d *DB) Backup(f *runtime.Fiber) (Backup, error) {
 
 func (d *DB) backupPartitions(f *runtime.Fiber) (Backup, error) {
 	n := d.ps.n()
-	for p := range n {
-		if h := d.ps.get(p); h.fwd != nil || !d.ps.serves(p, h) {
-			// A backup is one member's own state: a member holding some
-			// partitions has only theirs.
-			return Backup{}, fmt.Errorf("dbowner: backup: partition %d of %d (Cluster.ReplicationFactor %d): %w: back up from a member that holds every partition (a backup of each partition from its holders is not built)", p, n, d.ps.placed, ErrNotHeld)
-		}
-	}
 	b := Backup{Header: BackupHeader{Format: BackupVersionPartitioned, Created: time.Now().UTC()}}
 	for p := range n {
-		pb, err := d.part(p).Backup(f)
+		var pb Backup
+		var err error
+		if h := d.ps.get(p); h.fwd != nil || !d.ps.serves(p, h) {
+			// Held elsewhere (Cluster.ReplicationFactor): captured on a
+			// holder and read from it (backupforward.go).
+			pb, err = d.ps.remoteBackup(f, d, p, backupTimeout(d.ps.get(0).o.opts.Cluster.RequestTimeout))
+		} else {
+			pb, err = d.part(p).Backup(f)
+		}
 		if err != nil {
 			return Backup{}, fmt.Errorf("dbowner: backup: partition %d of %d: %w", p, n, err)
 		}
@@ -509,8 +512,10 @@ type chunkWriter struct {
 }
 
 // snapChunkBytes is a chunkWriter's chunk size: small enough that filling
-// one is far below the watchdog's threshold.
-const snapChunkBytes = 1 << 20
+// one is far below the watchdog's threshold, and one call of a backup read
+// from another member (backupforward.go). A var: a test makes it small to
+// read a backup of many chunks.
+var snapChunkBytes = 1 << 20
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
 	n := len(p)

@@ -18,28 +18,32 @@ import (
 // answer: the first piece of placing partitions on fewer members than the
 // cluster has (docs/replication.md, "The later steps" 3), where a call for
 // a partition this member does not hold goes to one that does. Only the
-// calls a partition serves travel (Get, Query, a write's command), and a
+// calls a partition serves travel (Get, Query, a write's command), a
 // partition's status (a member that may have been removed from its group
-// asks a holder: placer.go); membership calls go to partition 0, which
-// every member holds.
+// asks a holder: placer.go) and a partition's backup, chunk by chunk (a
+// member backing up partitions it does not hold: backup.go); membership
+// calls go to partition 0, which every member holds.
 // DB.forward sends it (transport.TCP.Call), callServer serves it
 // (forward.go).
 //
 //	call   := version:u8(=1) kind:u8 partition:uvarint op:str table:str deadline_ms:uvarint
 //	          flags:u8 ntrace:uvarint (key:str value:str)* body
 //	body   := get: key:value | query: query | write: cmd:bytes | status: (none)
+//	          | backup: capture:uvarint chunk:uvarint
 //	query  := nwhere:uvarint (field:str op:u8 value:value)* order:str
 //	          desc:u8 limit:uvarint after:bytes
-//	answer := version:u8(=1) seq:uvarint has:u8 [record] [result] [status] err
+//	answer := version:u8(=1) seq:uvarint has:u8 [record] [result] [status] [backup] err
 //	record := version:uvarint nfields:uvarint (name:str value:value)*   (names sorted)
 //	result := nrecords:uvarint record* next:bytes plan:str
 //	status := id:u64 leader:u64 applied:uvarint nmembers:uvarint (id:u64 learner:u8)*
+//	backup := capture:uvarint index:uvarint term:uvarint total:uvarint chunks:uvarint data:bytes
 //	err    := 0 | 1 engine-error | 2 sentinel:u8 message:str | 3 message:str
 //
 // str and bytes are a uvarint length and the bytes; value is
 // engine.AppendValue's; engine-error is the state snapshot's outcome error
 // (appendOutcomeErr) after its leading 1; flags bit 0 is a stale read;
-// has bit 0 a record, bit 1 a result, bit 2 a status. callSentinels numbers the
+// has bit 0 a record, bit 1 a result, bit 2 a status, bit 3 a backup
+// chunk. callSentinels numbers the
 // database's own errors: append only, the numbers are the wire's.
 const callVersion = 1
 
@@ -94,6 +98,9 @@ func appendCall(dst []byte, p int, req *request, deadline time.Duration) ([]byte
 			return dst, fmt.Errorf("dbowner: %s: a command without the raft header's room", req.op)
 		}
 		dst = appendStr(dst, string(req.cmd[node.HeaderLen:]))
+	case reqBackup:
+		dst = binary.AppendUvarint(dst, req.id)
+		dst = binary.AppendUvarint(dst, uint64(max(req.chunk, 0)))
 	}
 	return dst, nil
 }
@@ -163,6 +170,13 @@ func decodeCall(b []byte) (int, request, time.Duration, error) {
 		if r.err == nil {
 			req.cmd = append(node.NewEntry(len(cmd)), cmd...)
 		}
+	case reqBackup:
+		req.id = r.uvarint()
+		chunk := r.uvarint()
+		if r.err == nil && chunk > maxCallCount {
+			r.err = fmt.Errorf("backup chunk %d over %d", chunk, maxCallCount)
+		}
+		req.chunk = int(chunk)
 	}
 	if r.err == nil && len(r.p) > 0 {
 		r.err = fmt.Errorf("%d bytes after the call", len(r.p))
@@ -175,7 +189,7 @@ func decodeCall(b []byte) (int, request, time.Duration, error) {
 
 // servedKind reports whether another member serves calls of kind k.
 func servedKind(k reqKind) bool {
-	return k == reqGet || k == reqQuery || k == reqWrite || k == reqStatus
+	return k == reqGet || k == reqQuery || k == reqWrite || k == reqStatus || k == reqBackup
 }
 
 // appendAnswer appends resp's wire form.
@@ -191,6 +205,9 @@ func appendAnswer(dst []byte, resp *response) []byte {
 	}
 	if resp.status != nil {
 		has |= 4
+	}
+	if resp.backup != nil {
+		has |= 8
 	}
 	dst = append(dst, has)
 	if has&1 != 0 {
@@ -213,6 +230,15 @@ func appendAnswer(dst []byte, resp *response) []byte {
 			dst = binary.BigEndian.AppendUint64(dst, m.ID)
 			dst = append(dst, boolByte(m.Learner))
 		}
+	}
+	if c := resp.backup; c != nil {
+		dst = binary.AppendUvarint(dst, c.capture)
+		dst = binary.AppendUvarint(dst, c.index)
+		dst = binary.AppendUvarint(dst, c.term)
+		dst = binary.AppendUvarint(dst, uint64(c.total))
+		dst = binary.AppendUvarint(dst, uint64(c.chunks))
+		dst = binary.AppendUvarint(dst, uint64(len(c.data)))
+		dst = append(dst, c.data...)
 	}
 	return appendCallErr(dst, resp.err)
 }
@@ -256,7 +282,7 @@ func decodeAnswer(p []byte) (response, error) {
 	}
 	resp.seq = r.uvarint()
 	has := r.byte()
-	if r.err == nil && has > 7 {
+	if r.err == nil && has > 15 {
 		r.err = fmt.Errorf("unknown parts %#x", has)
 	}
 	if has&1 != 0 {
@@ -280,6 +306,18 @@ func decodeAnswer(p []byte) (response, error) {
 			st.Members = append(st.Members, node.Member{ID: r.u64(), Learner: r.flag("learner")})
 		}
 		resp.status = st
+	}
+	if has&8 != 0 {
+		c := &backupChunk{capture: r.uvarint(), index: r.uvarint(), term: r.uvarint()}
+		total, chunks := r.uvarint(), r.uvarint()
+		if r.err == nil && (total > 1<<62 || chunks > maxCallCount) {
+			r.err = fmt.Errorf("backup of %d bytes in %d chunks", total, chunks)
+		}
+		c.total, c.chunks = int64(total), int(chunks)
+		if data := r.str(); data != "" {
+			c.data = []byte(data)
+		}
+		resp.backup = c
 	}
 	switch k := r.byte(); {
 	case r.err != nil, k == 0:

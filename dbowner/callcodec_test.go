@@ -32,6 +32,8 @@ func sampleCalls() []request {
 		}, trace: propagation.MapCarrier{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}},
 		{kind: reqQuery, op: "query", table: "empty", query: engine.Query{Table: "empty"}},
 		{kind: reqStatus, op: "partition status"},
+		{kind: reqBackup, op: "backup"},
+		{kind: reqBackup, op: "backup", id: 1 << 40, chunk: 7, stale: true},
 		{kind: reqWrite, op: "transaction", table: "kv", cmd: newCommand("req-1", engine.Batch{
 			engine.Put("kv", map[string]engine.Value{"k": engine.String("a"), "v": engine.Bytes([]byte("x"))}),
 			engine.Delete("kv", engine.String("b")),
@@ -79,6 +81,8 @@ func sampleAnswers() []response {
 		{rec: rec},
 		{status: &node.Status{ID: 1 << 48, Leader: 2 << 48, Applied: 77, Members: []node.Member{{ID: 2 << 48}, {ID: 3<<48 | 5, Learner: true}}}},
 		{status: &node.Status{}},
+		{backup: &backupChunk{capture: 3, index: 1 << 33, term: 9, total: 5 << 20, chunks: 5, data: []byte{0, 1, 2, 255}}},
+		{backup: &backupChunk{capture: 1, index: 2, term: 1}},
 		{res: engine.Result{Records: []engine.Record{rec, {Version: 1, Fields: map[string]engine.Value{}}}, Next: engine.Cursor("c"), Plan: "scan"}},
 		{res: engine.Result{Records: []engine.Record{}}},
 		{err: &engine.Error{Err: engine.ErrNotFound, Op: "get", Index: -1, Table: "users", Value: `"x"`}},
@@ -96,7 +100,8 @@ func TestAnswerRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("answer %d: %v", i, err)
 		}
-		if !reflect.DeepEqual(got.rec, resp.rec) || !reflect.DeepEqual(got.res, resp.res) || got.seq != resp.seq || !reflect.DeepEqual(got.status, resp.status) {
+		if !reflect.DeepEqual(got.rec, resp.rec) || !reflect.DeepEqual(got.res, resp.res) || got.seq != resp.seq || !reflect.DeepEqual(got.status, resp.status) ||
+			!reflect.DeepEqual(got.backup, resp.backup) {
 			t.Errorf("answer %d:\n got %+v\nwant %+v", i, got, resp)
 		}
 		if (got.err == nil) != (resp.err == nil) {
@@ -163,7 +168,8 @@ func TestCallCodecRefusesBadBytes(t *testing.T) {
 		want string
 	}{
 		{[]byte{3}, "unknown version 3"},
-		{[]byte{1, 0, 8}, "unknown parts"},
+		{[]byte{1, 0, 16}, "unknown parts"},
+		{[]byte{1, 0, 8, 1, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0}, "backup of"},
 		{[]byte{1, 0, 0, 9}, "unknown error class 9"},
 		{[]byte{1, 0, 0, 2, 0, 0}, "unknown error number 0"},
 		{[]byte{1, 0, 1, 0, 2, 1, 'a', 0, 1, 'a', 0}, `field "a" twice`},

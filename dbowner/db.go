@@ -118,9 +118,9 @@ type Cluster struct {
 	// partition on every member until the cluster grows past it. 0: every
 	// member holds every partition, always. Every member must have the
 	// same factor (it is mixed into the cluster ID). Membership changes
-	// are made in partition 0 only; backups are refused while a member
-	// does not hold every partition (docs/replication.md, "The later
-	// steps" 3).
+	// are made in partition 0 only; a backup reads the partitions held
+	// elsewhere from their holders (backupforward.go; docs/replication.md,
+	// "The later steps" 3).
 	ReplicationFactor int
 	// RequestTimeout bounds how long a write or a linearizable read waits
 	// for a quorum before failing with ErrNoQuorum (default 5s; the
@@ -734,6 +734,7 @@ const (
 	reqTransfer
 	reqDrain
 	reqUndrain
+	reqBackup // a chunk of a partition's backup, for a member that does not hold it (backup.go)
 )
 
 // request is the message a non-owner shard sends to the owner. Its maps and
@@ -748,7 +749,8 @@ type request struct {
 	query engine.Query
 	cmd   []byte // a write's command (newCommand: its request ID inside), in a node.NewEntry buffer
 	stale bool
-	id    uint64 // membership calls
+	id    uint64 // membership calls; a backup's capture (0: take one)
+	chunk int    // a backup's chunk
 	addr  string
 	from  int
 	trace propagation.MapCarrier // nil when tracing is off
@@ -761,6 +763,7 @@ type response struct {
 	res    engine.Result
 	seq    uint64
 	status *node.Status
+	backup *backupChunk // reqBackup's answer
 	err    error
 }
 

@@ -132,3 +132,11 @@ func (d *DB) ForwardTxForTest(f *runtime.Fiber, to uint64, p int, b engine.Batch
 	resp := d.ps.forward(f, d, to, p, request{kind: reqWrite, op: "transaction", table: b[0].Table, cmd: newCommand(d.reqID, b)}, 5*time.Second)
 	return resp.seq, resp.err
 }
+
+// SetSnapChunkBytes sets the size of a backup's chunks (and so of a
+// backup read from another member's calls) until restore is called.
+func SetSnapChunkBytes(n int) (restore func()) {
+	old := snapChunkBytes
+	snapChunkBytes = n
+	return func() { snapChunkBytes = old }
+}

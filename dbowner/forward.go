@@ -66,6 +66,9 @@ func (d *DB) servePart(f *runtime.Fiber, p int, req request) response {
 		st, err := d.ps.get(p).ClusterStatus(f)
 		return response{status: &st, err: err}
 	}
+	if req.kind == reqBackup {
+		return d.ps.backups.serveBackup(f, p, part, req)
+	}
 	if req.kind == reqWrite {
 		seq, err := part.submit(f, req)
 		return response{seq: seq, err: err}

@@ -115,6 +115,7 @@ type partitions struct {
 	shared   *transport.Shared
 	peerAddr string      // where shared listens
 	calls    *callServer // serves what other members forward (forward.go)
+	backups  heldBackups // partition backups captured for other members (backupforward.go)
 	// placed is the replication factor partitions are placed by (0:
 	// every member holds every partition); view is where they are now,
 	// as this member last computed it from partition 0's configuration

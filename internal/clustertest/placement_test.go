@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/writeonce/wo/dbowner"
 )
 
 // Three worker processes of four partitions, each partition but 0 held by
@@ -15,7 +17,9 @@ import (
 // hold is forwarded to a holder over the peer port. Each member keeps logs
 // only for the partitions it holds; no acknowledged write is missing when
 // read through any member (forwarded where it does not hold the key); the
-// history of register operations is linearizable (porcupine).
+// history of register operations is linearizable (porcupine). Each member
+// then backs up the whole database, the partition it does not hold read
+// from a holder.
 func TestPartitionsOnFewerMembersUnderLoad(t *testing.T) {
 	const parts, rf = 4, 2
 	x := newMixed(t)
@@ -51,6 +55,26 @@ func TestPartitionsOnFewerMembersUnderLoad(t *testing.T) {
 		}
 	}
 	answered, pendingPuts, checked := l.verify(t, ctx, c)
+	// Every member backs up the whole database, reading the partition
+	// it does not hold from a holder.
+	for _, m := range c.Running() {
+		file := filepath.Join(t.TempDir(), "b.wobackup")
+		out, err := os.Create(file)
+		must(t, err)
+		if _, err := m.Admin().Backup(ctx, out, false); err != nil {
+			t.Fatalf("%s: backup: %v", m, err)
+		}
+		must(t, out.Close())
+		h, _, err := dbowner.VerifyBackup(file)
+		if err != nil || len(h.Partitions) != parts {
+			t.Fatalf("%s: the backup: %+v, %v; want %d partitions", m, h, err, parts)
+		}
+		for p, pt := range h.Partitions {
+			if pt.Index == 0 || pt.BodyBytes == 0 {
+				t.Errorf("%s: the backup's partition %d: %+v", m, p, pt)
+			}
+		}
+	}
 	t.Logf("%d partitions on %d of 3 members in %s: %d writes acknowledged (%d fresh keys checked on %d members), %d register operations answered, %d writes unanswered, %d requests without a definite answer",
 		parts, rf, time.Since(start).Round(time.Second), l.acks.Load(), len(l.fresh), checked, answered, pendingPuts, l.errs.Load())
 }
