@@ -337,8 +337,31 @@ func (t *TCP) learnPeer(f *runtime.Fiber, id uint64, addr string) {
 	if t.closed || id == t.cfg.ID || t.refused[id] || t.wiped[id] || t.peers[id] != nil {
 		return
 	}
+	if t.learned() >= maxLearnedPeers {
+		// Members that join wait in ones and twos; dialers beyond the
+		// bound are strangers (or a flood of them), each a writer fiber
+		// kept until a group removes it, which none will.
+		t.cfg.Logger.Warn("transport: a dialer's address not learned: as many peers no group names are known", "peer", fmt.Sprintf("%x", id), "addr", addr, "bound", maxLearnedPeers)
+		return
+	}
 	t.cfg.Logger.Info("transport: a peer that dialed this member is reachable at the address it sent", "peer", fmt.Sprintf("%x", id), "addr", addr)
 	t.newPeer(f, id, addr, map[uint32]bool{})
+}
+
+// maxLearnedPeers bounds the peers learnPeer keeps that no group names
+// (a var: a test lowers it).
+var maxLearnedPeers = 64
+
+// learned counts the peers no group names: those learnPeer added and no
+// group took over yet.
+func (t *TCP) learned() int {
+	n := 0
+	for _, p := range t.peers {
+		if len(p.groups) == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // RemovePeer implements Net (group 0).

@@ -610,6 +610,38 @@ func TestTCPAnswersAMemberItHadNoAddressFor(t *testing.T) {
 	})
 }
 
+// The peers learned from dialers that no group names are bounded: past
+// the bound a dialer's address is not learned (logged), and an answer to
+// it is dropped as to any unknown member.
+func TestTCPBoundsThePeersItLearns(t *testing.T) {
+	defer func(n int) { maxLearnedPeers = n }(maxLearnedPeers)
+	maxLearnedPeers = 1
+	testRuntime(t, func(f *runtime.Fiber) {
+		b := startEndpoint(t, f, 1, Config{ID: 2})
+		defer b.close(f)
+		var strangers []*endpoint
+		for i, id := range []uint64{3, 4} {
+			d := startEndpoint(t, f, 0, Config{ID: id})
+			defer d.close(f)
+			strangers = append(strangers, d)
+			d.addPeer(f, id, d.tcp.Addr().String())
+			d.addPeer(f, 2, b.tcp.Addr().String())
+			d.send(f, []*raftpb.Message{heartbeat(id, 2, 1)})
+			waitFor(t, f, fmt.Sprintf("%x's message", id), func() bool { return b.rec.count() == i+1 })
+		}
+		b.send(f, []*raftpb.Message{heartbeat(2, 3, 1), heartbeat(2, 4, 1)})
+		waitFor(t, f, "the answer to the second stranger dropped", func() bool {
+			b.rec.mu.Lock()
+			defer b.rec.mu.Unlock()
+			return b.rec.unreachable[4] > 0
+		})
+		waitFor(t, f, "the answer to the first stranger, within the bound", func() bool { return strangers[0].rec.count() == 1 })
+		if !strings.Contains(b.logs.String(), "a dialer's address not learned") {
+			t.Errorf("no log line for the stranger past the bound:\n%s", b.logs.String())
+		}
+	})
+}
+
 func TestLoadTLSErrors(t *testing.T) {
 	if c, err := LoadTLS("", "", ""); c != nil || err != nil {
 		t.Fatalf("no files: %v, %v; want TLS off", c, err)
