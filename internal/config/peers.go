@@ -1,11 +1,11 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
+
+	"github.com/writeonce/wo/replication/transport"
 )
 
 // MaxOrdinal bounds a member ordinal: it is the high 16 bits of the raft
@@ -54,24 +54,9 @@ func ParsePeers(s string) ([]Peer, error) {
 	return peers, nil
 }
 
-// checkPeerAddr accepts host:port with a host to dial (unlike a listen
-// address, the host may not be empty) and a port from 1 to 65535.
-func checkPeerAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return errors.New("want host:port")
-	}
-	if host == "" {
-		return errors.New("the host is empty (a peer address is dialled, so it needs one)")
-	}
-	if strings.ContainsAny(host, " \t,=") {
-		return errors.New("the host has a space, comma or equals sign")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return errors.New("want a numeric port from 1 to 65535")
-	}
-	return nil
-}
+// checkPeerAddr is transport.CheckPeerAddr: the wire's peer addresses
+// (a dialer's, learned from its hello) follow the same rule.
+func checkPeerAddr(addr string) error { return transport.CheckPeerAddr(addr) }
 
 // ParseDialMap parses peer.dial_map: comma-separated from=to pairs of
 // host:port addresses, rewriting the address the peer transport dials

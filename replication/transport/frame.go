@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"strings"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -214,14 +215,32 @@ func decodePeerAddr(body []byte) (string, error) {
 		return "", badFrame("peer address of %d bytes, want 1 to %d", len(body), maxPeerAddr)
 	}
 	addr := string(body)
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
+	if err := CheckPeerAddr(addr); err != nil {
 		return "", badFrame("peer address %q: %v", addr, err)
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 || host == "" {
-		return "", badFrame("peer address %q: want host:port, the port 1 to 65535", addr)
-	}
 	return addr, nil
+}
+
+// CheckPeerAddr says what is wrong with a peer address, nil when nothing
+// is: host:port with a host to dial (unlike a listen address, the host may
+// not be empty) and a port from 1 to 65535. It is the rule of
+// cluster.peers (internal/config), of the admin API's add-member body and
+// of a dialer's address on the wire (kindPeerAddr).
+func CheckPeerAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host == "" {
+		return errors.New("the host is empty (a peer address is dialled, so it needs one)")
+	}
+	if strings.ContainsAny(host, " \t,=") {
+		return errors.New("the host has a space, comma or equals sign")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return errors.New("want a numeric port from 1 to 65535")
+	}
+	return nil
 }
 
 func decodeHello(body []byte) (hello, error) {
