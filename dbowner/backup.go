@@ -144,12 +144,12 @@ func (d *DB) backupPartitions(f *runtime.Fiber) (Backup, error) {
 	for p := range n {
 		var pb Backup
 		var err error
-		if h := d.ps.get(p); h.fwd != nil || !d.ps.serves(p, h) {
+		if h := d.part(p); h.fwd != nil {
 			// Held elsewhere (Cluster.ReplicationFactor): captured on a
 			// holder and read from it (backupforward.go).
-			pb, err = d.ps.remoteBackup(f, d, p, backupTimeout(d.ps.get(0).o.opts.Cluster.RequestTimeout))
+			pb, err = h.fwd.backup(f, d)
 		} else {
-			pb, err = d.part(p).Backup(f)
+			pb, err = h.Backup(f)
 		}
 		if err != nil {
 			return Backup{}, fmt.Errorf("dbowner: backup: partition %d of %d: %w", p, n, err)

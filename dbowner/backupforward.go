@@ -113,16 +113,15 @@ func (hb *heldBackups) dropIdle(now time.Time) {
 	}
 }
 
-// backupTimeout bounds each call of a remote backup: a capture serializes
-// the whole partition on its holder, longer than a request.
-func backupTimeout(request time.Duration) time.Duration { return max(request, 2*time.Minute) }
-
-// remoteBackup captures partition p on one of its holders, in turn until
-// one gives the whole of it, and reads it here.
-func (ps *partitions) remoteBackup(f *runtime.Fiber, d *DB, p int, timeout time.Duration) (Backup, error) {
+// backup captures the partition on one of its holders, in turn until one
+// gives the whole of it, and reads it here. Each call waits at least two
+// minutes: a capture serializes the whole partition on its holder, longer
+// than a request.
+func (r *remotePart) backup(f *runtime.Fiber, d *DB) (Backup, error) {
+	p, timeout := r.p, max(r.timeout, 2*time.Minute)
 	var last error
-	for _, to := range ps.view.Load().holders(p) {
-		b, err := ps.backupFrom(f, d, to, p, timeout)
+	for _, to := range r.holders() {
+		b, err := r.ps.backupFrom(f, d, to, p, timeout)
 		if err == nil {
 			return b, nil
 		}
