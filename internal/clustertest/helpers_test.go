@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/iobackend"
 )
 
@@ -155,4 +156,22 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// joinLearner starts a new member (x's backend), waits until it says it is
+// joining, adds it as a learner through the leader and waits until it is
+// ready; it returns the member and its ID.
+func joinLearner(ctx context.Context, t *testing.T, c *Cluster, x mixed) (*Member, adminapi.ID) {
+	t.Helper()
+	m, err := c.NewMember()
+	must(t, err)
+	x.set(m)
+	must(t, m.Start())
+	v, err := waitJoining(ctx, m)
+	must(t, err)
+	if err := addLearner(ctx, c, v.Self, m.PeerAddr); err != nil {
+		t.Fatalf("%s: %v", m, err)
+	}
+	must(t, m.WaitReady(ctx))
+	return m, v.Self
 }

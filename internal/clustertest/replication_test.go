@@ -389,23 +389,9 @@ func TestAMemberJoinsWhileTheFirstIsDown(t *testing.T) {
 	c := Start(t, Options{Members: 1, Setup: x.set})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	join := func() *Member {
-		t.Helper()
-		m, err := c.NewMember()
-		must(t, err)
-		x.set(m)
-		must(t, m.Start())
-		v, err := waitJoining(ctx, m)
-		must(t, err)
-		must(t, addLearner(ctx, c, v.Self, m.PeerAddr))
-		must(t, m.WaitReady(ctx))
-		return m
-	}
 	for range 2 {
-		m := join()
-		v, err := m.Cluster(ctx)
-		must(t, err)
-		must(t, promote(ctx, c, v.Self))
+		_, id := joinLearner(ctx, t, c, x)
+		must(t, promote(ctx, c, id))
 	}
 	leader, _, err := c.Leader(ctx)
 	must(t, err)
@@ -421,7 +407,7 @@ func TestAMemberJoinsWhileTheFirstIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	joiner := join()
+	joiner, _ := joinLearner(ctx, t, c, x)
 	must(t, c.WaitCaughtUp(ctx, joiner))
 	recs, err := joiner.List(ctx, "d", true)
 	must(t, err)

@@ -136,18 +136,9 @@ func scaleUnderLoad(t *testing.T, parts, rf int) {
 	grow := func(to int) {
 		t.Helper()
 		for len(members) < to {
-			m, err := c.NewMember()
-			must(t, err)
-			x.set(m)
-			must(t, m.Start())
-			jv, err := waitJoining(ctx, m)
-			must(t, err)
-			if err := addLearner(ctx, c, jv.Self, m.PeerAddr); err != nil {
-				t.Fatalf("%s: %v", m, err)
-			}
-			must(t, m.WaitReady(ctx))
+			m, id := joinLearner(ctx, t, c, x)
 			must(t, c.WaitCaughtUp(ctx, m))
-			must(t, promote(ctx, c, jv.Self))
+			must(t, promote(ctx, c, id))
 			members = append(members, m)
 			if _, ok := viewWithin(ctx, view, len(members)); !ok {
 				t.Fatalf("no view with %d voters and a leader in every partition within a minute of promoting %s: %s", len(members), m, viewWhy)
