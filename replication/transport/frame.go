@@ -203,7 +203,7 @@ func decodeHelloAck(body []byte) (nonce uint64, flags byte, err error) {
 	case len(body) < 8:
 		return 0, 0, badFrame("hello answer of %d bytes, want 0 or at least 8", len(body))
 	case len(body) > 8:
-		flags = body[8] & ackWantAddr
+		flags = body[8] & (ackWantAddr | ackBeats)
 	}
 	return binary.BigEndian.Uint64(body), flags, nil
 }

@@ -21,6 +21,10 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(appendFrame(nil, kindPeerAddr, []byte("wo-1.wo-headless.ns.svc:7080")))
 	f.Add(appendFrame(nil, kindPeerAddr, []byte("[::1]:0")))
 	f.Add(appendFrame(nil, kindHelloAck, []byte{1, 2, 3}))
+	f.Add(appendFrame(nil, kindHelloAck, encodeHelloAck(7, ackBeats|ackWantAddr)))
+	beats := appendBeat(nil, 0, &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), Term: new(uint64(2)), Commit: new(uint64(9))})
+	beats = appendBeat(beats, 300, &raftpb.Message{Type: raftpb.MsgHeartbeatResp.Enum(), Term: new(uint64(2)), Context: []byte("ctx"), Reject: new(true), RejectHint: new(uint64(5))})
+	f.Add(appendFrame(nil, kindBeats, beats))
 	f.Add([]byte{0, 0, 0, 0})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 2})
 	f.Add(appendFrame(nil, kindMsgs, []byte{3, 1, 0, 0}))
@@ -78,6 +82,45 @@ func FuzzDecodeFrame(f *testing.F) {
 				if a, err := decodePeerAddr(body); err == nil {
 					if a2, err := decodePeerAddr([]byte(a)); err != nil || a2 != a {
 						t.Fatalf("peer address %q did not round-trip: %q, %v", a, a2, err)
+					}
+				}
+			case kindBeats:
+				runs, err := decodeBeats(body)
+				if err != nil {
+					continue
+				}
+				// What decodes is beatable and decodes the same once
+				// encoded again.
+				var again []byte
+				var msgs []*raftpb.Message
+				for _, r := range runs {
+					ms, err := beatMessages(r.raw, 1, 2)
+					if err != nil || len(ms) != r.n {
+						t.Fatalf("a checked run of group %d: %d messages, %v", r.group, len(ms), err)
+					}
+					for _, m := range ms {
+						if !beatable(m) {
+							t.Fatalf("a decoded beat is not beatable: %v", m)
+						}
+						again = appendBeat(again, r.group, m)
+					}
+					msgs = append(msgs, ms...)
+				}
+				back, err := decodeBeats(again)
+				if err != nil || len(back) != len(runs) {
+					t.Fatalf("beats encoded again: %d runs of %d, %v", len(back), len(runs), err)
+				}
+				i := 0
+				for k, r := range back {
+					ms, _ := beatMessages(r.raw, 1, 2)
+					if r.group != runs[k].group || len(ms) != runs[k].n {
+						t.Fatalf("run %d changed in a round trip", k)
+					}
+					for _, m := range ms {
+						if d := sameBeat(m, msgs[i]); d != "" {
+							t.Fatalf("beat %d changed in a round trip: %s", i, d)
+						}
+						i++
 					}
 				}
 			case kindSnapHeader:

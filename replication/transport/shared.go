@@ -54,7 +54,7 @@ func (s *Shared) Join(f *runtime.Fiber, g uint32, h Handler) (Net, error) {
 	if g == 0 {
 		return nil, fmt.Errorf("transport: group 0 lives on the transport's shard %d, not %d", s.shard, f.Shard())
 	}
-	in := runtime.SpawnOn[groupIn](f, f.Shard(), &groupInbox{h: h})
+	in := runtime.SpawnOn[groupIn](f, f.Shard(), &groupInbox{h: h, self: s.t.cfg.ID})
 	if _, err := runtime.OnShard(f, s.shard, 0, func(*runtime.Fiber) struct{} {
 		s.t.Group(g, &bridge{to: in})
 		return struct{}{}
@@ -74,6 +74,8 @@ const (
 	opUnreachable
 	opSnapshot
 	opRemoved
+	opBeatsTo // heartbeats and answers to one peer, encoded as beats
+	opBeats   // beats heard from a peer
 )
 
 // groupOut is what a group's Net asks of the transport's shard. Body is
@@ -140,29 +142,44 @@ func (n *remoteNet) Send(f *runtime.Fiber, msgs []*raftpb.Message) {
 }
 
 // sendTo sends msgs' messages to peer to (snapshots aside), in their
-// order, in bodies no larger than a frame holds.
+// order, in bodies no larger than a frame holds: heartbeats and their
+// answers as beats (the transport writes them as a beats frame with other
+// groups', or as messages to a peer that reads none), the rest as
+// messages.
 func (n *remoteNet) sendTo(f *runtime.Fiber, to uint64, msgs []*raftpb.Message) {
 	limit := n.s.t.maxBody() // the config is immutable after New: read from any shard
 	run, size := n.run[:0], 0
+	var beats []byte
+	nbeats := 0
 	flush := func() {
-		if len(run) == 0 {
-			return
+		if len(run) > 0 {
+			body, err := EncodeMessages(nil, run)
+			if err != nil {
+				n.unreachable(f, run)
+			} else {
+				runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opSendTo, ID: to, Body: body, N: len(run)})
+			}
+			clear(run)
+			run, size = run[:0], 0
 		}
-		body, err := EncodeMessages(nil, run)
-		if err != nil {
-			n.unreachable(f, run)
-		} else {
-			runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opSendTo, ID: to, Body: body, N: len(run)})
+		if nbeats > 0 {
+			runtime.Send(f, n.s.ctl, groupOut{Group: n.g, Op: opBeatsTo, ID: to, Body: beats, N: nbeats})
+			beats, nbeats = nil, 0
 		}
-		clear(run)
-		run, size = run[:0], 0
 	}
 	for _, m := range msgs {
 		if m.GetTo() != to || m.GetType() == raftpb.MsgSnap {
 			continue
 		}
+		if beatable(m) {
+			if len(run) > 0 || len(beats)+maxBeatContext+64 > limit {
+				flush() // keep the order: the messages before go first
+			}
+			beats, nbeats = appendBeat(beats, n.g, m), nbeats+1
+			continue
+		}
 		s := sizeOf(m)
-		if len(run) > 0 && size+s > limit {
+		if nbeats > 0 || len(run) > 0 && size+s > limit {
 			flush()
 		}
 		run, size = append(run, m), size+s
@@ -201,6 +218,8 @@ func (c *groupCtl) Receive(f *runtime.Fiber, o groupOut) {
 		c.t.send(f, o.Group, msgs)
 	case opSendTo:
 		c.t.sendEncoded(f, o.Group, o.ID, o.Body, o.N)
+	case opBeatsTo:
+		c.t.sendBeats(f, o.Group, o.ID, o.Body, o.N)
 	case opAddPeer:
 		c.t.addPeer(f, o.Group, o.ID, o.Addr)
 	case opRemovePeer:
@@ -214,6 +233,10 @@ type bridge struct{ to runtime.Addr[groupIn] }
 
 func (b *bridge) ProcessBody(f *runtime.Fiber, from uint64, body []byte) {
 	runtime.Send(f, b.to, groupIn{Op: opProcess, ID: from, Body: bytes.Clone(body)})
+}
+
+func (b *bridge) ProcessBeats(f *runtime.Fiber, from uint64, beats []byte) {
+	runtime.Send(f, b.to, groupIn{Op: opBeats, ID: from, Body: bytes.Clone(beats)})
 }
 
 func (b *bridge) Process(f *runtime.Fiber, m *raftpb.Message) {
@@ -237,12 +260,23 @@ func (b *bridge) ReportRemoved(f *runtime.Fiber, by uint64) {
 }
 
 // groupInbox runs on a group's shard and calls its handler.
-type groupInbox struct{ h Handler }
+type groupInbox struct {
+	h    Handler
+	self uint64 // the member's ID: beats name no receiver
+}
 
 func (a *groupInbox) Receive(f *runtime.Fiber, in groupIn) {
 	switch in.Op {
 	case opProcess:
 		msgs, err := DecodeMessages(in.Body)
+		if err != nil { // checked on the transport's shard already
+			return
+		}
+		for _, m := range msgs {
+			a.h.Process(f, m)
+		}
+	case opBeats:
+		msgs, err := beatMessages(in.Body, in.ID, a.self)
 		if err != nil { // checked on the transport's shard already
 			return
 		}

@@ -164,6 +164,9 @@ type Stats struct {
 	// queued (the caller unknown, or its queue full); LateAnswers, answers
 	// to this member's calls that came after the call gave up waiting.
 	AnswersDropped, LateAnswers atomic.Int64
+	// BeatsSent and BeatsReceived count heartbeats and their answers
+	// carried as beats (beats.go); MessagesSent counts them too.
+	BeatsSent, BeatsReceived atomic.Int64
 }
 
 // TCP is the transport between members: one listener on the peer port, one
@@ -212,7 +215,10 @@ type outMsg struct {
 	// its own, never decoded and encoded again here.
 	enc []byte
 	n   int
-	// frame, in place of both, is a whole frame written as it is (a call
+	// beats, in place of m, is n of the group's heartbeats and answers
+	// already encoded as beats by a group on another shard (beats.go).
+	beats []byte
+	// frame, in place of all three, is a whole frame written as it is (a call
 	// or an answer: calls.go).
 	frame []byte
 }
@@ -238,6 +244,9 @@ type peer struct {
 	gone         bool           // removed: the writer exits
 	backoff      time.Duration
 	buf          []byte
+	// beats: the listener of the current connection reads beats frames
+	// (its helloAck said so), so heartbeats go as beats.
+	beats bool
 }
 
 // New opens the peer port and starts the accept loop on f's shard.
@@ -421,6 +430,17 @@ func (t *TCP) sendEncoded(f *runtime.Fiber, g uint32, to uint64, enc []byte, n i
 	t.queue(f, h, to, outMsg{group: g, enc: enc, n: n}, n, len(enc))
 }
 
+// sendBeats queues beats, n of group g's heartbeats and answers to peer
+// to, encoded by the group as beats (appendBeat).
+func (t *TCP) sendBeats(f *runtime.Fiber, g uint32, to uint64, beats []byte, n int) {
+	h := t.handler(g)
+	if h == nil {
+		t.Stats.MessagesDropped.Add(int64(n))
+		return // the group left
+	}
+	t.queue(f, h, to, outMsg{group: g, beats: beats, n: n}, n, len(beats))
+}
+
 // queue adds o (n messages, about size bytes) to peer to's queue for its
 // writer, or drops it and tells h the peer is unreachable: no such peer,
 // the transport closed, or the queue full. A full queue is a link that
@@ -477,7 +497,7 @@ func (t *TCP) runPeer(f *runtime.Fiber, p *peer) {
 			continue
 		}
 		if p.raw == nil {
-			raw, c, err := t.dial(f, p.addr, streamMsgs, p.id)
+			raw, c, flags, err := t.dial(f, p.addr, streamMsgs, p.id)
 			if p.gone {
 				if raw != nil {
 					_ = raw.Close()
@@ -491,6 +511,7 @@ func (t *TCP) runPeer(f *runtime.Fiber, p *peer) {
 				continue
 			}
 			p.raw, conn = raw, c
+			p.beats = flags&ackBeats != 0
 			p.backoff = t.cfg.BackoffMin
 			if p.down {
 				p.down = false
@@ -527,14 +548,39 @@ func (t *TCP) lost(f *runtime.Fiber, p *peer, err error) {
 }
 
 // writeBatch encodes batch into frames no larger than MaxFrame (a frame
-// per run of one group's messages), all in one buffer, and writes them
-// with one call. A single message too large for a frame is dropped with a
-// log line (raft's MaxSizePerMsg should prevent it).
+// per run of one group's messages; a beats frame per run of heartbeats
+// and answers, whatever their groups, when the peer reads them), all in
+// one buffer, and writes them with one call. A single message too large
+// for a frame is dropped with a log line (raft's MaxSizePerMsg should
+// prevent it).
 func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 	buf := p.buf[:0]
+	asBeat := func(o *outMsg) bool { return p.beats && (o.beats != nil || o.m != nil && beatable(o.m)) }
 	start := 0
 	for start < len(batch) {
 		g := batch[start].group
+		if asBeat(&batch[start]) {
+			// One frame for the run (or more at the frame limit), its
+			// beats in the queue's order.
+			at, n := len(buf), 0
+			buf = append(buf, 0, 0, 0, 0, kindBeats)
+			for ; start < len(batch) && asBeat(&batch[start]); start++ {
+				o := &batch[start]
+				if n > 0 && len(buf)-at+len(o.beats)+maxBeatContext+64 > t.maxBody() {
+					t.endFrame(buf, at, n)
+					at, n = len(buf), 0
+					buf = append(buf, 0, 0, 0, 0, kindBeats)
+				}
+				if o.beats != nil {
+					buf, n = append(buf, o.beats...), n+o.n
+				} else {
+					buf, n = appendBeat(buf, o.group, o.m), n+1
+				}
+			}
+			t.endFrame(buf, at, n)
+			t.Stats.BeatsSent.Add(int64(n))
+			continue
+		}
 		if fr := batch[start].frame; fr != nil {
 			buf = append(buf, fr...)
 			t.Stats.FramesSent.Add(1)
@@ -546,8 +592,13 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 			start++
 			continue
 		}
+		if batch[start].beats != nil { // to a peer that reads no beats frame
+			buf = t.appendBeatsAsMsgs(buf, p, batch[start])
+			start++
+			continue
+		}
 		end, size := start, 0
-		for end < len(batch) && batch[end].group == g && batch[end].enc == nil && batch[end].frame == nil {
+		for end < len(batch) && batch[end].group == g && batch[end].m != nil && !asBeat(&batch[end]) {
 			s := sizeOf(batch[end].m)
 			if end > start && size+s > t.maxBody() {
 				break
@@ -567,7 +618,7 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 		if buf, err = encodeOut(buf, batch[start:end]); err != nil {
 			return err
 		}
-		t.endMsgsFrame(buf, at, end-start)
+		t.endFrame(buf, at, end-start)
 		start = end
 	}
 	if cap(buf) <= 4*t.cfg.MaxFrame {
@@ -578,6 +629,26 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 	}
 	_, err := conn.Write(buf)
 	return err
+}
+
+// appendBeatsAsMsgs appends o's beats, encoded by a group on another
+// shard, as a msgs frame: the peer is of a version before beats frames.
+func (t *TCP) appendBeatsAsMsgs(buf []byte, p *peer, o outMsg) []byte {
+	msgs, err := beatMessages(o.beats, t.cfg.ID, p.id)
+	if err != nil { // encoded by this process: a bug, not input
+		t.cfg.Logger.Error("transport: a group's beats do not decode; dropped", "group", o.group, "err", err)
+		t.Stats.MessagesDropped.Add(int64(o.n))
+		return buf
+	}
+	at := len(buf)
+	buf = appendMsgsHeader(buf, o.group)
+	buf, err = EncodeMessages(buf, msgs)
+	if err != nil {
+		t.Stats.MessagesDropped.Add(int64(o.n))
+		return buf[:at]
+	}
+	t.endFrame(buf, at, len(msgs))
+	return buf
 }
 
 // appendEncoded appends o's encoded messages to buf as one frame, or drops
@@ -591,12 +662,12 @@ func (t *TCP) appendEncoded(buf []byte, p *peer, o outMsg) []byte {
 	}
 	at := len(buf)
 	buf = append(appendMsgsHeader(buf, o.group), o.enc...)
-	t.endMsgsFrame(buf, at, o.n)
+	t.endFrame(buf, at, o.n)
 	return buf
 }
 
 // appendMsgsHeader starts a msgs frame of group g at the end of buf: the
-// length (filled in by endMsgsFrame), the kind and, for a group other than
+// length (filled in by endFrame), the kind and, for a group other than
 // 0, its number.
 func appendMsgsHeader(buf []byte, g uint32) []byte {
 	if g == 0 {
@@ -605,9 +676,9 @@ func appendMsgsHeader(buf []byte, g uint32) []byte {
 	return appendGroup(append(buf, 0, 0, 0, 0, kindGroupMsgs), g)
 }
 
-// endMsgsFrame fills in the length of the frame of n messages that starts
-// at buf[at], and counts it.
-func (t *TCP) endMsgsFrame(buf []byte, at, n int) {
+// endFrame fills in the length of the frame of n messages that starts at
+// buf[at], and counts it.
+func (t *TCP) endFrame(buf []byte, at, n int) {
 	binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
 	t.Stats.FramesSent.Add(1)
 	t.Stats.MessagesSent.Add(int64(n))
@@ -636,7 +707,7 @@ func sizeOf(m *raftpb.Message) int {
 // dial connects to addr, runs the TLS handshake when TLS is on, and sends
 // the hello. raw is the fiber socket (close it to stop the connection); c
 // is what to write to.
-func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *runtime.Conn, c net.Conn, err error) {
+func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *runtime.Conn, c net.Conn, flags byte, err error) {
 	t.Stats.Dials.Add(1)
 	defer func() {
 		if err != nil {
@@ -654,9 +725,9 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 	raw, err = runtime.DialTimeout(f, "tcp", target, t.cfg.DialTimeout)
 	if err != nil {
 		if target != addr {
-			return nil, nil, fmt.Errorf("dial %s (mapped from %s): %w", target, addr, err)
+			return nil, nil, 0, fmt.Errorf("dial %s (mapped from %s): %w", target, addr, err)
 		}
-		return nil, nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, nil, 0, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	c = raw
 	if stream == streamMsgs {
@@ -669,19 +740,19 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 		host, _, _ := net.SplitHostPort(addr)
 		tc := tls.Client(raw, clientConfig(t.cfg.TLS, host))
 		if err := tc.Handshake(); err != nil {
-			return raw, nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+			return raw, nil, 0, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 		}
 		c = tc
 	}
 	h := hello{stream: stream, cluster: t.cfg.Cluster, from: t.cfg.ID, to: to}
 	if _, err := c.Write(appendFrame(nil, kindHello, h.encode())); err != nil {
-		return raw, nil, fmt.Errorf("hello to %s: %w", addr, err)
+		return raw, nil, 0, fmt.Errorf("hello to %s: %w", addr, err)
 	}
 	fr := &frameReader{r: c, limit: 1024} // unbuffered: nothing past the answer is read
 	kind, body, err := fr.next()
 	switch {
 	case err != nil:
-		return raw, nil, fmt.Errorf("hello to %s: no answer: %w", addr, err)
+		return raw, nil, 0, fmt.Errorf("hello to %s: no answer: %w", addr, err)
 	case kind == kindRefused && len(body) > 0:
 		switch body[0] {
 		case refusedRemoved:
@@ -690,13 +761,14 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 		case refusedWiped:
 			t.toldWiped(f, to, addr)
 		}
-		return raw, nil, fmt.Errorf("peer %x at %s refused this member: %s", to, addr, body[1:])
+		return raw, nil, 0, fmt.Errorf("peer %x at %s refused this member: %s", to, addr, body[1:])
 	case kind != kindHelloAck:
-		return raw, nil, fmt.Errorf("hello to %s: answered with frame kind %d", addr, kind)
+		return raw, nil, 0, fmt.Errorf("hello to %s: answered with frame kind %d", addr, kind)
 	}
-	nonce, flags, err := decodeHelloAck(body)
+	var nonce uint64
+	nonce, flags, err = decodeHelloAck(body)
 	if err != nil {
-		return raw, nil, fmt.Errorf("hello to %s: %w", addr, err)
+		return raw, nil, 0, fmt.Errorf("hello to %s: %w", addr, err)
 	}
 	if t.cfg.Nonces != nil {
 		if err := t.cfg.Nonces.Check(to, nonce); err != nil {
@@ -704,16 +776,16 @@ func (t *TCP) dial(f *runtime.Fiber, addr string, stream byte, to uint64) (raw *
 			// Tell it, so that it stops (a wiped initial member that
 			// bootstrapped alone dials nobody, and would serve on).
 			_, _ = c.Write(refusedFrame(refusedWiped, fmt.Sprintf("member %x answers from another data dir than it first did", to)))
-			return raw, nil, fmt.Errorf("peer %x at %s: %w", to, addr, err)
+			return raw, nil, 0, fmt.Errorf("peer %x at %s: %w", to, addr, err)
 		}
 	}
 	if flags&ackWantAddr != 0 && stream == streamMsgs && t.self != "" {
 		if _, err := c.Write(appendFrame(nil, kindPeerAddr, []byte(t.self))); err != nil {
-			return raw, nil, fmt.Errorf("peer address to %s: %w", addr, err)
+			return raw, nil, 0, fmt.Errorf("peer address to %s: %w", addr, err)
 		}
 	}
 	_ = raw.SetDeadline(time.Time{})
-	return raw, c, nil
+	return raw, c, flags, nil
 }
 
 // reportRemoved tells every group that peer by refused this member for
@@ -877,6 +949,9 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 	if asked {
 		flags = ackWantAddr
 	}
+	if h.stream == streamMsgs && readBeats {
+		flags |= ackBeats
+	}
 	if _, err := c.Write(appendFrame(nil, kindHelloAck, encodeHelloAck(t.cfg.Nonce, flags))); err != nil {
 		t.refuse(raw, "hello answer failed", err)
 		return
@@ -923,6 +998,18 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 				return
 			}
 			t.Stats.FramesReceived.Add(1)
+			continue
+		case kindBeats:
+			runs, err := decodeBeats(body)
+			if err != nil {
+				t.refuse(raw, "bad beats frame", err)
+				return
+			}
+			if t.refused[h.from] || t.wiped[h.from] || t.closed {
+				return
+			}
+			t.Stats.FramesReceived.Add(1)
+			t.deliverBeats(f, h.from, runs)
 			continue
 		case kindPeerAddr:
 			if !asked {
@@ -980,14 +1067,50 @@ type BodyHandler interface {
 	ProcessBody(f *runtime.Fiber, from uint64, body []byte)
 }
 
+// unknownGroup counts n messages from a peer for group g, which no group
+// here has joined, as dropped (the first logged).
+func (t *TCP) unknownGroup(g uint32, from uint64, n int) {
+	if t.Stats.UnknownGroup.Add(int64(n)) == int64(n) {
+		t.cfg.Logger.Warn("transport: messages for a group this member has not joined are dropped (logged once)", "group", g, "peer", from)
+	}
+}
+
+// BeatsHandler is a Handler that can take a run of its group's beats
+// undecoded (Shared's bridge to a group on another shard passes the bytes
+// on). The bytes are valid only during the call, and were checked as
+// Process's messages are.
+type BeatsHandler interface {
+	Handler
+	ProcessBeats(f *runtime.Fiber, from uint64, beats []byte)
+}
+
+// deliverBeats hands each run of a checked beats frame to its group's
+// handler, as deliver does a msgs frame.
+func (t *TCP) deliverBeats(f *runtime.Fiber, from uint64, runs []beatRun) {
+	for _, r := range runs {
+		t.Stats.BeatsReceived.Add(int64(r.n))
+		hd := t.handler(r.group)
+		if hd == nil {
+			t.unknownGroup(r.group, from, r.n)
+			continue
+		}
+		if bh, ok := hd.(BeatsHandler); ok {
+			bh.ProcessBeats(f, from, r.raw)
+			continue
+		}
+		msgs, _ := beatMessages(r.raw, from, t.cfg.ID) // checked
+		for _, m := range msgs {
+			hd.Process(f, m)
+		}
+	}
+}
+
 // deliver hands a checked frame of group g to its handler; a group nobody
 // here has joined is counted and dropped.
 func (t *TCP) deliver(f *runtime.Fiber, g uint32, from uint64, body []byte, msgs []*raftpb.Message) {
 	hd := t.handler(g)
 	if hd == nil {
-		if t.Stats.UnknownGroup.Add(int64(len(msgs))) == int64(len(msgs)) {
-			t.cfg.Logger.Warn("transport: messages for a group this member has not joined are dropped (logged once)", "group", g, "peer", from)
-		}
+		t.unknownGroup(g, from, len(msgs))
 		return
 	}
 	if bh, ok := hd.(BodyHandler); ok {
@@ -1126,7 +1249,7 @@ func (t *TCP) sendSnapshot(f *runtime.Fiber, p *peer, g uint32, m *raftpb.Messag
 			h.ReportSnapshot(f, p.id, status)
 		}
 	}()
-	raw, c, err := t.dial(f, p.addr, streamSnap, p.id)
+	raw, c, _, err := t.dial(f, p.addr, streamSnap, p.id)
 	if err != nil {
 		t.cfg.Logger.Warn("transport: snapshot not sent", "peer", p.id, "err", err)
 		return

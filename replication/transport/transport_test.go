@@ -326,6 +326,7 @@ func TestTCPClosesConnectionsWithBadInput(t *testing.T) {
 			{"spoofed sender", "does not match the hello", append(helloFrame(42, 1, 2), msgsFrame(t, heartbeat(3, 2, 1))...)},
 			{"local message", "local message type", append(helloFrame(42, 1, 2), msgsFrame(t, &raftpb.Message{Type: raftpb.MsgHup.Enum(), From: new(uint64(1)), To: new(uint64(2))})...)},
 			{"truncated message", "bad message frame", append(helloFrame(42, 1, 2), appendFrame(nil, kindMsgs, []byte{1, 200, 1})...)},
+			{"bad beat", "bad beats frame", append(helloFrame(42, 1, 2), appendFrame(nil, kindBeats, []byte{1, 0x40, 3, 0})...)},
 			{"unknown kind", "unexpected frame", append(helloFrame(42, 1, 2), appendFrame(nil, 99, []byte("x"))...)},
 			{"oversized after hello", "frame too large", append(helloFrame(42, 1, 2), append(oversized, kindMsgs)...)},
 		}
