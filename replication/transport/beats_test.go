@@ -57,8 +57,8 @@ func TestBeatsRoundTrip(t *testing.T) {
 		{1, beatMsg(false, 1, 0, nil, 0)},
 		{1, beatMsg(false, math.MaxUint64, math.MaxUint64, []byte("read-index ctx"), 0)},
 		{70000, beatMsg(true, 9, 0, []byte{0}, 0)},
-		{70000, beatMsg(false, 9, 4, nil, 1)},              // a quiescing heartbeat's mark
-		{math.MaxUint32, beatMsg(true, 2, 0, nil, 1 << 62)}, // a marked answer
+		{70000, beatMsg(false, 9, 4, nil, 1)},             // a quiescing heartbeat's mark
+		{math.MaxUint32, beatMsg(true, 2, 0, nil, 1<<62)}, // a marked answer
 		{math.MaxUint32, beatMsg(true, 2, 0, bytes.Repeat([]byte{7}, maxBeatContext), 0)},
 		{1, beatMsg(false, 5, 5, nil, 0)},
 	}

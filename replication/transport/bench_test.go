@@ -1,9 +1,12 @@
 package transport
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/writeonce/wo/runtime"
@@ -99,5 +102,82 @@ func BenchmarkSharedGroupMessages(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(float64(runtimetest.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+}
+
+// counter is a Handler that counts what it hears.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Process(*runtime.Fiber, *raftpb.Message)                    { c.n.Add(1) }
+func (c *counter) ReportUnreachable(*runtime.Fiber, uint64)                   {}
+func (c *counter) ReportSnapshot(*runtime.Fiber, uint64, raft.SnapshotStatus) {}
+func (c *counter) ReportRemoved(*runtime.Fiber, uint64)                       {}
+
+// BenchmarkHeartbeatTick is one tick of 64 (and 512) active raft groups'
+// heartbeats from one member to another, half of the groups on the
+// transport's shard and half on the other (Shared), each tick sent once
+// the last has been heard: as beats (one beats frame a tick), and as
+// messages (a listener of a version before beats: a msgs frame a group).
+// It reports the process's CPU per heartbeat, sender and receiver
+// together.
+func BenchmarkHeartbeatTick(b *testing.B) {
+	for _, groups := range []uint32{64, 512} {
+		b.Run(fmt.Sprintf("groups=%d/beats", groups), func(b *testing.B) { benchHeartbeatTick(b, groups, true) })
+		b.Run(fmt.Sprintf("groups=%d/messages", groups), func(b *testing.B) { benchHeartbeatTick(b, groups, false) })
+	}
+}
+
+func benchHeartbeatTick(b *testing.B, groups uint32, beats bool) {
+	readBeats = beats
+	defer func() { readBeats = true }()
+	testRuntime(b, func(f *runtime.Fiber) {
+		a := startEndpoint(b, f, 0, Config{ID: 1})
+		r := startEndpoint(b, f, 1, Config{ID: 2})
+		defer a.close(f)
+		defer r.close(f)
+		var sa, sr *Shared
+		shardtest.On(f, a.shard, func(g *runtime.Fiber) { sa = NewShared(g, a.tcp) })
+		shardtest.On(f, r.shard, func(g *runtime.Fiber) { sr = NewShared(g, r.tcp) })
+		heard := &counter{}
+		nets := make([]Net, groups+1)
+		for g := uint32(1); g <= groups; g++ {
+			shard := int(g) % f.Shards()
+			shardtest.On(f, shard, func(h *runtime.Fiber) {
+				var err error
+				if nets[g], err = sa.Join(h, g, &counter{}); err == nil {
+					_, err = sr.Join(h, g, heard)
+				}
+				if err != nil {
+					fatalf(b, "join group %d: %v", g, err)
+				}
+				nets[g].AddPeer(h, 2, r.tcp.Addr().String())
+			})
+		}
+		tick := func(i int) {
+			for shard := range f.Shards() {
+				shardtest.On(f, shard, func(h *runtime.Fiber) {
+					for g := uint32(1); g <= groups; g++ {
+						if int(g)%f.Shards() == shard {
+							nets[g].Send(h, []*raftpb.Message{{Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)),
+								Term: new(uint64(7)), Commit: new(uint64(1000 + i))}})
+						}
+					}
+				})
+			}
+			want := int64(int(groups) * (i + 1))
+			for heard.n.Load() < want {
+				runtime.Sleep(f, 20*time.Microsecond)
+			}
+		}
+		tick(0) // dial
+		heard.n.Store(0)
+		b.ResetTimer()
+		cpu0 := runtimetest.CPUTime()
+		for i := range b.N {
+			tick(i)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(runtimetest.CPUTime()-cpu0)/float64(b.N*int(groups)), "cpu-ns/heartbeat")
+		b.ReportMetric(float64(r.tcp.Stats.FramesReceived.Load())/float64(b.N+1), "frames/tick")
 	})
 }
