@@ -194,13 +194,14 @@ type beatRun struct {
 }
 
 // decodeBeats checks a whole beats frame body and splits it into runs of
-// one group each, in the frame's order; nothing is returned for a body
-// with any error (the connection is then refused).
-func decodeBeats(body []byte) ([]beatRun, error) {
+// one group each, in the frame's order, appended to runs[:0] (a reader's
+// scratch); nothing is returned for a body with any error (the connection
+// is then refused).
+func decodeBeats(body []byte, runs []beatRun) ([]beatRun, error) {
 	if len(body) == 0 {
 		return nil, badFrame("beats frame with no beat")
 	}
-	var runs []beatRun
+	runs = runs[:0]
 	for b := body; len(b) > 0; {
 		bt, rest, err := nextBeat(b)
 		if err != nil {
@@ -219,18 +220,18 @@ func decodeBeats(body []byte) ([]beatRun, error) {
 	return runs, nil
 }
 
-// beatMessages is the messages of beats (checked: decodeBeats) from one
-// member to another.
-func beatMessages(beats []byte, from, to uint64) ([]*raftpb.Message, error) {
-	var msgs []*raftpb.Message
+// eachBeat calls fn with the message of each of beats (checked:
+// decodeBeats) from one member to another.
+func eachBeat(beats []byte, from, to uint64, fn func(*raftpb.Message)) error {
 	for len(beats) > 0 {
 		bt, rest, err := nextBeat(beats)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		msgs, beats = append(msgs, bt.message(from, to)), rest
+		fn(bt.message(from, to))
+		beats = rest
 	}
-	return msgs, nil
+	return nil
 }
 
 // readBeats: this member's listener says it reads beats frames. Only a

@@ -27,6 +27,13 @@ func beatMsg(resp bool, term, commit uint64, ctx []byte, hint uint64) *raftpb.Me
 	return m
 }
 
+// beatMessages is the messages of checked beats from 1 to 2.
+func beatMessages(beats []byte, from, to uint64) ([]*raftpb.Message, error) {
+	var msgs []*raftpb.Message
+	err := eachBeat(beats, from, to, func(m *raftpb.Message) { msgs = append(msgs, m) })
+	return msgs, err
+}
+
 // sameBeat says how got differs from want in what raft reads of a
 // heartbeat or its answer ("" when it does not).
 func sameBeat(got, want *raftpb.Message) string {
@@ -69,7 +76,7 @@ func TestBeatsRoundTrip(t *testing.T) {
 		}
 		body = appendBeat(body, x.g, x.m)
 	}
-	runs, err := decodeBeats(body)
+	runs, err := decodeBeats(body, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +150,7 @@ func TestDecodeBeatsRefusesBadInput(t *testing.T) {
 		{"an answer with a commit", "answer with commit 9", []byte{3, beatResp, 1, 9}},
 		{"a good beat, then a cut one", "term is not a varint", append(append([]byte(nil), ok...), 3, 0)},
 	} {
-		runs, err := decodeBeats(c.body)
+		runs, err := decodeBeats(c.body, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) || runs != nil {
 			t.Errorf("%s: %d runs, error %v, want one saying %q", c.name, len(runs), err, c.want)
 		}
@@ -193,7 +200,7 @@ func TestWriteBatchCoalescesBeats(t *testing.T) {
 			var g uint32
 			switch kind {
 			case kindBeats:
-				runs, err := decodeBeats(body)
+				runs, err := decodeBeats(body, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

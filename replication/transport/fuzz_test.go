@@ -85,7 +85,7 @@ func FuzzDecodeFrame(f *testing.F) {
 					}
 				}
 			case kindBeats:
-				runs, err := decodeBeats(body)
+				runs, err := decodeBeats(body, nil)
 				if err != nil {
 					continue
 				}
@@ -106,7 +106,7 @@ func FuzzDecodeFrame(f *testing.F) {
 					}
 					msgs = append(msgs, ms...)
 				}
-				back, err := decodeBeats(again)
+				back, err := decodeBeats(again, nil)
 				if err != nil || len(back) != len(runs) {
 					t.Fatalf("beats encoded again: %d runs of %d, %v", len(back), len(runs), err)
 				}

@@ -276,13 +276,7 @@ func (a *groupInbox) Receive(f *runtime.Fiber, in groupIn) {
 			a.h.Process(f, m)
 		}
 	case opBeats:
-		msgs, err := beatMessages(in.Body, in.ID, a.self)
-		if err != nil { // checked on the transport's shard already
-			return
-		}
-		for _, m := range msgs {
-			a.h.Process(f, m)
-		}
+		_ = eachBeat(in.Body, in.ID, a.self, func(m *raftpb.Message) { a.h.Process(f, m) }) // checked on the transport's shard
 	case opUnreachable:
 		a.h.ReportUnreachable(f, in.ID)
 	case opSnapshot:

@@ -634,7 +634,8 @@ func (t *TCP) writeBatch(conn net.Conn, p *peer, batch []outMsg) error {
 // appendBeatsAsMsgs appends o's beats, encoded by a group on another
 // shard, as a msgs frame: the peer is of a version before beats frames.
 func (t *TCP) appendBeatsAsMsgs(buf []byte, p *peer, o outMsg) []byte {
-	msgs, err := beatMessages(o.beats, t.cfg.ID, p.id)
+	msgs := make([]*raftpb.Message, 0, o.n)
+	err := eachBeat(o.beats, t.cfg.ID, p.id, func(m *raftpb.Message) { msgs = append(msgs, m) })
 	if err != nil { // encoded by this process: a bug, not input
 		t.cfg.Logger.Error("transport: a group's beats do not decode; dropped", "group", o.group, "err", err)
 		t.Stats.MessagesDropped.Add(int64(o.n))
@@ -964,6 +965,7 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 	// A stream whose writer vanished is dropped too (keepalive probes go
 	// unanswered), instead of a fiber reading it for good.
 	_ = raw.SetLiveness(t.cfg.PeerTimeout/3, t.cfg.PeerTimeout)
+	var runs []beatRun // beats frames' scratch
 	for {
 		kind, body, err := fr.next()
 		if err != nil {
@@ -1000,7 +1002,7 @@ func (t *TCP) serveConn(f *runtime.Fiber, raw *runtime.Conn) {
 			t.Stats.FramesReceived.Add(1)
 			continue
 		case kindBeats:
-			runs, err := decodeBeats(body)
+			runs, err = decodeBeats(body, runs)
 			if err != nil {
 				t.refuse(raw, "bad beats frame", err)
 				return
@@ -1098,10 +1100,7 @@ func (t *TCP) deliverBeats(f *runtime.Fiber, from uint64, runs []beatRun) {
 			bh.ProcessBeats(f, from, r.raw)
 			continue
 		}
-		msgs, _ := beatMessages(r.raw, from, t.cfg.ID) // checked
-		for _, m := range msgs {
-			hd.Process(f, m)
-		}
+		_ = eachBeat(r.raw, from, t.cfg.ID, func(m *raftpb.Message) { hd.Process(f, m) }) // checked
 	}
 }
 
