@@ -158,7 +158,7 @@ func nextBeat(b []byte) (bt beat, rest []byte, err error) {
 // message is bt as the raft message it stands for, from one member to
 // another (fresh, owning its bytes), with the fields raft sets on one.
 // The message and the values its fields point to are one allocation, not
-// one a field (a third of a beat's cost on its receiver was allocating).
+// one a field (the largest item of a beat's cost on its receiver).
 func (bt beat) message(from, to uint64) *raftpb.Message {
 	x := &struct {
 		m                            raftpb.Message
