@@ -552,6 +552,19 @@ func (d *DB) Stats() Stats {
 	return d.o.stats.load()
 }
 
+// PeerStats is the counters of the member's peer transport (frames,
+// messages, beats, drops, dials), nil when it has none (one member, or
+// an in-process network). Safe from any goroutine: they are atomics.
+func (d *DB) PeerStats() *transport.Stats {
+	if d.ps != nil {
+		if d.ps.shared == nil {
+			return nil
+		}
+		return &d.ps.shared.TCP().Stats
+	}
+	return d.o.peerStats.Load()
+}
+
 // CreateTable creates a table (a logged, durable operation).
 func (d *DB) CreateTable(f *runtime.Fiber, s engine.Schema) error {
 	_, err := d.write(f, "create_table", s.Name, engine.Batch{engine.CreateTable(s)})

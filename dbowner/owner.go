@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -61,6 +62,9 @@ type owner struct {
 	tcp          *transport.TCP // the transport the owner started, if any
 	relay        *node.Relay
 	peerAddr     string
+	// peerStats is tcp's Stats, published for DB.PeerStats (read off
+	// the owner's shard: the ops port's scrape).
+	peerStats atomic.Pointer[transport.Stats]
 
 	fatal  error // sticky: the WAL failed fatally
 	closed bool
@@ -587,6 +591,7 @@ func (o *owner) startNet(f *runtime.Fiber) error {
 			return err
 		}
 		o.tcp, o.net, o.peerAddr = t, t, t.Addr().String()
+		o.peerStats.Store(&t.Stats)
 		if c.Faults != nil {
 			o.net = c.Faults.Wrap(o.id, t, o.relay)
 		}

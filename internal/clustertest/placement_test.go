@@ -54,6 +54,17 @@ func TestPartitionsOnFewerMembersUnderLoad(t *testing.T) {
 			t.Errorf("%s holds %d partitions: %+v", m, held, v.Partitions)
 		}
 	}
+	// The groups' heartbeats and answers went coalesced, as beats, both
+	// ways on every member.
+	for _, m := range c.Running() {
+		for _, name := range []string{"wo_peer_beats_sent_total", "wo_peer_beats_received_total"} {
+			n, err := metric(ctx, m, name)
+			must(t, err)
+			if n == 0 {
+				t.Errorf("%s: %s is 0", m, name)
+			}
+		}
+	}
 	answered, pendingPuts, checked := l.verify(t, ctx, c)
 	// Every member backs up the whole database, reading the partition
 	// it does not hold from a holder.

@@ -281,15 +281,16 @@ func addLearner(ctx context.Context, c *Cluster, id adminapi.ID, addr string) er
 	}, http.StatusServiceUnavailable)
 }
 
-// snapshots returns the member's wo_db_snapshots_total.
-func snapshots(ctx context.Context, m *Member) (int, error) {
+// metric returns the value of the member's metric name (one without
+// labels, or its first series).
+func metric(ctx context.Context, m *Member, name string) (int, error) {
 	code, body, err := m.c.get(ctx, m.OpsURL()+"/metrics")
 	if err != nil || code != http.StatusOK {
 		return 0, fmt.Errorf("%s: /metrics: %d %v", m, code, err)
 	}
-	mm := regexp.MustCompile(`(?m)^wo_db_snapshots_total(?:\{[^}]*\})? (\d+)`).FindStringSubmatch(string(body))
+	mm := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\d+)`).FindStringSubmatch(string(body))
 	if mm == nil {
-		return 0, fmt.Errorf("%s: no wo_db_snapshots_total in /metrics", m)
+		return 0, fmt.Errorf("%s: no %s in /metrics", m, name)
 	}
 	var n int
 	fmt.Sscan(mm[1], &n)
@@ -316,7 +317,7 @@ func TestLearnerCatchesUpFromSnapshot(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	snaps, err := snapshots(ctx, leader)
+	snaps, err := metric(ctx, leader, "wo_db_snapshots_total")
 	must(t, err)
 	if snaps < 1 {
 		t.Fatalf("the leader took no snapshot after %d writes of %d bytes with snapshot_bytes 65536", n, len(value))

@@ -44,6 +44,9 @@
 //	wo_db_commits_total, wo_db_group_commits_total, wo_db_failed_commits_total,
 //	wo_db_snapshots_total, wo_db_group_commit_bytes_total   counters
 //	wo_db_last_lsn, wo_db_recovered_records, wo_db_max_group_commit_size   gauges
+//	wo_peer_{frames_sent,frames_received,messages_sent,messages_dropped,beats_sent,beats_received,
+//	  unknown_group_messages,connections_refused,dials,dial_failures,snapshots_sent,snapshots_received}_total
+//	                                         counters of the peer transport (a member with peers)
 //	wo_wal_fsync_duration_seconds            histogram  one group's WAL write + fdatasync
 //	wo_wal_commits_per_fsync                 histogram  commits made durable by one group
 //	wo_raft_info{member,state,role,leader}   gauge   always 1: member and leader IDs (hex), state, role
