@@ -251,15 +251,8 @@ func TestTCPBeatsReachTheirGroups(t *testing.T) {
 			testRuntime(t, func(f *runtime.Fiber) {
 				readBeats = listenerReads
 				defer func() { readBeats = true }()
-				a := startEndpoint(t, f, 0, Config{ID: 1})
-				b := startEndpoint(t, f, 1, Config{ID: 2})
-				defer a.close(f)
-				defer b.close(f)
-				ga, gb := joinGroups(t, f, a), joinGroups(t, f, b)
-				for g := range uint32(3) {
-					ga[g].addPeer(f, 2, b.tcp.Addr().String())
-					gb[g].addPeer(f, 1, a.tcp.Addr().String())
-				}
+				_, b, ga, gb, stop := groupPair(t, f)
+				defer stop()
 				const n = 20
 				sent := map[uint32][]*raftpb.Message{}
 				for i := range uint64(n) {

@@ -217,9 +217,9 @@ func (c *groupCtl) Receive(f *runtime.Fiber, o groupOut) {
 		}
 		c.t.send(f, o.Group, msgs)
 	case opSendTo:
-		c.t.sendEncoded(f, o.Group, o.ID, o.Body, o.N)
+		c.t.sendEncoded(f, o.ID, outMsg{group: o.Group, enc: o.Body, n: o.N})
 	case opBeatsTo:
-		c.t.sendBeats(f, o.Group, o.ID, o.Body, o.N)
+		c.t.sendEncoded(f, o.ID, outMsg{group: o.Group, beats: o.Body, n: o.N})
 	case opAddPeer:
 		c.t.addPeer(f, o.Group, o.ID, o.Addr)
 	case opRemovePeer:

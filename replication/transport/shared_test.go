@@ -53,6 +53,20 @@ func joinGroups(t testing.TB, f *runtime.Fiber, e *endpoint) map[uint32]*groupEn
 	return ends
 }
 
+// groupPair starts members 1 and 2, each with groups 0 to 2 (joinGroups),
+// every group naming the other member; stop closes both.
+func groupPair(t testing.TB, f *runtime.Fiber) (a, b *endpoint, ga, gb map[uint32]*groupEnd, stop func()) {
+	t.Helper()
+	a = startEndpoint(t, f, 0, Config{ID: 1})
+	b = startEndpoint(t, f, 1, Config{ID: 2})
+	ga, gb = joinGroups(t, f, a), joinGroups(t, f, b)
+	for g := range uint32(3) {
+		ga[g].addPeer(f, 2, b.tcp.Addr().String())
+		gb[g].addPeer(f, 1, a.tcp.Addr().String())
+	}
+	return a, b, ga, gb, func() { b.close(f); a.close(f) }
+}
+
 // Three raft groups on two shards share one transport per member: one
 // message connection each way carries them all, every group hears only
 // its own messages, in order, a snapshot finds its group, membership is
@@ -60,15 +74,8 @@ func joinGroups(t testing.TB, f *runtime.Fiber, e *endpoint) map[uint32]*groupEn
 // without closing the connection.
 func TestTCPGroupsShareOneConnection(t *testing.T) {
 	testRuntime(t, func(f *runtime.Fiber) {
-		a := startEndpoint(t, f, 0, Config{ID: 1})
-		b := startEndpoint(t, f, 1, Config{ID: 2})
-		defer a.close(f)
-		defer b.close(f)
-		ga, gb := joinGroups(t, f, a), joinGroups(t, f, b)
-		for g := range uint32(3) {
-			ga[g].addPeer(f, 2, b.tcp.Addr().String())
-			gb[g].addPeer(f, 1, a.tcp.Addr().String())
-		}
+		a, b, ga, gb, stop := groupPair(t, f)
+		defer stop()
 		const n = 50
 		for i := range uint64(n) {
 			for g := range uint32(3) {

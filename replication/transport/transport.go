@@ -419,26 +419,16 @@ func (t *TCP) send(f *runtime.Fiber, g uint32, msgs []*raftpb.Message) {
 	}
 }
 
-// sendEncoded queues enc, n of group g's messages to peer to, encoded by
-// the group (EncodeMessages) as one frame body.
-func (t *TCP) sendEncoded(f *runtime.Fiber, g uint32, to uint64, enc []byte, n int) {
-	h := t.handler(g)
+// sendEncoded queues o, o.n of group o.group's messages to peer to that
+// the group encoded: as one frame body (o.enc, EncodeMessages) or as
+// beats (o.beats, appendBeat).
+func (t *TCP) sendEncoded(f *runtime.Fiber, to uint64, o outMsg) {
+	h := t.handler(o.group)
 	if h == nil {
-		t.Stats.MessagesDropped.Add(int64(n))
+		t.Stats.MessagesDropped.Add(int64(o.n))
 		return // the group left
 	}
-	t.queue(f, h, to, outMsg{group: g, enc: enc, n: n}, n, len(enc))
-}
-
-// sendBeats queues beats, n of group g's heartbeats and answers to peer
-// to, encoded by the group as beats (appendBeat).
-func (t *TCP) sendBeats(f *runtime.Fiber, g uint32, to uint64, beats []byte, n int) {
-	h := t.handler(g)
-	if h == nil {
-		t.Stats.MessagesDropped.Add(int64(n))
-		return // the group left
-	}
-	t.queue(f, h, to, outMsg{group: g, beats: beats, n: n}, n, len(beats))
+	t.queue(f, h, to, o, o.n, len(o.enc)+len(o.beats))
 }
 
 // queue adds o (n messages, about size bytes) to peer to's queue for its
