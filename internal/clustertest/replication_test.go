@@ -288,7 +288,7 @@ func metric(ctx context.Context, m *Member, name string) (int, error) {
 	if err != nil || code != http.StatusOK {
 		return 0, fmt.Errorf("%s: /metrics: %d %v", m, code, err)
 	}
-	mm := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\d+)`).FindStringSubmatch(string(body))
+	mm := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\d+)`).FindStringSubmatch(string(body))
 	if mm == nil {
 		return 0, fmt.Errorf("%s: no %s in /metrics", m, name)
 	}
