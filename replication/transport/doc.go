@@ -20,7 +20,9 @@
 // encodes its messages on its own shard, a frame body per peer, and the
 // transport writes the bytes as they are. Every group shares the one
 // message connection per peer pair; frames of groups other than 0 carry
-// the group number.
+// the group number. Heartbeats and their answers, of every group, go
+// coalesced: a run of them in one beats frame of a few bytes each
+// (beats.go), to a listener whose helloAck says it reads them.
 //
 // Members authenticate each other with mutual TLS (crypto/tls over the fiber
 // connection; OpenTLS reads the PEM files named in the settings, and reads
