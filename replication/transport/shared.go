@@ -15,9 +15,10 @@ import (
 // transport: one peer port, one message connection per peer pair for all
 // of them (multi-raft, as a partitioned database runs: a group per
 // partition, each on its partition's shard). The TCP stays on its own
-// shard; a group elsewhere talks to it through two actors, one on each
-// side, carrying encoded message batches, so nothing a shard owns is
-// shared with another.
+// shard; a group elsewhere talks to it through two actors, one on the
+// transport's shard and one on the group's (an inbox a shard, for all of
+// its groups), carrying encoded message batches, so nothing a shard owns
+// is shared with another.
 //
 // A Shared handle may be used from any shard.
 //
@@ -26,11 +27,25 @@ type Shared struct {
 	t     *TCP
 	shard int
 	ctl   runtime.Addr[groupOut]
+	// inbox has, for each shard other than the transport's, the actor
+	// that takes what is heard for that shard's groups (in the order
+	// heard: one actor a shard keeps a group's order), a beats frame's
+	// beats for all of them in one message. Each is touched on its own
+	// shard only (Join there adds a group).
+	inbox []*shardInbox
 }
 
 // NewShared shares t, whose shard f must be on.
 func NewShared(f *runtime.Fiber, t *TCP) *Shared {
-	return &Shared{t: t, shard: f.Shard(), ctl: runtime.SpawnOn[groupOut](f, f.Shard(), &groupCtl{t: t})}
+	s := &Shared{t: t, shard: f.Shard(), ctl: runtime.SpawnOn[groupOut](f, f.Shard(), &groupCtl{t: t}), inbox: make([]*shardInbox, f.Shards())}
+	for i := range s.inbox {
+		if i != s.shard {
+			in := &shardInbox{self: t.cfg.ID, groups: map[uint32]Handler{}}
+			in.addr = runtime.SpawnOn[groupIn](f, i, in)
+			s.inbox[i] = in
+		}
+	}
+	return s
 }
 
 // TCP is the shared transport (use it on its shard only).
@@ -54,9 +69,10 @@ func (s *Shared) Join(f *runtime.Fiber, g uint32, h Handler) (Net, error) {
 	if g == 0 {
 		return nil, fmt.Errorf("transport: group 0 lives on the transport's shard %d, not %d", s.shard, f.Shard())
 	}
-	in := runtime.SpawnOn[groupIn](f, f.Shard(), &groupInbox{h: h, self: s.t.cfg.ID})
+	in := s.inbox[f.Shard()]
+	in.groups[g] = h
 	if _, err := runtime.OnShard(f, s.shard, 0, func(*runtime.Fiber) struct{} {
-		s.t.Group(g, &bridge{to: in})
+		s.t.Group(g, &bridge{g: g, to: in.addr})
 		return struct{}{}
 	}); err != nil {
 		return nil, fmt.Errorf("transport: join group %d: %w", g, err)
@@ -75,7 +91,7 @@ const (
 	opSnapshot
 	opRemoved
 	opBeatsTo // heartbeats and answers to one peer, encoded as beats
-	opBeats   // beats heard from a peer
+	opBeats   // beats heard from a peer, for groups of the receiving shard
 )
 
 // groupOut is what a group's Net asks of the transport's shard. Body is
@@ -92,13 +108,15 @@ type groupOut struct {
 	N     int
 }
 
-// groupIn is what the transport's shard tells a group: an encoded batch
-// heard from From (copied out of the frame for the message), or a report
-// about peer ID.
+// groupIn is what the transport's shard tells group Group's shard: an
+// encoded batch heard from ID (copied out of the frame for the message),
+// beats heard from ID for any of the shard's groups, or a report about
+// peer ID.
 //
 //wo:shardsafe
 type groupIn struct {
 	Op     byte
+	Group  uint32
 	ID     uint64
 	Status raft.SnapshotStatus
 	Body   []byte
@@ -227,16 +245,16 @@ func (c *groupCtl) Receive(f *runtime.Fiber, o groupOut) {
 	}
 }
 
-// bridge is, on the transport's shard, the Handler of a group on another
-// shard: it passes everything on to the group's inbox.
-type bridge struct{ to runtime.Addr[groupIn] }
-
-func (b *bridge) ProcessBody(f *runtime.Fiber, from uint64, body []byte) {
-	runtime.Send(f, b.to, groupIn{Op: opProcess, ID: from, Body: bytes.Clone(body)})
+// bridge is, on the transport's shard, the Handler of group g on another
+// shard: it passes everything on to that shard's inbox (and
+// TCP.deliverBeats a frame's beats for the shard's groups at once).
+type bridge struct {
+	g  uint32
+	to runtime.Addr[groupIn]
 }
 
-func (b *bridge) ProcessBeats(f *runtime.Fiber, from uint64, beats []byte) {
-	runtime.Send(f, b.to, groupIn{Op: opBeats, ID: from, Body: bytes.Clone(beats)})
+func (b *bridge) ProcessBody(f *runtime.Fiber, from uint64, body []byte) {
+	runtime.Send(f, b.to, groupIn{Op: opProcess, Group: b.g, ID: from, Body: bytes.Clone(body)})
 }
 
 func (b *bridge) Process(f *runtime.Fiber, m *raftpb.Message) {
@@ -244,28 +262,47 @@ func (b *bridge) Process(f *runtime.Fiber, m *raftpb.Message) {
 	if err != nil {
 		return // decoded from the wire a moment ago: it encodes
 	}
-	runtime.Send(f, b.to, groupIn{Op: opProcess, ID: m.GetFrom(), Body: body})
+	runtime.Send(f, b.to, groupIn{Op: opProcess, Group: b.g, ID: m.GetFrom(), Body: body})
 }
 
 func (b *bridge) ReportUnreachable(f *runtime.Fiber, id uint64) {
-	runtime.Send(f, b.to, groupIn{Op: opUnreachable, ID: id})
+	runtime.Send(f, b.to, groupIn{Op: opUnreachable, Group: b.g, ID: id})
 }
 
 func (b *bridge) ReportSnapshot(f *runtime.Fiber, id uint64, s raft.SnapshotStatus) {
-	runtime.Send(f, b.to, groupIn{Op: opSnapshot, ID: id, Status: s})
+	runtime.Send(f, b.to, groupIn{Op: opSnapshot, Group: b.g, ID: id, Status: s})
 }
 
 func (b *bridge) ReportRemoved(f *runtime.Fiber, by uint64) {
-	runtime.Send(f, b.to, groupIn{Op: opRemoved, ID: by})
+	runtime.Send(f, b.to, groupIn{Op: opRemoved, Group: b.g, ID: by})
 }
 
-// groupInbox runs on a group's shard and calls its handler.
-type groupInbox struct {
-	h    Handler
-	self uint64 // the member's ID: beats name no receiver
+// shardInbox runs on a shard other than the transport's and calls the
+// handlers of the shard's groups.
+type shardInbox struct {
+	self   uint64 // the member's ID: beats name no receiver
+	groups map[uint32]Handler
+	addr   runtime.Addr[groupIn]
 }
 
-func (a *groupInbox) Receive(f *runtime.Fiber, in groupIn) {
+func (a *shardInbox) Receive(f *runtime.Fiber, in groupIn) {
+	if in.Op == opBeats { // a frame's beats, for any of the shard's groups
+		for beats := in.Body; len(beats) > 0; {
+			bt, rest, err := nextBeat(beats)
+			if err != nil { // checked on the transport's shard already
+				return
+			}
+			if h := a.groups[bt.group]; h != nil {
+				h.Process(f, bt.message(in.ID, a.self))
+			}
+			beats = rest
+		}
+		return
+	}
+	h := a.groups[in.Group]
+	if h == nil {
+		return
+	}
 	switch in.Op {
 	case opProcess:
 		msgs, err := DecodeMessages(in.Body)
@@ -273,15 +310,13 @@ func (a *groupInbox) Receive(f *runtime.Fiber, in groupIn) {
 			return
 		}
 		for _, m := range msgs {
-			a.h.Process(f, m)
+			h.Process(f, m)
 		}
-	case opBeats:
-		_ = eachBeat(in.Body, in.ID, a.self, func(m *raftpb.Message) { a.h.Process(f, m) }) // checked on the transport's shard
 	case opUnreachable:
-		a.h.ReportUnreachable(f, in.ID)
+		h.ReportUnreachable(f, in.ID)
 	case opSnapshot:
-		a.h.ReportSnapshot(f, in.ID, in.Status)
+		h.ReportSnapshot(f, in.ID, in.Status)
 	case opRemoved:
-		a.h.ReportRemoved(f, in.ID)
+		h.ReportRemoved(f, in.ID)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -1067,18 +1068,12 @@ func (t *TCP) unknownGroup(g uint32, from uint64, n int) {
 	}
 }
 
-// BeatsHandler is a Handler that can take a run of its group's beats
-// undecoded (Shared's bridge to a group on another shard passes the bytes
-// on). The bytes are valid only during the call, and were checked as
-// Process's messages are.
-type BeatsHandler interface {
-	Handler
-	ProcessBeats(f *runtime.Fiber, from uint64, beats []byte)
-}
-
 // deliverBeats hands each run of a checked beats frame to its group's
-// handler, as deliver does a msgs frame.
+// handler, as deliver does a msgs frame; the runs of groups on other
+// shards (Shared) go undecoded, in one message a shard.
 func (t *TCP) deliverBeats(f *runtime.Fiber, from uint64, runs []beatRun) {
+	var to []runtime.Addr[groupIn] // a shard's inbox...
+	var away []groupIn             // ...and what it is sent
 	for _, r := range runs {
 		t.Stats.BeatsReceived.Add(int64(r.n))
 		hd := t.handler(r.group)
@@ -1086,11 +1081,18 @@ func (t *TCP) deliverBeats(f *runtime.Fiber, from uint64, runs []beatRun) {
 			t.unknownGroup(r.group, from, r.n)
 			continue
 		}
-		if bh, ok := hd.(BeatsHandler); ok {
-			bh.ProcessBeats(f, from, r.raw)
+		if br, ok := hd.(*bridge); ok {
+			i := slices.Index(to, br.to)
+			if i < 0 {
+				i, to, away = len(to), append(to, br.to), append(away, groupIn{Op: opBeats, ID: from})
+			}
+			away[i].Body = append(away[i].Body, r.raw...)
 			continue
 		}
 		_ = eachBeat(r.raw, from, t.cfg.ID, func(m *raftpb.Message) { hd.Process(f, m) }) // checked
+	}
+	for i, in := range away {
+		runtime.Send(f, to[i], in)
 	}
 }
 
