@@ -326,7 +326,7 @@ func (n *Node) restore(f *runtime.Fiber, snap *raftpb.Snapshot) error {
 func (n *Node) restartRaft(f *runtime.Fiber, first uint64, cause error) error {
 	// Raft restores the membership from InitialState and skips the conf
 	// changes up to Applied: give it the membership as applied.
-	rn, err := n.newRawNodeOn(appliedConf{n.cfg.Storage, n.confState})
+	rn, err := n.newRawNodeOn(appliedConf{n.cfg.Storage, n.confState, n.applied})
 	if err != nil {
 		return fmt.Errorf("persist ready: %w; and restarting raft from storage: %w", cause, err)
 	}

@@ -400,13 +400,27 @@ func (n *Node) bootstrap(f *runtime.Fiber) error {
 
 // appliedConf is the storage with the membership as applied, for a
 // RawNode made at the applied index.
+//
+// Its commit is at least the applied index. With asynchronous storage
+// writes raft applies an entry once it is durable here and known
+// committed, which can come before the hard state naming that commit is
+// saved (a heartbeat's commit: the entry was appended and answered
+// earlier); a save that then fails leaves the durable commit below the
+// applied index, and raft made at that index from that hard state panics
+// ("applied(4) is out of range [prevApplied(0), committed(3)]"). The
+// applied entries are committed and in the durable log, so the applied
+// index is a commit the member knows.
 type appliedConf struct {
 	Storage
-	cs *raftpb.ConfState
+	cs      *raftpb.ConfState
+	applied uint64
 }
 
 func (a appliedConf) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 	hs, _, err := a.Storage.InitialState()
+	if err == nil && hs.GetCommit() < a.applied {
+		hs = &raftpb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(a.applied)}
+	}
 	return hs, a.cs, err
 }
 
