@@ -158,10 +158,9 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// joinLearner starts a new member (x's backend), waits until it says it is
-// joining, adds it as a learner through the leader and waits until it is
-// ready; it returns the member and its ID.
-func joinLearner(ctx context.Context, t *testing.T, c *Cluster, x mixed) (*Member, adminapi.ID) {
+// startJoiner starts a new member (x's backend) and waits until it says
+// it is joining; it returns the member and what it says.
+func startJoiner(ctx context.Context, t *testing.T, c *Cluster, x mixed) (*Member, adminapi.Cluster) {
 	t.Helper()
 	m, err := c.NewMember()
 	must(t, err)
@@ -169,6 +168,15 @@ func joinLearner(ctx context.Context, t *testing.T, c *Cluster, x mixed) (*Membe
 	must(t, m.Start())
 	v, err := waitJoining(ctx, m)
 	must(t, err)
+	return m, v
+}
+
+// joinLearner starts a new member (startJoiner), adds it as a learner
+// through the leader and waits until it is ready; it returns the member
+// and its ID.
+func joinLearner(ctx context.Context, t *testing.T, c *Cluster, x mixed) (*Member, adminapi.ID) {
+	t.Helper()
+	m, v := startJoiner(ctx, t, c, x)
 	if err := addLearner(ctx, c, v.Self, m.PeerAddr); err != nil {
 		t.Fatalf("%s: %v", m, err)
 	}

@@ -323,12 +323,7 @@ func TestLearnerCatchesUpFromSnapshot(t *testing.T) {
 		t.Fatalf("the leader took no snapshot after %d writes of %d bytes with snapshot_bytes 65536", n, len(value))
 	}
 
-	joiner, err := c.NewMember()
-	must(t, err)
-	x.set(joiner)
-	must(t, joiner.Start())
-	jv, err := waitJoining(ctx, joiner)
-	must(t, err)
+	joiner, jv := startJoiner(ctx, t, c, x)
 	if jv.Self.Ordinal() != joiner.Ordinal || jv.Self != joiner.Addrs().Member {
 		t.Fatalf("joiner's ID %s: want ordinal %d and the ID it logged (%s)", jv.Self, joiner.Ordinal, joiner.Addrs().Member)
 	}

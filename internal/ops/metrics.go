@@ -9,6 +9,7 @@ import (
 
 	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/internal/buildinfo"
+	"github.com/writeonce/wo/replication/transport"
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -16,53 +17,39 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	descReady                 = desc("wo_ready", "1 when the worker is ready (database recovered, services serving), 0 while starting or draining.")
-	descInfo                  = desc("wo_runtime_info", "The runtime's I/O backend, why the probe chose it, and the shard count; always 1.", "backend", "reason", "shards")
-	descShards                = desc("wo_runtime_shards", "Number of shards.")
-	descDropped               = desc("wo_runtime_dropped_messages_total", "Messages sent to dead actors, the zero address, or a stopping runtime.")
-	descDeaths                = desc("wo_runtime_actor_deaths_total", "Actors whose Receive panicked.")
-	descPanics                = desc("wo_runtime_panics_total", "Panics logged, in fibers and actors.")
-	descSpawned               = desc("wo_runtime_actors_spawned_total", "Actors spawned.")
-	descWakeWrites            = desc("wo_runtime_wake_writes_total", "Cross-shard wake-ups written to a sleeping shard.")
-	descWatchdog              = desc("wo_runtime_watchdog_reports_total", "Scheduler slices that ran past the watchdog threshold without a safepoint.")
-	descShardCPU              = desc("wo_shard_cpu", "The CPU a shard is pinned to, or -1.", "shard")
-	descSyscalls              = desc("wo_shard_backend_syscalls_total", "Syscalls made by a shard's I/O backend.", "shard")
-	descEnters                = desc("wo_shard_backend_enters_total", "io_uring_enter or epoll_wait calls of a shard's backend.", "shard")
-	descSubmitted             = desc("wo_shard_backend_submitted_total", "Operations a shard's backend started.", "shard")
-	descCompleted             = desc("wo_shard_backend_completed_total", "Completions a shard's backend returned.", "shard")
-	descBEWake                = desc("wo_shard_backend_wake_writes_total", "eventfd writes to wake a shard.", "shard")
-	descBEDrain               = desc("wo_shard_backend_wake_drains_total", "eventfd reads by a shard.", "shard")
-	descRunQueue              = desc("wo_shard_run_queue", "Fibers runnable at the start of the shard's last tick.", "shard")
-	descFibers                = desc("wo_shard_fibers", "Live fibers on the shard (finished ones kept for reuse not counted).", "shard")
-	descActors                = desc("wo_shard_actors", "Actors placed on the shard and not dead.", "shard")
-	descInbox                 = desc("wo_shard_inbox_depth", "Cross-shard items waiting in the shard's inbox.", "shard")
-	descReductions            = desc("wo_shard_reductions_total", "Reductions spent by the shard's slices.", "shard")
-	descOverruns              = desc("wo_shard_slice_overruns_total", "The shard's slices that ran past the watchdog threshold without a safepoint.", "shard")
-	descCommits               = desc("wo_db_commits_total", "Acknowledged (durable) write transactions.")
-	descGroups                = desc("wo_db_group_commits_total", "Group commits: one WAL write and one fdatasync each.")
-	descFailed                = desc("wo_db_failed_commits_total", "Commits failed by the WAL (no space, fatal).")
-	descSnapshots             = desc("wo_db_snapshots_total", "Snapshots taken.")
-	descGroupBytes            = desc("wo_db_group_commit_bytes_total", "Bytes written by group commits.")
-	descLastLSN               = desc("wo_db_last_lsn", "Sequence number of the last durable WAL record.")
-	descRecovered             = desc("wo_db_recovered_records", "WAL records replayed at open.")
-	descMaxGroup              = desc("wo_db_max_group_commit_size", "The largest number of commits made durable by one fsync.")
-	descPeerFramesSent        = desc("wo_peer_frames_sent_total", "Frames the peer transport wrote to other members (a frame carries many messages).")
-	descPeerFramesReceived    = desc("wo_peer_frames_received_total", "Frames the peer transport read from other members.")
-	descPeerMessagesSent      = desc("wo_peer_messages_sent_total", "Raft messages sent to other members, beats included.")
-	descPeerMessagesDropped   = desc("wo_peer_messages_dropped_total", "Raft messages dropped: a full queue, an unknown or unreachable peer (raft sends again what matters).")
-	descPeerBeatsSent         = desc("wo_peer_beats_sent_total", "Heartbeats and their answers sent coalesced, as beats (a few bytes each in one frame for every group).")
-	descPeerBeatsReceived     = desc("wo_peer_beats_received_total", "Heartbeats and their answers received as beats.")
-	descPeerUnknownGroup      = desc("wo_peer_unknown_group_messages_total", "Messages for a raft group this member has not joined (a partition still opening), dropped.")
-	descPeerConnsRefused      = desc("wo_peer_connections_refused_total", "Inbound peer connections closed: a bad hello or frame, a removed member, a message naming another sender.")
-	descPeerDials             = desc("wo_peer_dials_total", "Connections dialled to other members.")
-	descPeerDialFailures      = desc("wo_peer_dial_failures_total", "Dials to other members that failed.")
-	descPeerSnapshotsSent     = desc("wo_peer_snapshots_sent_total", "Raft snapshots streamed to other members.")
-	descPeerSnapshotsReceived = desc("wo_peer_snapshots_received_total", "Raft snapshots received from other members.")
-	descRaftInfo              = desc("wo_raft_info", "This raft member: its ID, state (joining, member, removed, stopped), role and the leader it knows (ID 0: none); always 1.", "member", "state", "role", "leader")
-	allDescriptors            = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup,
-		descPeerFramesSent, descPeerFramesReceived, descPeerMessagesSent, descPeerMessagesDropped, descPeerBeatsSent, descPeerBeatsReceived,
-		descPeerUnknownGroup, descPeerConnsRefused, descPeerDials, descPeerDialFailures, descPeerSnapshotsSent, descPeerSnapshotsReceived}
-	_ prometheus.Collector = (*collector)(nil)
+	descReady                           = desc("wo_ready", "1 when the worker is ready (database recovered, services serving), 0 while starting or draining.")
+	descInfo                            = desc("wo_runtime_info", "The runtime's I/O backend, why the probe chose it, and the shard count; always 1.", "backend", "reason", "shards")
+	descShards                          = desc("wo_runtime_shards", "Number of shards.")
+	descDropped                         = desc("wo_runtime_dropped_messages_total", "Messages sent to dead actors, the zero address, or a stopping runtime.")
+	descDeaths                          = desc("wo_runtime_actor_deaths_total", "Actors whose Receive panicked.")
+	descPanics                          = desc("wo_runtime_panics_total", "Panics logged, in fibers and actors.")
+	descSpawned                         = desc("wo_runtime_actors_spawned_total", "Actors spawned.")
+	descWakeWrites                      = desc("wo_runtime_wake_writes_total", "Cross-shard wake-ups written to a sleeping shard.")
+	descWatchdog                        = desc("wo_runtime_watchdog_reports_total", "Scheduler slices that ran past the watchdog threshold without a safepoint.")
+	descShardCPU                        = desc("wo_shard_cpu", "The CPU a shard is pinned to, or -1.", "shard")
+	descSyscalls                        = desc("wo_shard_backend_syscalls_total", "Syscalls made by a shard's I/O backend.", "shard")
+	descEnters                          = desc("wo_shard_backend_enters_total", "io_uring_enter or epoll_wait calls of a shard's backend.", "shard")
+	descSubmitted                       = desc("wo_shard_backend_submitted_total", "Operations a shard's backend started.", "shard")
+	descCompleted                       = desc("wo_shard_backend_completed_total", "Completions a shard's backend returned.", "shard")
+	descBEWake                          = desc("wo_shard_backend_wake_writes_total", "eventfd writes to wake a shard.", "shard")
+	descBEDrain                         = desc("wo_shard_backend_wake_drains_total", "eventfd reads by a shard.", "shard")
+	descRunQueue                        = desc("wo_shard_run_queue", "Fibers runnable at the start of the shard's last tick.", "shard")
+	descFibers                          = desc("wo_shard_fibers", "Live fibers on the shard (finished ones kept for reuse not counted).", "shard")
+	descActors                          = desc("wo_shard_actors", "Actors placed on the shard and not dead.", "shard")
+	descInbox                           = desc("wo_shard_inbox_depth", "Cross-shard items waiting in the shard's inbox.", "shard")
+	descReductions                      = desc("wo_shard_reductions_total", "Reductions spent by the shard's slices.", "shard")
+	descOverruns                        = desc("wo_shard_slice_overruns_total", "The shard's slices that ran past the watchdog threshold without a safepoint.", "shard")
+	descCommits                         = desc("wo_db_commits_total", "Acknowledged (durable) write transactions.")
+	descGroups                          = desc("wo_db_group_commits_total", "Group commits: one WAL write and one fdatasync each.")
+	descFailed                          = desc("wo_db_failed_commits_total", "Commits failed by the WAL (no space, fatal).")
+	descSnapshots                       = desc("wo_db_snapshots_total", "Snapshots taken.")
+	descGroupBytes                      = desc("wo_db_group_commit_bytes_total", "Bytes written by group commits.")
+	descLastLSN                         = desc("wo_db_last_lsn", "Sequence number of the last durable WAL record.")
+	descRecovered                       = desc("wo_db_recovered_records", "WAL records replayed at open.")
+	descMaxGroup                        = desc("wo_db_max_group_commit_size", "The largest number of commits made durable by one fsync.")
+	descRaftInfo                        = desc("wo_raft_info", "This raft member: its ID, state (joining, member, removed, stopped), role and the leader it knows (ID 0: none); always 1.", "member", "state", "role", "leader")
+	allDescriptors                      = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
+	_              prometheus.Collector = (*collector)(nil)
 )
 
 // buildInfoGauge is wo_build_info{version,commit,goversion} 1: which build
@@ -97,6 +84,26 @@ var raftGauges = []struct {
 	}},
 }
 
+// peerCounters are the member's wo_peer_* counters, each one of its peer
+// transport's Stats (dbowner.DB.PeerStats).
+var peerCounters = []struct {
+	desc  *prometheus.Desc
+	value func(s *transport.Stats) *atomic.Int64
+}{
+	{desc("wo_peer_frames_sent_total", "Frames the peer transport wrote to other members (a frame carries many messages)."), func(s *transport.Stats) *atomic.Int64 { return &s.FramesSent }},
+	{desc("wo_peer_frames_received_total", "Frames the peer transport read from other members."), func(s *transport.Stats) *atomic.Int64 { return &s.FramesReceived }},
+	{desc("wo_peer_messages_sent_total", "Raft messages sent to other members, beats included."), func(s *transport.Stats) *atomic.Int64 { return &s.MessagesSent }},
+	{desc("wo_peer_messages_dropped_total", "Raft messages dropped: a full queue, an unknown or unreachable peer (raft sends again what matters)."), func(s *transport.Stats) *atomic.Int64 { return &s.MessagesDropped }},
+	{desc("wo_peer_beats_sent_total", "Heartbeats and their answers sent coalesced, as beats (a few bytes each in one frame for every group)."), func(s *transport.Stats) *atomic.Int64 { return &s.BeatsSent }},
+	{desc("wo_peer_beats_received_total", "Heartbeats and their answers received as beats."), func(s *transport.Stats) *atomic.Int64 { return &s.BeatsReceived }},
+	{desc("wo_peer_unknown_group_messages_total", "Messages for a raft group this member has not joined (a partition still opening), dropped."), func(s *transport.Stats) *atomic.Int64 { return &s.UnknownGroup }},
+	{desc("wo_peer_connections_refused_total", "Inbound peer connections closed: a bad hello or frame, a removed member, a message naming another sender."), func(s *transport.Stats) *atomic.Int64 { return &s.ConnsRefused }},
+	{desc("wo_peer_dials_total", "Connections dialled to other members."), func(s *transport.Stats) *atomic.Int64 { return &s.Dials }},
+	{desc("wo_peer_dial_failures_total", "Dials to other members that failed."), func(s *transport.Stats) *atomic.Int64 { return &s.DialFailures }},
+	{desc("wo_peer_snapshots_sent_total", "Raft snapshots streamed to other members."), func(s *transport.Stats) *atomic.Int64 { return &s.SnapshotsSent }},
+	{desc("wo_peer_snapshots_received_total", "Raft snapshots received from other members."), func(s *transport.Stats) *atomic.Int64 { return &s.SnapshotsIn }},
+}
+
 // collector reads the runtime's and the database's atomic Stats at scrape
 // time: no counter is mirrored, so nothing on a shard's hot path pays for
 // metrics.
@@ -109,6 +116,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRaftInfo
 	for _, g := range raftGauges {
 		ch <- g.desc
+	}
+	for _, p := range peerCounters {
+		ch <- p.desc
 	}
 }
 
@@ -162,18 +172,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descRecovered, float64(st.Recovered))
 		gauge(descMaxGroup, float64(st.MaxGroup))
 		if ps := db.PeerStats(); ps != nil {
-			for _, c := range []struct {
-				d *prometheus.Desc
-				v *atomic.Int64
-			}{
-				{descPeerFramesSent, &ps.FramesSent}, {descPeerFramesReceived, &ps.FramesReceived},
-				{descPeerMessagesSent, &ps.MessagesSent}, {descPeerMessagesDropped, &ps.MessagesDropped},
-				{descPeerBeatsSent, &ps.BeatsSent}, {descPeerBeatsReceived, &ps.BeatsReceived},
-				{descPeerUnknownGroup, &ps.UnknownGroup}, {descPeerConnsRefused, &ps.ConnsRefused},
-				{descPeerDials, &ps.Dials}, {descPeerDialFailures, &ps.DialFailures},
-				{descPeerSnapshotsSent, &ps.SnapshotsSent}, {descPeerSnapshotsReceived, &ps.SnapshotsIn},
-			} {
-				counter(c.d, uint64(c.v.Load()))
+			for _, p := range peerCounters {
+				counter(p.desc, uint64(p.value(ps).Load()))
 			}
 		}
 	}
