@@ -281,11 +281,26 @@ func removedBy(self, applied uint64, holder node.Status) (through uint64, remove
 	return holder.Applied, true
 }
 
-// groupOf is a leader's status as placement sees it.
+// catchUpEntries is how far behind the leader's commit index a member
+// may be and still count as caught up for a promotion or a leadership
+// transfer: what the operator waits for before it promotes a pod
+// (membership.DefaultCatchUpEntries), well inside what the database
+// accepts (node.PromoteLag). Placement once asked for an exact
+// Match >= Commit, and under a steady write load a learner one round trip
+// behind the leader almost never showed it: a worker-process test saw a
+// partition's learner wait 42 s for its promotion, and another never
+// promoted in two minutes. The entries a member is short of are already
+// in flight to it, so the promoted voter holds the group's commits back
+// by about a round trip, once.
+const catchUpEntries = 128
+
+// groupOf is a leader's status as placement sees it. A member is caught
+// up when the leader heard from it within the last election timeout and
+// its Match is within catchUpEntries of the commit index.
 func groupOf(st node.Status) placement.Group {
 	g := placement.Group{Leader: st.ID, CaughtUp: func(id uint64) bool {
 		m, ok := member(st, id)
-		return ok && m.Match >= st.Commit
+		return ok && m.Reachable && m.Match+catchUpEntries >= st.Commit
 	}}
 	for _, m := range st.Members {
 		if m.Learner {

@@ -7,8 +7,10 @@ type Group struct {
 	Voters   []uint64
 	Learners []uint64
 	Leader   uint64
-	// CaughtUp reports whether a member holds every committed entry of
-	// the group (its match has reached the commit index).
+	// CaughtUp reports whether a member is close enough behind the
+	// group's commit index to be made a voter or handed the leadership
+	// (the caller's bound: the database's placer allows 128 entries of a
+	// member heard from recently).
 	CaughtUp func(id uint64) bool
 }
 

@@ -101,7 +101,7 @@ func scaleUnderLoad(t *testing.T, parts, rf int) {
 				switch ps.Role {
 				case roleElsewhere:
 				case "learner":
-					return fmt.Sprintf("%s: a learner of partition %d", m, p), false
+					return fmt.Sprintf("%s: a learner of partition %d (applied %d of commit %d)", m, p, ps.Applied, ps.Commit), false
 				default:
 					held[p]++
 				}
