@@ -1,0 +1,71 @@
+package runtime
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkSyncFilesTogether: what the appends of several logs on one
+// shard cost when each is made durable on its own file, against the same
+// bytes appended to one file under one fdatasync (issue 27, item 3:
+// "batched appends across groups on a shard sharing one fsync"). Each
+// round, "separate" runs one fiber a file, each a 4 KiB WriteAtSync, all
+// started in the same tick so that the shard's ring submits them together
+// (what a shard's partitions, each with its own log, do); "one" is one
+// WriteAtSync of files × 4 KiB to one file (a log shared by them). An op
+// is a round: its time is the latency of a group commit of that many
+// partitions. On a disk whose fdatasyncs of different files do not share
+// the device flush, "separate" grows with the file count and "one" does
+// not.
+//
+//	go test -run '^$' -bench SyncFilesTogether -benchtime 400x -count 5 ./runtime/
+func BenchmarkSyncFilesTogether(b *testing.B) {
+	const block = 4 << 10
+	for _, n := range []int{1, 4, 16} {
+		for _, mode := range []string{"separate", "one"} {
+			b.Run(fmt.Sprintf("files=%d/%s", n, mode), func(b *testing.B) {
+				dir := b.TempDir()
+				bench(b, 1, func(f *Fiber) {
+					count := n
+					if mode == "one" {
+						count = 1
+					}
+					files := make([]*File, count)
+					for i := range files {
+						fl, err := OpenFile(filepath.Join(dir, fmt.Sprintf("log%d", i)), os.O_CREATE|os.O_RDWR, 0o644)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						defer fl.Close()
+						files[i] = fl
+					}
+					buf := bytes.Repeat([]byte{'x'}, block*n/count)
+					var off int64
+					var done Signal
+					left := 0
+					b.ResetTimer()
+					for range b.N {
+						left = count
+						for _, fl := range files {
+							Go(f, func(g *Fiber) {
+								if err := fl.WriteAtSync(g, buf, off); err != nil {
+									b.Error(err)
+								}
+								if left--; left == 0 {
+									done.Notify(g)
+								}
+							})
+						}
+						done.Wait(f, 0)
+						off += int64(len(buf))
+					}
+					b.StopTimer()
+				})
+			})
+		}
+	}
+}
