@@ -207,13 +207,12 @@ func (ps *partitions) place(f *runtime.Fiber, d *DB) {
 			ps.drop(f, p, 0, "the partition was placed elsewhere before its group added this member")
 			continue
 		}
-		if !want && in && st.Leader == 0 {
+		if !want && in && mayBeRemovedUntold(st) {
 			// Raft never tells a removed member so: the leader stops
 			// sending once it applied the removal, and the member may not
 			// have learned the commit that removes it (the worker-process
 			// scale test met one, which held its replica for good). A
-			// member that is no target and hears no leader asks the
-			// holders.
+			// member that is no target asks the holders.
 			if through, removed := ps.askRemoved(f, d, p, st.Applied, targets[p]); removed {
 				ps.drop(f, p, through, "a holder's configuration no longer names this member")
 				continue
@@ -262,6 +261,19 @@ func (ps *partitions) askRemoved(f *runtime.Fiber, d *DB, p int, applied uint64,
 		}
 	}
 	return 0, false
+}
+
+// mayBeRemovedUntold reports whether a member that is no target of a
+// partition but still in the group as it sees it should ask the holders
+// whether it was removed: a voter once it hears no leader (its election
+// timeout passed: a removed voter campaigns, which forgets the leader), a
+// learner always, since a learner never campaigns and goes on naming the
+// leader it last heard for good (a CI run met one removed right after its
+// snapshot: two minutes later it still held its replica). The ask is a
+// status call a round; a learner that is no target is removed within a
+// round or two anyway.
+func mayBeRemovedUntold(st node.Status) bool {
+	return st.Leader == 0 || st.Role == node.RoleLearner
 }
 
 // removedBy reports whether holder, a member's status of the partition's

@@ -77,3 +77,26 @@ func TestGroupOfCountsAMemberCaughtUpWithinABoundedLag(t *testing.T) {
 		t.Error("a member the status does not name is caught up")
 	}
 }
+
+// A member that is no target of a partition asks the holders whether it
+// was removed when raft would leave it never knowing: a voter once it has
+// no leader (a removed voter campaigns), a learner whatever leader it
+// names (a learner never campaigns, so the leader it last heard stays).
+func TestMayBeRemovedUntoldAsksForEveryLearner(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		st   node.Status
+		ask  bool
+	}{
+		{"a voter hearing its leader", node.Status{Role: node.RoleFollower, Leader: 2}, false},
+		{"a voter with no leader", node.Status{Role: node.RoleFollower}, true},
+		{"a candidate (no leader)", node.Status{Role: node.RoleCandidate}, true},
+		{"a learner naming a leader (the CI run's case)", node.Status{Role: node.RoleLearner, Leader: 2}, true},
+		{"a learner with no leader", node.Status{Role: node.RoleLearner}, true},
+		{"the leader", node.Status{Role: node.RoleLeader, Leader: 1, ID: 1}, false},
+	} {
+		if got := mayBeRemovedUntold(c.st); got != c.ask {
+			t.Errorf("%s: asks %v, want %v", c.name, got, c.ask)
+		}
+	}
+}
