@@ -92,13 +92,11 @@ type epollBackend struct {
 	// syncs are the fdatasyncs in flight; synced holds their completions
 	// until the shard's next Wait or Pending moves them to ready (a
 	// helper posts its completion there and wakes the shard through the
-	// eventfd, if sleeping). nsynced is len(synced), read without the
-	// lock; sleeping is set while Wait blocks in epoll_wait.
-	syncs    sync.WaitGroup
-	syncMu   sync.Mutex
-	synced   []Completion
-	nsynced  atomic.Int32
-	sleeping atomic.Bool
+	// eventfd). nsynced is len(synced), read without the lock.
+	syncs   sync.WaitGroup
+	syncMu  sync.Mutex
+	synced  []Completion
+	nsynced atomic.Int32
 
 	epfd   int
 	events []unix.EpollEvent
@@ -550,7 +548,8 @@ func (b *epollBackend) Fsync(fd int, token uint64) (int32, bool) {
 }
 
 // fdatasync is Fsync's goroutine: the system call, its completion queued
-// for the shard, and the shard woken if it sleeps.
+// for the shard, and the shard woken (one eventfd write, skipped while an
+// earlier wake is unread).
 func (b *epollBackend) fdatasync(fd int, token uint64) {
 	defer b.syncs.Done()
 	var res int32
@@ -569,13 +568,7 @@ func (b *epollBackend) fdatasync(fd int, token uint64) {
 	b.synced = append(b.synced, Completion{Token: token, Res: res})
 	b.nsynced.Store(int32(len(b.synced)))
 	b.syncMu.Unlock()
-	if b.sleeping.Load() {
-		// Only a sleeping shard is woken (an eventfd write, and a read on
-		// the shard): a busy one takes the completion at its next Wait or
-		// Pending. An error means the backend closed, and Close waits for
-		// this goroutine's Done, not for its wake.
-		_ = b.wake(&b.stats)
-	}
+	_ = b.wake(&b.stats) // fails only once closed, and Close waits for this goroutine's Done, not its wake
 }
 
 // takeSynced moves the completed fdatasyncs to ready.
@@ -675,21 +668,9 @@ func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 				ms = int((rem + time.Millisecond - 1) / time.Millisecond)
 			}
 		}
-		if ms != 0 {
-			// About to sleep: from here a finished fdatasync wakes the
-			// shard. Stored before nsynced is read, as fdatasync stores
-			// nsynced before it reads sleeping, so one of the two sees
-			// the other: no completion is left behind a sleep.
-			b.sleeping.Store(true)
-			if b.nsynced.Load() > 0 {
-				b.sleeping.Store(false)
-				ms = 0
-			}
-		}
 		b.stats.syscalls.Add(1)
 		b.stats.enters.Add(1)
 		k, err := unix.EpollWait(b.epfd, b.events, ms)
-		b.sleeping.Store(false)
 		if err == unix.EINTR {
 			continue
 		}
