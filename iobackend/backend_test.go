@@ -5,11 +5,9 @@ package iobackend
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -486,12 +484,6 @@ func TestCloseWithOpsInFlight(t *testing.T) {
 			b.Accept(ln, 3)
 			b.Wait(0, make([]Completion, 4)) // into the kernel
 			b.Recv(a, make([]byte, 8), 4)    // and one not yet submitted
-			// An fdatasync in flight (on epoll, a goroutine of its own:
-			// Close waits for it, and goleak would see it outlive the
-			// backend).
-			_, fd := tempFile(t)
-			b.Write(fd, []byte("tail"), 0, 5)
-			b.Fsync(fd, 6)
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -509,85 +501,6 @@ func TestCloseWithOpsInFlight(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestFsyncsOfManyFilesAtOnce: the syncs of several files started in one
-// turn (a shard's partitions, each with its own log) all complete, each
-// covering its file's write. On epoll each runs on a goroutine of its own,
-// so Fsync returns before the disk is done and the shard thread is free
-// meanwhile; its completion wakes a Wait that would sleep forever
-// otherwise.
-func TestFsyncsOfManyFilesAtOnce(t *testing.T) {
-	eachKind(t, Options{}, func(t *testing.T, b Backend) {
-		const n = 8
-		var files []*os.File
-		want := map[uint64]int32{}
-		var done []Completion
-		for i := range n {
-			f, err := os.OpenFile(filepath.Join(t.TempDir(), fmt.Sprintf("log%d", i)), os.O_RDWR|os.O_CREATE, 0o600)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { f.Close() })
-			files = append(files, f)
-			data := bytes.Repeat([]byte{byte('a' + i)}, 4096+i)
-			wt, st := uint64(2*i+1), uint64(2*i+2)
-			want[wt], want[st] = int32(len(data)), 0
-			if r, ok := b.Write(int(f.Fd()), data, 0, wt); ok {
-				done = append(done, Completion{Token: wt, Res: r})
-			}
-			r, ok := b.Fsync(int(f.Fd()), st)
-			if ok {
-				if b.Kind() == KindEpoll {
-					t.Fatalf("epoll: Fsync of file %d completed in the call (res %d): it ran on the shard thread", i, r)
-				}
-				done = append(done, Completion{Token: st, Res: r})
-			}
-		}
-		var rest []uint64
-		seen := map[uint64]bool{}
-		for _, c := range done {
-			seen[c.Token] = true
-		}
-		for tok := range want {
-			if !seen[tok] {
-				rest = append(rest, tok)
-			}
-		}
-		// Wait with no timeout: only the completions' own wake-ups end it
-		// (a guard wakes it after hangGuard, and that is a failure).
-		var rescued atomic.Bool
-		guard := time.AfterFunc(hangGuard, func() { rescued.Store(true); _ = b.Wake() })
-		defer guard.Stop()
-		pending := map[uint64]bool{}
-		for _, tok := range rest {
-			pending[tok] = true
-		}
-		out := make([]Completion, 4)
-		for len(pending) > 0 && !rescued.Load() {
-			k, err := b.Wait(-1, out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range out[:k] {
-				delete(pending, c.Token)
-				done = append(done, c)
-			}
-		}
-		if rescued.Load() {
-			t.Fatalf("%s: tokens %v never woke the Wait", b.Kind(), pending)
-		}
-		for _, c := range done {
-			if c.Res != want[c.Token] {
-				t.Errorf("%s: token %d res %d, want %d", b.Kind(), c.Token, c.Res, want[c.Token])
-			}
-		}
-		for i, f := range files {
-			if st, err := f.Stat(); err != nil || st.Size() != int64(4096+i) {
-				t.Errorf("file %d: %v, size %d, want %d", i, err, st.Size(), 4096+i)
-			}
-		}
-	})
 }
 
 // TestManyOps drives more operations than the SQ and CQ hold (Entries 4: an

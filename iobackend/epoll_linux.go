@@ -4,8 +4,6 @@ package iobackend
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -80,23 +78,11 @@ const (
 )
 
 // epollBackend is the portable backend: epoll readiness, the syscall itself
-// performed once the fd is ready, an eventfd for wake-ups, and file writes
-// on the shard thread. Write blocks the shard thread for as long as the
-// page cache takes; Fsync runs on a goroutine of its own (syncs), because
-// an fdatasync takes the disk's time, hundreds of microseconds, during
-// which a shard blocked in it would serve nothing else, and the syncs of a
-// shard's several logs (its partitions) would run one after another.
+// performed once the fd is ready, an eventfd for wake-ups, and blocking file
+// I/O. Write and Fsync block the shard thread for as long as the disk takes;
+// that is the documented cost of running without io_uring.
 type epollBackend struct {
 	waker
-
-	// syncs are the fdatasyncs in flight; synced holds their completions
-	// until the shard's next Wait or Pending moves them to ready (a
-	// helper posts its completion there and wakes the shard through the
-	// eventfd). nsynced is len(synced), read without the lock.
-	syncs   sync.WaitGroup
-	syncMu  sync.Mutex
-	synced  []Completion
-	nsynced atomic.Int32
 
 	epfd   int
 	events []unix.EpollEvent
@@ -526,13 +512,10 @@ func (b *epollBackend) Write(fd int, buf []byte, off int64, token uint64) (int32
 	}
 }
 
-// Fsync starts fdatasync(2) on a goroutine of its own and returns; its
-// completion comes from a later Wait. Every Write on this backend has
-// completed by the time Fsync is called, so the sync covers them; if one of
+// Fsync performs fdatasync(2) on the shard thread. Every Write on this backend
+// has completed by the time Fsync is called, so ordering is given; if one of
 // them since the last Fsync failed or was short the data is not durable and
-// the result is -ECANCELED at once, without syncing. The caller keeps fd
-// open until the completion (as it keeps a buffer on io_uring); an fsync
-// in flight cannot be cancelled, and Close waits for it.
+// the result is -ECANCELED without syncing.
 func (b *epollBackend) Fsync(fd int, token uint64) (int32, bool) {
 	if e := b.check(token); e != 0 {
 		return -int32(e), true
@@ -542,17 +525,6 @@ func (b *epollBackend) Fsync(fd int, token uint64) (int32, bool) {
 		delete(b.broken, fd)
 		return -int32(unix.ECANCELED), true
 	}
-	b.syncs.Add(1)
-	go b.fdatasync(fd, token)
-	return 0, false
-}
-
-// fdatasync is Fsync's goroutine: the system call, its completion queued
-// for the shard, and the shard woken (one eventfd write, skipped while an
-// earlier wake is unread).
-func (b *epollBackend) fdatasync(fd int, token uint64) {
-	defer b.syncs.Done()
-	var res int32
 	for {
 		b.stats.syscalls.Add(1)
 		err := unix.Fdatasync(fd)
@@ -560,28 +532,10 @@ func (b *epollBackend) fdatasync(fd int, token uint64) {
 			continue
 		}
 		if err != nil {
-			res = -int32(errnoOf(err))
+			return -int32(errnoOf(err)), true
 		}
-		break
+		return 0, true
 	}
-	b.syncMu.Lock()
-	b.synced = append(b.synced, Completion{Token: token, Res: res})
-	b.nsynced.Store(int32(len(b.synced)))
-	b.syncMu.Unlock()
-	_ = b.wake(&b.stats) // fails only once closed, and Close waits for this goroutine's Done, not its wake
-}
-
-// takeSynced moves the completed fdatasyncs to ready.
-func (b *epollBackend) takeSynced() {
-	if b.nsynced.Load() == 0 {
-		return
-	}
-	b.syncMu.Lock()
-	b.ready = append(b.ready, b.synced...)
-	clear(b.synced)
-	b.synced = b.synced[:0]
-	b.nsynced.Store(0)
-	b.syncMu.Unlock()
 }
 
 // ---- cancel, wake, wait, close ----
@@ -624,7 +578,7 @@ func (b *epollBackend) takeReady(out []Completion) int { return takeReady(&b.rea
 // on io_uring (where the answer is a load from shared memory), not the
 // whole spin.
 func (b *epollBackend) Pending() bool {
-	if b.closed || len(b.ready) > 0 || b.nsynced.Load() > 0 {
+	if b.closed || len(b.ready) > 0 {
 		return true
 	}
 	b.pendingCalls++
@@ -646,7 +600,6 @@ func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 		return 0, fmt.Errorf("iobackend: wait: %w", ErrClosed)
 	}
 	defer func() { b.stats.completed.Add(uint64(n)) }()
-	b.takeSynced()
 	n = b.takeReady(out)
 	if n > 0 || len(out) == 0 {
 		return n, nil
@@ -687,9 +640,6 @@ func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 			}
 			b.onEvent(int(ev.Fd), ev.Events)
 		}
-		if woke {
-			b.takeSynced()
-		}
 		n += b.takeReady(out[n:])
 		if k == len(b.events) && n < len(out) {
 			// A full batch: more fds may be ready. Take them now, without
@@ -705,14 +655,11 @@ func (b *epollBackend) Wait(timeout time.Duration, out []Completion) (n int, err
 }
 
 // Close closes the epoll and eventfd descriptors. Parked operations are
-// abandoned; the kernel holds none of their buffers, so nothing needs
-// draining. An fdatasync in flight is waited for (it cannot be stopped, and
-// its goroutine must not outlive the backend); its completion is dropped.
+// abandoned; the kernel holds none of their buffers, so nothing needs draining.
 func (b *epollBackend) Close() error {
 	if b.markClosed() {
 		return nil
 	}
-	b.syncs.Wait()
 	b.release()
 	b.live, b.fds, b.ready = opTable[epollOp]{}, nil, nil
 	return nil
