@@ -601,3 +601,85 @@ func TestFsyncWaitsForSubmittedWrite(t *testing.T) {
 		t.Fatalf("fsync result %v, want -EINVAL after the write", got)
 	}
 }
+
+// TestFsyncsOfOneTickCompleteEachWithItsOwnResult: the fsyncs a shard
+// starts before its next Wait (its partitions' group commits) run
+// together on both backends (on epoll, runSyncs syncs each distinct fd
+// once, the fds at once). Each completes exactly once, with its own fd's
+// result: two on the same file share its sync, one on a pipe fails with
+// the pipe's EINVAL without failing the others, and one cancelled before
+// the Wait completes -ECANCELED, never as synced.
+func TestFsyncsOfOneTickCompleteEachWithItsOwnResult(t *testing.T) {
+	eachKind(t, Options{}, func(t *testing.T, b Backend) {
+		var fds []int
+		for range 3 {
+			_, fd := tempFile(t)
+			fds = append(fds, fd)
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pr.Close()
+		defer pw.Close()
+		want := map[uint64]int32{}
+		res := map[uint64]int32{}
+		tok := uint64(1)
+		start := func(fd int, w int32) uint64 {
+			t.Helper()
+			wt := tok
+			if r, done := b.Write(fd, []byte("record"), 0, wt); done {
+				res[wt] = r
+			}
+			want[wt] = 6
+			st := tok + 1
+			if r, done := b.Fsync(fd, st); done {
+				res[st] = r
+			}
+			want[st] = w
+			tok += 2
+			return st
+		}
+		for _, fd := range fds {
+			start(fd, 0)
+		}
+		start(fds[0], 0) // the same file again, in the same tick
+		st := tok
+		if r, done := b.Fsync(int(pw.Fd()), st); done {
+			res[st] = r
+		}
+		want[st] = errno(unix.EINVAL)
+		tok++
+		cancelled := start(fds[1], errno(unix.ECANCELED))
+		if _, done := res[cancelled]; !done {
+			if err := b.Cancel(cancelled); err != nil {
+				t.Fatalf("Cancel of a started fsync: %v", err)
+			}
+		}
+		var rest []uint64
+		for tk := range want {
+			if _, ok := res[tk]; !ok {
+				rest = append(rest, tk)
+			}
+		}
+		for _, c := range collect(t, b, rest...) {
+			if _, dup := res[c.Token]; dup {
+				t.Errorf("token %d completed twice", c.Token)
+			}
+			res[c.Token] = c.Res
+		}
+		for tk, w := range want {
+			if tk == cancelled && res[tk] == 0 && b.Kind() == KindUring {
+				continue // the ring may have run it before the cancel reached it
+			}
+			if res[tk] != w {
+				t.Errorf("token %d: result %d, want %d", tk, res[tk], w)
+			}
+		}
+		// Nothing is left over for a later Wait.
+		out := make([]Completion, 4)
+		if n, _ := b.Wait(0, out); n != 0 {
+			t.Errorf("completions after every op completed: %v", out[:n])
+		}
+	})
+}

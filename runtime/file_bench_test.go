@@ -14,8 +14,12 @@ import (
 // "batched appends across groups on a shard sharing one fsync"). Each
 // round, "separate" runs one fiber a file, each a 4 KiB WriteAtSync, all
 // started in the same tick so that the shard's ring submits them together
-// (what a shard's partitions, each with its own log, do); "one" is one
-// WriteAtSync of files × 4 KiB to one file (a log shared by them). An op
+// (what a shard's partitions, each with its own log, do); "prealloc" is
+// the same on files filled with zeros and synced before the round, as the
+// WAL's segments are (wal.Options.Preallocate), so that an append
+// overwrites blocks the file already has and its fdatasync commits no
+// metadata; "one" is one WriteAtSync of files × 4 KiB to one file (a log
+// shared by them). An op
 // is a round: its time is the latency of a group commit of that many
 // partitions. On a disk whose fdatasyncs of different files do not share
 // the device flush, "separate" grows with the file count and "one" does
@@ -25,7 +29,7 @@ import (
 func BenchmarkSyncFilesTogether(b *testing.B) {
 	const block = 4 << 10
 	for _, n := range []int{1, 4, 16} {
-		for _, mode := range []string{"separate", "one"} {
+		for _, mode := range []string{"separate", "prealloc", "one"} {
 			b.Run(fmt.Sprintf("files=%d/%s", n, mode), func(b *testing.B) {
 				dir := b.TempDir()
 				bench(b, 1, func(f *Fiber) {
@@ -44,6 +48,15 @@ func BenchmarkSyncFilesTogether(b *testing.B) {
 						files[i] = fl
 					}
 					buf := bytes.Repeat([]byte{'x'}, block*n/count)
+					if mode == "prealloc" {
+						zeros := make([]byte, len(buf)*b.N)
+						for _, fl := range files {
+							if err := fl.WriteAtSync(f, zeros, 0); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}
 					var off int64
 					var done Signal
 					left := 0
