@@ -15,8 +15,8 @@
 //   - epoll (KindEpoll), the portable path for kernels or seccomp profiles
 //     that refuse io_uring: each fd registered once, edge-triggered, the
 //     socket syscall tried at once and retried on the next edge after an
-//     EAGAIN, an eventfd in the epoll set, and blocking
-//     pwrite/fdatasync on the shard thread.
+//     EAGAIN, an eventfd in the epoll set, blocking pwrite on the shard
+//     thread, and the fdatasyncs of a tick run together at its next Wait.
 //
 // Both give the same results for the same calls; the tests run every case on
 // both. Select turns a WO_IO Mode into a Kind with a human reason (probing

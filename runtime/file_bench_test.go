@@ -19,8 +19,8 @@ import (
 // WAL's segments are (wal.Options.Preallocate), so that an append
 // overwrites blocks the file already has and its fdatasync commits no
 // metadata; "one" is one WriteAtSync of files × 4 KiB to one file (a log
-// shared by them). An op
-// is a round: its time is the latency of a group commit of that many
+// shared by them), and "one-prealloc" the same on a preallocated file. An
+// op is a round: its time is the latency of a group commit of that many
 // partitions. On a disk whose fdatasyncs of different files do not share
 // the device flush, "separate" grows with the file count and "one" does
 // not.
@@ -29,12 +29,12 @@ import (
 func BenchmarkSyncFilesTogether(b *testing.B) {
 	const block = 4 << 10
 	for _, n := range []int{1, 4, 16} {
-		for _, mode := range []string{"separate", "prealloc", "one"} {
+		for _, mode := range []string{"separate", "prealloc", "one", "one-prealloc"} {
 			b.Run(fmt.Sprintf("files=%d/%s", n, mode), func(b *testing.B) {
 				dir := b.TempDir()
 				bench(b, 1, func(f *Fiber) {
 					count := n
-					if mode == "one" {
+					if mode == "one" || mode == "one-prealloc" {
 						count = 1
 					}
 					files := make([]*File, count)
@@ -48,7 +48,7 @@ func BenchmarkSyncFilesTogether(b *testing.B) {
 						files[i] = fl
 					}
 					buf := bytes.Repeat([]byte{'x'}, block*n/count)
-					if mode == "prealloc" {
+					if mode == "prealloc" || mode == "one-prealloc" {
 						zeros := make([]byte, len(buf)*b.N)
 						for _, fl := range files {
 							if err := fl.WriteAtSync(f, zeros, 0); err != nil {
