@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writeonce/wo/dbowner/placement"
+	"github.com/writeonce/wo/internal/adminapi"
 	"github.com/writeonce/wo/replication/node"
 	"github.com/writeonce/wo/runtime"
 )
@@ -295,16 +296,16 @@ func removedBy(self, applied uint64, holder node.Status) (through uint64, remove
 
 // catchUpEntries is how far behind the leader's commit index a member
 // may be and still count as caught up for a promotion or a leadership
-// transfer: what the operator waits for before it promotes a pod
-// (membership.DefaultCatchUpEntries), well inside what the database
-// accepts (node.PromoteLag). Placement once asked for an exact
-// Match >= Commit, and under a steady write load a learner one round trip
-// behind the leader almost never showed it: a worker-process test saw a
-// partition's learner wait 42 s for its promotion, and another never
-// promoted in two minutes. The entries a member is short of are already
-// in flight to it, so the promoted voter holds the group's commits back
-// by about a round trip, once.
-const catchUpEntries = 128
+// transfer: the operator's bound for a pod (adminapi.CatchUpEntries, one
+// setting for both), well inside what the database accepts
+// (node.PromoteLag). Placement once asked for an exact Match >= Commit,
+// and under a steady write load a learner one round trip behind the
+// leader almost never showed it: a worker-process test saw a partition's
+// learner wait 42 s for its promotion, and another never promoted in two
+// minutes. The entries a member is short of are already in flight to it,
+// so the promoted voter holds the group's commits back by about a round
+// trip, once.
+const catchUpEntries = adminapi.CatchUpEntries
 
 // groupOf is a leader's status as placement sees it. A member is caught
 // up when the leader heard from it within the last election timeout and

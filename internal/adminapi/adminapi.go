@@ -174,6 +174,19 @@ func (c Cluster) LeaderMember() (Member, bool) {
 	return Member{}, false
 }
 
+// CatchUpEntries is how far (in log entries) a learner's match index may
+// trail its leader's commit index and still be promoted, or be handed a
+// leadership, by a caller that waits for it to catch up: the operator's
+// rule for a pod and the database's own placement's for a partition's
+// replica, one bound for both. A learner promoted while far behind would
+// be a voter that cannot acknowledge new entries until it caught up,
+// which shrinks the group's failure tolerance for that time; a bounded
+// lag keeps that window short under a steady write load, where an exact
+// match is almost never observed (a learner is a round trip behind). The
+// worker itself refuses a promotion beyond a looser bound (1,000 entries,
+// replication/node.PromoteLag).
+const CatchUpEntries = 128
+
 // AddMember is the body of POST /admin/members: add ID, reachable at Addr
 // (its peer address), as a learner. The joining member's ID is read from its
 // own GET /admin/cluster (Self) while it waits in StateJoining.

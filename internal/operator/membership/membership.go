@@ -17,13 +17,9 @@ import (
 // DefaultVoters is spec.voters when it is unset (the CRD's default).
 const DefaultVoters = 3
 
-// DefaultCatchUpEntries is how far (in log entries) a learner's match index
-// may trail the leader's commit index and still be promoted. A learner
-// promoted while far behind would become a voter that cannot acknowledge
-// new entries until it caught up, which shrinks the group's failure
-// tolerance for that time; a bounded lag keeps that window short under a
-// steady write load, where an exact match may never be observed.
-const DefaultCatchUpEntries = 128
+// DefaultCatchUpEntries is the promotion lag bound when none is set: the
+// one the worker's placement also uses (adminapi.CatchUpEntries).
+const DefaultCatchUpEntries = adminapi.CatchUpEntries
 
 // EffectiveVoters is the number of voters a group of replicas pods runs for
 // spec.voters: min(voters, replicas), rounded down to odd. Replicas 1 and 2
