@@ -4,6 +4,7 @@ package iobackend
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -562,7 +563,7 @@ func (b *epollBackend) runSyncs() {
 			fds = append(fds, op.fd)
 		}
 	}
-	res := append(b.syncRes[:0], make([]int32, len(fds))...)
+	res := slices.Grow(b.syncRes[:0], len(fds))[:len(fds)]
 	if len(fds) > 0 {
 		var wg sync.WaitGroup
 		for i := 1; i < len(fds); i++ {
