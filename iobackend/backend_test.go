@@ -484,6 +484,11 @@ func TestCloseWithOpsInFlight(t *testing.T) {
 			b.Accept(ln, 3)
 			b.Wait(0, make([]Completion, 4)) // into the kernel
 			b.Recv(a, make([]byte, 8), 4)    // and one not yet submitted
+			// A file's fsync started and not yet run (on epoll, the next
+			// Wait would run it): Close abandons it like any other op.
+			_, fd := tempFile(t)
+			b.Write(fd, []byte("tail"), 0, 5)
+			b.Fsync(fd, 6)
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -562,7 +562,7 @@ func (b *epollBackend) Fsync(fd int, token uint64) (int32, bool) {
 func (b *epollBackend) runSyncs() {
 	fds := b.syncFd[:0]
 	for _, op := range b.syncs {
-		if b.live.get(op.token) == op && !containsFd(fds, op.fd) {
+		if b.live.get(op.token) == op && !slices.Contains(fds, op.fd) {
 			fds = append(fds, op.fd)
 		}
 	}
@@ -582,7 +582,7 @@ func (b *epollBackend) runSyncs() {
 	}
 	for i, op := range b.syncs {
 		if b.live.get(op.token) == op {
-			b.finish(op, res[indexFd(fds, op.fd)])
+			b.finish(op, res[slices.Index(fds, op.fd)])
 		}
 		b.syncs[i] = nil
 	}
@@ -601,17 +601,6 @@ func fdatasync(fd int) int32 {
 		}
 		return 0
 	}
-}
-
-func containsFd(fds []int, fd int) bool { return indexFd(fds, fd) >= 0 }
-
-func indexFd(fds []int, fd int) int {
-	for i, f := range fds {
-		if f == fd {
-			return i
-		}
-	}
-	return -1
 }
 
 // ---- cancel, wake, wait, close ----
