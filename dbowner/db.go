@@ -205,6 +205,12 @@ type Options struct {
 	// raft group over the same members, all on one transport (multi-raft).
 	// docs/replication.md, "Partitions".
 	Partitions int
+
+	// journal is the shard journal a partition's appends go through when
+	// others of its shard append meanwhile (journal.go), and journalRel
+	// its directory relative to the data dir; set by a partitioned Open.
+	journal    *journal
+	journalRel string
 }
 
 // DB is a handle to the database. It is a small value: copy it, store it,
@@ -321,7 +327,7 @@ func Open(f *runtime.Fiber, opts Options) (*DB, error) {
 // openOne opens one raft group (a partition, or the whole database) whose
 // owner lives on shard.
 func openOne(f *runtime.Fiber, opts Options, shard int, tr trace.Tracer, id uint64) (*DB, error) {
-	o := &owner{opts: opts, tr: tr, id: id, shard: shard}
+	o := &owner{opts: opts, tr: tr, id: id, shard: shard, jn: opts.journal, relDir: opts.journalRel}
 	o.fs = opts.FS
 	if o.fs == nil {
 		o.fs = ringFS{}

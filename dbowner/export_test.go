@@ -140,3 +140,25 @@ func SetSnapChunkBytes(n int) (restore func()) {
 	snapChunkBytes = n
 	return func() { snapChunkBytes = old }
 }
+
+// JournaledForTest is how many appends the shard journals made durable
+// together (batches of more than one partition's append).
+func (d *DB) JournaledForTest() int64 {
+	if d.ps == nil || d.ps.journals == nil {
+		return 0
+	}
+	return d.ps.journals.batched.Load()
+}
+
+// ParseRedoForTest decodes a shard journal's redo record.
+func ParseRedoForTest(p []byte) (rel string, off int64, data []byte, err error) {
+	return parseRedo(p)
+}
+
+// SetJournalRotateForTest sets the journal size that starts a rotation,
+// returning the old.
+func SetJournalRotateForTest(n int64) int64 {
+	old := journalRotateBytes
+	journalRotateBytes = n
+	return old
+}

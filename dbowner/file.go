@@ -92,6 +92,15 @@ func writeSync(f *runtime.Fiber, p *wal.Pending) error {
 	return err
 }
 
+// writeDurable carries out a prepared append of o's log: through the
+// shard journal for a partition (journal.go), else writeSync.
+func (o *owner) writeDurable(f *runtime.Fiber, p *wal.Pending) error {
+	if o.jn != nil {
+		return o.jn.commit(f, o, p)
+	}
+	return writeSync(f, p)
+}
+
 // syncFile is the fdatasync of a snapshot file, on f's backend for the
 // owner's files.
 func syncFile(f *runtime.Fiber) func(wal.File) error {

@@ -69,6 +69,13 @@ type owner struct {
 	fatal  error // sticky: the WAL failed fatally
 	closed bool
 
+	// jn is the shard journal of a partition (nil: appends are their own
+	// WRITE and FSYNC), jw this owner's place in its queue, relDir the
+	// log's directory relative to the data dir.
+	jn     *journal
+	jw     journalWait
+	relDir string
+
 	// Spans of the writes proposed since the last append: the next "wal
 	// fsync" span links to them.
 	spans      []trace.Span
@@ -677,6 +684,13 @@ func (o *owner) close(f *runtime.Fiber) error {
 	o.node.StopWait(f)
 	if o.tcp != nil {
 		o.tcp.Close(f)
+	}
+	if o.jn != nil {
+		// Nothing of this log may stay in the journal: its directory
+		// may be deleted and made again (placer.go), file names and all.
+		if err := o.jn.flushFor(f, o.relDir, &o.jw.sig); err != nil {
+			o.opts.Logger.Warn("dbowner: the shard journal was not rotated at close; the next start writes it again", "dir", o.opts.Dir, "err", err)
+		}
 	}
 	return o.log.Close()
 }

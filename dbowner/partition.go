@@ -127,6 +127,8 @@ type partitions struct {
 	// by openPartitions for a placed member.
 	open func(f *runtime.Fiber, p int, peers map[uint64]string) (*DB, error)
 	dir  string // the data dir (partition p's is partitionDir(dir, p))
+	// journals are the shard journals (journal.go).
+	journals *journals
 
 	// tend (schema completion and the leader balancer) runs while shared
 	// is set; closing and the signals stop it.
@@ -198,9 +200,20 @@ func (d *DB) part(p int) *DB {
 	return &c
 }
 
+// partitionOptions are partition p's options: its data dir, one
+// partition, its shard's journal.
+func (ps *partitions) partitionOptions(opts Options, p, shards int) Options {
+	po := opts
+	po.Dir = partitionDir(opts.Dir, p)
+	po.Partitions = 1
+	po.journal = ps.journals.on(p % shards)
+	po.journalRel = partitionRel(p)
+	return po
+}
+
 // partitionDir is partition p's data dir.
 func partitionDir(dir string, p int) string {
-	return filepath.Join(dir, "p", fmt.Sprintf("%03d", p))
+	return filepath.Join(dir, partitionRel(p))
 }
 
 // partitionCount is the data dir's partition count: the one recorded
@@ -307,14 +320,26 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 				_ = d.Close(f)
 			}
 		}
+		ps.journals.close(f)
 		ps.closeShared(f)
 		return nil, err
 	}
+	// What the shard journals hold goes back into the partitions' logs
+	// before any of them opens; then each shard that owns a partition
+	// gets a journal of its own (journal.go).
+	if err := offload(f, func() error { return redoJournals(opts.Dir, opts.WAL.Repair, opts.Logger) }); err != nil {
+		return nil, fmt.Errorf("dbowner: open %s: the shard journals: %w", opts.Dir, err)
+	}
+	js, err := openJournals(f, opts, min(n, f.Shards()))
+	if err != nil {
+		return nil, err
+	}
+	ps.journals = js
 	if c := opts.Cluster; c.Net == nil && (len(c.Peers) > 0 || c.Join) {
 		ps.calls = &callServer{}
 		s, addr, err := startShared(f, opts, n, id, ps.calls)
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 		ps.shared, ps.peerAddr = s, addr
 	}
@@ -328,16 +353,13 @@ func openPartitions(f *runtime.Fiber, opts Options, n int, tr trace.Tracer, id u
 		}
 		held = pl
 	}
-	var err error
 	for p := range n {
 		ok, join, peers := held(p)
 		if !ok {
 			ps.slots[p].Store(ps.remote(p, opts.Cluster.RequestTimeout, id))
 			continue
 		}
-		po := opts
-		po.Dir = partitionDir(opts.Dir, p)
-		po.Partitions = 1
+		po := ps.partitionOptions(opts, p, f.Shards())
 		if ps.shared != nil {
 			po.Cluster.shared, po.Cluster.group = ps.shared, uint32(p+1)
 			po.Cluster.PeerAddr = ps.peerAddr
@@ -577,8 +599,12 @@ func (d *DB) closePartitions(f *runtime.Fiber) error {
 			errs = append(errs, fmt.Errorf("partition %d: %w", p, err))
 		}
 	}
+	d.ps.journals.close(f)
 	d.ps.closeShared(f)
 	stopped := "stopped"
 	d.state.Store(&stopped)
 	return errors.Join(errs...)
 }
+
+// partitionRel is partition p's data dir relative to the database's.
+func partitionRel(p int) string { return filepath.Join("p", fmt.Sprintf("%03d", p)) }

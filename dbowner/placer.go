@@ -91,9 +91,7 @@ func openPlacement(ps *partitions, opts Options, n, rf int, id uint64, tr trace.
 	}
 	ps.view.Store(&placedView{targets: targets, members: members})
 	ps.open = func(f *runtime.Fiber, p int, peers map[uint64]string) (*DB, error) {
-		po := opts
-		po.Dir = partitionDir(opts.Dir, p)
-		po.Partitions = 1
+		po := ps.partitionOptions(opts, p, f.Shards())
 		po.Cluster.shared, po.Cluster.group, po.Cluster.PeerAddr = ps.shared, uint32(p+1), ps.peerAddr
 		po.Cluster.Join, po.Cluster.Peers = true, peers
 		var err error

@@ -626,7 +626,7 @@ func (o *owner) persist(f *runtime.Fiber, recs []wal.Record, entries int, writes
 			sp.SetAttributes(attribute.Int("wo.wal.bytes", p.Size()))
 		}
 		start := time.Now()
-		werr := writeSync(f, p)
+		werr := o.writeDurable(f, p)
 		if werr == nil && o.opts.OnGroupCommit != nil && entries > 0 {
 			o.opts.OnGroupCommit(entries, time.Since(start))
 		}

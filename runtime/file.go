@@ -161,3 +161,52 @@ func (fl *File) Close() error {
 func (fl *File) errno(op string, res int32) error {
 	return &os.PathError{Op: op, Path: fl.name, Err: unix.Errno(-res)}
 }
+
+// FileWrite is one of the writes WriteAtSyncWith carries along: P at Off
+// in File. Err is its outcome once the call returns.
+type FileWrite struct {
+	File *File
+	P    []byte
+	Off  int64
+	Err  error
+}
+
+// WriteAtSyncWith is WriteAtSync of p at off in fl, with each of ws
+// written too (not synced) in the same submission: one trip through the
+// backend for a journal's write and fdatasync and the writes the journal
+// stands for (dbowner's shard journal). Each ws[i].Err says how its write
+// went; the error returned is fl's alone. It returns once all are done.
+func (fl *File) WriteAtSyncWith(f *Fiber, p []byte, off int64, ws []FileWrite) error {
+	fl.usedOn(f.sh)
+	type started struct {
+		t   ioTicket
+		res int32
+		ok  bool
+	}
+	var small [16]started
+	st := small[:0]
+	for i := range ws {
+		w := &ws[i]
+		w.File.usedOn(f.sh)
+		t := f.startIO()
+		res, ok := f.sh.be.Write(w.File.fd, w.P, w.Off, t.tok)
+		st = append(st, started{t, res, ok})
+	}
+	err := fl.WriteAtSync(f, p, off)
+	for i := range ws {
+		w, s := &ws[i], st[i]
+		res, _ := f.awaitIO(s.t, s.res, s.ok)
+		switch {
+		case res < 0:
+			w.Err = w.File.errno("write", res)
+		case res == 0 && len(w.P) > 0:
+			w.Err = &os.PathError{Op: "write", Path: w.File.name, Err: unix.EIO}
+		case int(res) < len(w.P):
+			// A short write: the rest, as WriteAt does.
+			_, w.Err = w.File.WriteAt(f, w.P[res:], w.Off+int64(res))
+		default:
+			w.Err = nil
+		}
+	}
+	return err
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/writeonce/wo/iobackend"
@@ -119,3 +120,71 @@ func TestFileCloseForgetsFailedWrite(t *testing.T) {
 		})
 	})
 }
+
+// TestFileWriteAtSyncWith: the writes carried along land in their files,
+// each with its own outcome, and the synced write's error is its own.
+func TestFileWriteAtSyncWith(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		dir := t.TempDir()
+		names := []string{"journal", "a", "b", "c"}
+		run(t, cfg, func(f *Fiber) int {
+			var fls []*File
+			for _, n := range names {
+				fl, err := OpenFile(filepath.Join(dir, n), os.O_CREATE|os.O_RDWR, 0o644)
+				if err != nil {
+					t.Error(err)
+					return 1
+				}
+				defer fl.Close()
+				fls = append(fls, fl)
+			}
+			full, err := OpenFile("/dev/full", os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return 1
+			}
+			defer full.Close()
+			for round := range 3 {
+				ws := []FileWrite{
+					{File: fls[1], P: []byte("aa"), Off: int64(2 * round)},
+					{File: full, P: []byte("x")},
+					{File: fls[2], P: bytes.Repeat([]byte("b"), 5000), Off: int64(5000 * round)},
+					{File: fls[3], P: []byte("c"), Off: int64(round)},
+				}
+				if err := fls[0].WriteAtSyncWith(f, []byte("journal"), int64(7*round), ws); err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+				for i, w := range ws {
+					if (w.Err != nil) != (w.File == full) {
+						t.Errorf("round %d: write %d: %v", round, i, w.Err)
+					}
+				}
+			}
+			if err := fls[0].WriteAtSyncWith(f, []byte("x"), 0, ws(full)); err != nil {
+				t.Errorf("with only a failing write along: %v", err)
+			}
+			err = full.WriteAtSyncWith(f, []byte("x"), 0, []FileWrite{{File: fls[1], P: []byte("aa"), Off: 6}})
+			var pe *os.PathError
+			if !errors.As(err, &pe) || pe.Path != "/dev/full" {
+				t.Errorf("a failing synced write: %v, want a PathError naming /dev/full", err)
+			}
+			return 0
+		})
+		want := map[string]string{"journal": strings.Repeat("journal", 3), "a": strings.Repeat("aa", 4),
+			"b": strings.Repeat("b", 15000), "c": "ccc"}
+		for n, w := range want {
+			got, err := os.ReadFile(filepath.Join(dir, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == "journal" {
+				got[0] = 'j' // the one-byte write at 0 above
+			}
+			if string(got) != w {
+				t.Errorf("%s holds %d bytes %.20q…, want %d", n, len(got), got, len(w))
+			}
+		}
+	})
+}
+
+func ws(fl *File) []FileWrite { return []FileWrite{{File: fl, P: []byte("x")}} }

@@ -31,6 +31,9 @@ const (
 	TypeEntry byte = 2
 	// TypeHardState carries raft's HardState (term, vote, commit).
 	TypeHardState byte = 3
+	// TypeRedo carries one write of a partition's log that a shard
+	// journal made durable for it (dbowner: path, offset, bytes).
+	TypeRedo byte = 4
 )
 
 // Record is one logged record.
