@@ -226,8 +226,8 @@ func (j *journal) run(f *runtime.Fiber) {
 	}()
 	for {
 		for len(j.queue) == 0 && !(j.want && !j.rotating && j.failed == nil) {
-			if j.closing {
-				return
+			if j.closing && !j.rotating {
+				return // a rotation under way ends first: it uses the log
 			}
 			if !j.wake.Wait(f, 0) {
 				return
