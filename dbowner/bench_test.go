@@ -61,8 +61,9 @@ func benchInserts(b *testing.B, cfg runtime.Config, partitions, writers int) {
 	dir := b.TempDir()
 	var st dbowner.Stats
 	var elapsed, cpu time.Duration
+	var journaled int64
 	withKVOn(b, cfg, dbowner.Options{Dir: dir, Logger: cfg.Logger, Partitions: partitions}, func(f *runtime.Fiber, db *dbowner.DB) int {
-		before := db.Stats()
+		before, journaled0 := db.Stats(), db.JournaledForTest()
 		n := b.N
 		b.ResetTimer()
 		start, cpu0 := time.Now(), runtimetest.CPUTime()
@@ -79,11 +80,17 @@ func benchInserts(b *testing.B, cfg runtime.Config, partitions, writers int) {
 		st = db.Stats()
 		st.Commits -= before.Commits
 		st.Groups -= before.Groups
+		journaled = db.JournaledForTest() - journaled0
 		return 0
 	})
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "inserts/s")
 	b.ReportMetric(st.CommitsPerGroup(), "commits/fsync")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/insert")
+	if st.Groups > 0 {
+		// The share of the partitions' appends that a shard journal made
+		// durable together (the rest synced alone).
+		b.ReportMetric(float64(journaled)/float64(st.Groups), "journaled/append")
+	}
 }
 
 // parallel runs fn on n fibers spread round-robin over every shard and
