@@ -238,7 +238,8 @@ type DB struct {
 // Stats are the owner's counters, readable from anywhere.
 type Stats struct {
 	Commits    uint64 // acknowledged write transactions (durable)
-	Groups     uint64 // group commits: one WAL write + one fdatasync each
+	Groups     uint64 // group commits: one WAL write each, and one fdatasync each but those Journaled
+	Journaled  uint64 // group commits of partitions a shard journal made durable together (one fdatasync a batch)
 	Failed     uint64 // commits failed by the WAL (ENOSPC, fatal)
 	Snapshots  uint64
 	LastLSN    uint64

@@ -174,6 +174,9 @@ func (ps *partitions) stats() Stats {
 		s.GroupBytes += x.GroupBytes
 		s.Deduped += x.Deduped
 	}
+	if ps.journals != nil {
+		s.Journaled = uint64(ps.journals.batched.Load())
+	}
 	return s
 }
 

@@ -41,8 +41,8 @@
 //	wo_shard_inbox_depth{shard}              gauge   cross-shard items waiting
 //	wo_shard_reductions_total{shard}         counter reductions spent
 //	wo_shard_slice_overruns_total{shard}     counter slices past the watchdog threshold
-//	wo_db_commits_total, wo_db_group_commits_total, wo_db_failed_commits_total,
-//	wo_db_snapshots_total, wo_db_group_commit_bytes_total   counters
+//	wo_db_commits_total, wo_db_group_commits_total, wo_db_journaled_group_commits_total,
+//	wo_db_failed_commits_total, wo_db_snapshots_total, wo_db_group_commit_bytes_total   counters
 //	wo_db_last_lsn, wo_db_recovered_records, wo_db_max_group_commit_size   gauges
 //	wo_peer_{frames_sent,frames_received,messages_sent,messages_dropped,beats_sent,beats_received,
 //	  unknown_group_messages,connections_refused,dials,dial_failures,snapshots_sent,snapshots_received}_total

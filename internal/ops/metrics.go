@@ -40,7 +40,8 @@ var (
 	descReductions = desc("wo_shard_reductions_total", "Reductions spent by the shard's slices.", "shard")
 	descOverruns   = desc("wo_shard_slice_overruns_total", "The shard's slices that ran past the watchdog threshold without a safepoint.", "shard")
 	descCommits    = desc("wo_db_commits_total", "Acknowledged (durable) write transactions.")
-	descGroups     = desc("wo_db_group_commits_total", "Group commits: one WAL write and one fdatasync each.")
+	descGroups     = desc("wo_db_group_commits_total", "Group commits: one WAL write each, and one fdatasync each unless a shard journal made it durable with other partitions' (wo_db_journaled_group_commits_total).")
+	descJournaled  = desc("wo_db_journaled_group_commits_total", "Group commits of partitions made durable together by their shard's journal: one journal write and one fdatasync for all of a batch.")
 	descFailed     = desc("wo_db_failed_commits_total", "Commits failed by the WAL (no space, fatal).")
 	descSnapshots  = desc("wo_db_snapshots_total", "Snapshots taken.")
 	descGroupBytes = desc("wo_db_group_commit_bytes_total", "Bytes written by group commits.")
@@ -48,7 +49,7 @@ var (
 	descRecovered  = desc("wo_db_recovered_records", "WAL records replayed at open.")
 	descMaxGroup   = desc("wo_db_max_group_commit_size", "The largest number of commits made durable by one fsync.")
 	descRaftInfo   = desc("wo_raft_info", "This raft member: its ID, state (joining, member, removed, stopped), role and the leader it knows (ID 0: none); always 1.", "member", "state", "role", "leader")
-	allDescriptors = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
+	allDescriptors = []*prometheus.Desc{descReady, descInfo, descShards, descDropped, descDeaths, descPanics, descSpawned, descWakeWrites, descWatchdog, descShardCPU, descSyscalls, descEnters, descSubmitted, descCompleted, descBEWake, descBEDrain, descRunQueue, descFibers, descActors, descInbox, descReductions, descOverruns, descCommits, descGroups, descJournaled, descFailed, descSnapshots, descGroupBytes, descLastLSN, descRecovered, descMaxGroup}
 )
 
 var _ prometheus.Collector = (*collector)(nil)
@@ -166,6 +167,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		st := db.Stats()
 		counter(descCommits, st.Commits)
 		counter(descGroups, st.Groups)
+		counter(descJournaled, st.Journaled)
 		counter(descFailed, st.Failed)
 		counter(descSnapshots, st.Snapshots)
 		counter(descGroupBytes, st.GroupBytes)
