@@ -146,6 +146,14 @@ func openJournals(f *runtime.Fiber, opts Options, n int) (*journals, error) {
 		}
 		js.byShard = append(js.byShard, j.j)
 	}
+	// The WAL makes its segments' directory entries durable, not the
+	// directories it creates: a journal whose directory a power loss
+	// forgot would take its appends with it.
+	jdir := filepath.Join(opts.Dir, journalDirName)
+	if err := offload(f, func() error { return errors.Join(syncDir(jdir), syncDir(opts.Dir)) }); err != nil {
+		js.close(f)
+		return nil, fmt.Errorf("dbowner: open the shard journals: fsync %s: %w", jdir, err)
+	}
 	return js, nil
 }
 
