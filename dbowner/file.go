@@ -58,14 +58,17 @@ func (r ringFile) WriteAt(p []byte, off int64) (int, error) {
 	}
 }
 
-func (r ringFile) Datasync() error {
+func (r ringFile) Datasync() error { return fdatasync(r.fl.Fd(), r.fl.Name()) }
+
+// fdatasync is the blocking fdatasync of fd (the file name) for errors.
+func fdatasync(fd int, name string) error {
 	for {
-		err := unix.Fdatasync(r.fl.Fd())
+		err := unix.Fdatasync(fd)
 		if err == unix.EINTR {
 			continue // interrupted before it started: not a failed sync
 		}
 		if err != nil {
-			return &os.PathError{Op: "fdatasync", Path: r.fl.Name(), Err: err}
+			return &os.PathError{Op: "fdatasync", Path: name, Err: err}
 		}
 		return nil
 	}

@@ -488,16 +488,7 @@ func datasyncPath(path string) error {
 		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	for {
-		err = unix.Fdatasync(fd)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return &os.PathError{Op: "fdatasync", Path: path, Err: err}
-	}
-	return nil
+	return fdatasync(fd, path)
 }
 
 // A redo record's payload:
